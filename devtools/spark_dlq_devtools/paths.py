@@ -1,0 +1,71 @@
+"""Where the test bed finds what the setup scripts installed, and the pinned versions.
+
+``scripts/setup/versions.env`` is the one place versions are written; the setup scripts
+source it and this module reads it, so the fixtures start exactly what was installed.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def cache_dir() -> Path:
+    """The cache folder outside the repository (``SPARK_DLQ_CACHE``, default
+    ``~/.cache/spark-dlq``)."""
+    return Path(os.environ.get("SPARK_DLQ_CACHE", Path.home() / ".cache" / "spark-dlq"))
+
+
+@cache
+def versions() -> dict[str, str]:
+    result: dict[str, str] = {}
+    for line in (REPO_ROOT / "scripts" / "setup" / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            result[key.strip()] = value.strip()
+    return result
+
+
+class NotInstalled(RuntimeError):
+    """A part of the test bed is missing: the message says which setup script installs it."""
+
+
+def _need(path: Path, what: str, script: str) -> Path:
+    if not path.exists():
+        raise NotInstalled(f"{what} not found at {path}; run scripts/setup/{script} (or scripts/setup.sh)")
+    return path
+
+
+def kafka_libs() -> Path:
+    v = versions()["KAFKA_VERSION"]
+    return _need(cache_dir() / "kafka" / v / "libs" / ".complete", f"Apache Kafka {v}", "jars.sh").parent
+
+
+def spark_kafka_jars() -> list[Path]:
+    v = versions()["SPARK_VERSION"]
+    folder = _need(cache_dir() / "spark-jars" / v / ".complete", f"Spark Kafka connector {v}", "jars.sh").parent
+    return sorted(folder.glob("*.jar"))
+
+
+def kubernetes_bin(name: str) -> Path:
+    v = versions()["KUBERNETES_VERSION"]
+    return _need(cache_dir() / "kubernetes" / f"v{v}" / "bin" / name, f"{name} {v}", "kubernetes.sh")
+
+
+def etcd_bin() -> Path:
+    for folder in ("/usr/bin", "/usr/local/bin"):
+        candidate = Path(folder) / "etcd"
+        if candidate.exists():
+            return candidate
+    raise NotInstalled("etcd not found; run scripts/setup/kubernetes.sh (installs Debian's etcd-server)")
+
+
+def work_dir(name: str) -> Path:
+    """A scratch folder for running services (logs, data), under the cache's ``run/``."""
+    path = cache_dir() / "run" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Fetches the Apache Kafka broker jars and the Spark Kafka connector jars from Maven Central
+# into the cache. Idempotent: a finished folder carries a .complete marker.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+fetch() {  # fetch <pom> <dest> <maven -D properties...>
+  local pom="$1" dest="$2"; shift 2
+  if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; return; fi
+  log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central"
+  rm -rf "$dest"; mkdir -p "$dest"
+  mvn -q -B -Dstyle.color=never -f "$pom" "$@" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
+    dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime
+  touch "$dest/.complete"
+}
+
+fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
+  "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/libs" \
+  -Dkafka.version="$KAFKA_VERSION" -Dscala.binary="$SCALA_BINARY"
+fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \
+  "$SPARK_DLQ_CACHE/spark-jars/$SPARK_VERSION" \
+  -Dspark.version="$SPARK_VERSION" -Dscala.binary="$SCALA_BINARY" \
+  -Dkafka.clients.version="$SPARK_KAFKA_CLIENTS_VERSION" \
+  -Dcommons.pool2.version="$SPARK_COMMONS_POOL2_VERSION"

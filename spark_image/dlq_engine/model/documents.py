@@ -1,0 +1,101 @@
+"""Reading policies from YAML text, with line numbers for the person who wrote it.
+
+``dlq-engine run -f policy.yaml`` must say which field on which line is wrong, not print a
+traceback. PyYAML's composer keeps a position for every node, so the text is composed once,
+a map from field path to line is built from the node tree, and each policy issue is then
+reported as ``policy.yaml:14: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from dlq_engine.model.policy import DeadLetterPolicy, Issue, PolicyError, parse_policy
+
+
+@dataclass(frozen=True, slots=True)
+class LocatedIssue:
+    source: str
+    line: int | None
+    issue: Issue
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.issue}"
+
+
+class PolicyFileError(ValueError):
+    """A policy file that cannot be read or run; ``str()`` is one line per problem."""
+
+    def __init__(self, problems: list[LocatedIssue]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def load_policy_text(text: str, *, source: str = "<policy>") -> DeadLetterPolicy:
+    """Parse YAML text holding one DeadLetterPolicy. Raises PolicyFileError."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise PolicyFileError([LocatedIssue(source, line, Issue("(yaml)", str(problem)))]) from None
+    try:
+        return parse_policy(document)
+    except PolicyError as error:
+        lines = _line_map(node)
+        raise PolicyFileError(
+            [LocatedIssue(source, _line_for(issue.path, lines), issue) for issue in error.issues]
+        ) from None
+
+
+def load_policy_file(path: str | Path) -> DeadLetterPolicy:
+    """Read and parse a policy file. Raises PolicyFileError (also for a missing file)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise PolicyFileError(
+            [LocatedIssue(str(path), None, Issue("(file)", error.strerror or str(error)))]
+        ) from None
+    return load_policy_text(text, source=str(path))
+
+
+def _line_map(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
+    lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            path = f"{prefix}.{key}" if prefix else key
+            lines[path] = key_node.start_mark.line + 1
+            lines.update(_line_map(value_node, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            path = f"{prefix}[{index}]"
+            lines[path] = item.start_mark.line + 1
+            lines.update(_line_map(item, path))
+    return lines
+
+
+_INDEX = re.compile(r"\[\d+\]$")
+
+
+def _line_for(path: str, lines: dict[str, int]) -> int | None:
+    """The line of the field, or of its nearest written ancestor (a missing field is
+    reported where its parent is)."""
+    while path:
+        if path in lines:
+            return lines[path]
+        if _INDEX.search(path):
+            path = _INDEX.sub("", path)
+        elif "." in path:
+            path = path.rsplit(".", 1)[0]
+        else:
+            break
+    return None

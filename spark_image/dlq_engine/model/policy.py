@@ -1,0 +1,706 @@
+"""The DeadLetterPolicy: one typed model, one parser, every default in one place.
+
+The operator validates a policy it watches with this module, renders it into the engine's
+``policy.yaml``, and the engine loads that file with this module again, so both sides agree on
+every default and every rule. The parser collects all problems at once, each named by its field
+path (``spec.retry.backoff.jitter: must be between 0 and 1, got 1.5``), because a person fixing a
+policy wants the whole list, not one error per attempt.
+
+The dataclasses are frozen: a policy is a value. ``to_spec`` turns one back into the spec
+mapping with every default filled in, which is what the operator writes into the ConfigMap and
+what the configuration hash is computed over.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar, cast
+
+from dlq_engine.model.durations import DurationError, format_ms, parse_duration_ms
+
+API_VERSION: Final = "sparkdlq.io/v1alpha1"
+KIND: Final = "DeadLetterPolicy"
+
+StartingOffsets = Literal["earliest", "latest"]
+ProcessorMode = Literal["message", "batch"]
+BackoffType = Literal["fixed", "exponential", "levels"]
+DeadLetterStrategy = Literal["topic", "ignore", "stop"]
+Provisioner = Literal["auto", "admin", "strimzi"]
+
+#: Kafka's own rule for topic names (kafka.common.internals.Topic).
+KAFKA_TOPIC_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
+KAFKA_TOPIC_MAX_LENGTH: Final = 249
+_TOPIC_RE = re.compile(KAFKA_TOPIC_PATTERN)
+_ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+_MEMORY_RE = re.compile(r"^[1-9][0-9]*[kmgtKMGT]?$")
+_HEADER_PREFIX: Final = "dlq."
+
+#: Default levels are not given: `type: levels` must name its own.
+DEFAULT_MAX_REDELIVER_COUNT: Final = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem in a policy: the field path and what is wrong with it."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be run. ``issues`` lists every problem found."""
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        self.issues: tuple[Issue, ...] = tuple(issues)
+        super().__init__("; ".join(str(i) for i in self.issues))
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    topic: str
+    subscription: str
+    starting_offsets: StartingOffsets = "latest"
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    bootstrap_servers: str
+    secret_ref: SecretRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Processor:
+    entrypoint: str
+    mode: ProcessorMode = "message"
+    #: Per-message time limit in milliseconds; 0 means none. A processor that overruns it
+    #: fails that message with a ``TimeoutError`` (retried like any other failure).
+    timeout_ms: int = 0
+
+    @property
+    def module(self) -> str:
+        return self.entrypoint.split(":", 1)[0]
+
+    @property
+    def function(self) -> str:
+        return self.entrypoint.split(":", 1)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    topic: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    type: BackoffType = "exponential"
+    delay_ms: int = 1_000
+    multiplier: float = 2.0
+    max_delay_ms: int = 600_000
+    jitter: float = 0.0
+    levels_ms: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySpec:
+    max_redeliver_count: int = DEFAULT_MAX_REDELIVER_COUNT
+    topic: str = ""
+    backoff: Backoff = field(default_factory=Backoff)
+    non_retryable_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    strategy: DeadLetterStrategy = "topic"
+    topic: str = ""
+    include_stack_trace: bool = True
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorWindow:
+    size: int = 0
+    threshold: float = 1.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0
+
+
+@dataclass(frozen=True, slots=True)
+class StrimziTarget:
+    namespace: str = ""
+    cluster: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    create: bool = True
+    provisioner: Provisioner = "auto"
+    strimzi: StrimziTarget = field(default_factory=StrimziTarget)
+    partitions: int = 0
+    replication_factor: int = -1
+    retry_config: Mapping[str, str] = field(default_factory=dict)
+    dead_letter_config: Mapping[str, str] = field(default_factory=dict)
+    delete_with_policy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    cores: int = 1
+    memory: str = "1g"
+    instances: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Spark:
+    image: str = ""
+    trigger_ms: int = 1_000
+    checkpoint_location: str = ""
+    driver: Resources = field(default_factory=Resources)
+    executor: Resources = field(default_factory=Resources)
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPolicy:
+    """A whole policy: identity plus spec, with every default applied."""
+
+    name: str
+    namespace: str
+    source: Source
+    broker: Broker
+    processor: Processor
+    output: Output = field(default_factory=Output)
+    retry: RetrySpec = field(default_factory=RetrySpec)
+    dead_letter: DeadLetter = field(default_factory=DeadLetter)
+    error_window: ErrorWindow = field(default_factory=ErrorWindow)
+    topics: Topics = field(default_factory=Topics)
+    spark: Spark = field(default_factory=Spark)
+    suspend: bool = False
+
+    @property
+    def qualified_name(self) -> str:
+        """``namespace/name``, as written in the ``dlq.policy`` header."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def retry_topic(self) -> str:
+        return self.retry.topic or default_retry_topic(self.source)
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return self.dead_letter.topic or default_dead_letter_topic(self.source)
+
+
+def default_retry_topic(source: Source) -> str:
+    return f"{source.topic}-{source.subscription}-RETRY"
+
+
+def default_dead_letter_topic(source: Source) -> str:
+    return f"{source.topic}-{source.subscription}-DLQ"
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+
+
+T = TypeVar("T")
+_MISSING: Final = object()
+
+
+class _Fields:
+    """Reads one mapping of the document, remembering which keys were used and every issue."""
+
+    def __init__(self, raw: object, path: str, issues: list[Issue]) -> None:
+        self.path = path
+        self.issues = issues
+        self.used: set[str] = set()
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            self.fail(path, f"must be a mapping, got {_kind(raw)}")
+            raw = {}
+        self.raw: Mapping[str, Any] = raw
+
+    def fail(self, path: str, message: str) -> None:
+        self.issues.append(Issue(path, message))
+
+    def at(self, key: str) -> str:
+        return f"{self.path}.{key}"
+
+    def get(self, key: str) -> object:
+        self.used.add(key)
+        value = self.raw.get(key, _MISSING)
+        return _MISSING if value is None else value
+
+    def child(self, key: str) -> _Fields:
+        value = self.get(key)
+        return _Fields(None if value is _MISSING else value, self.at(key), self.issues)
+
+    def string(self, key: str, default: str | None = None) -> str:
+        value = self.get(key)
+        if value is _MISSING:
+            if default is None:
+                self.fail(self.at(key), "is required")
+                return ""
+            return default
+        if not isinstance(value, str):
+            self.fail(self.at(key), f"must be a string, got {_kind(value)}")
+            return default or ""
+        if default is None and not value.strip():
+            self.fail(self.at(key), "is required and must not be empty")
+        return value
+
+    def choice(self, key: str, allowed: Sequence[T], default: T) -> T:
+        value = self.get(key)
+        if value is _MISSING:
+            return default
+        if value not in allowed:
+            options = ", ".join(str(a) for a in allowed)
+            self.fail(self.at(key), f"must be one of {options}, got {value!r}")
+            return default
+        return cast(T, value)
+
+    def integer(self, key: str, default: int, *, minimum: int | None = None) -> int:
+        value = self.get(key)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(self.at(key), f"must be a whole number, got {value!r}")
+            return default
+        if minimum is not None and value < minimum:
+            self.fail(self.at(key), f"must be at least {minimum}, got {value}")
+            return default
+        return value
+
+    def number(self, key: str, default: float) -> float:
+        value = self.get(key)
+        if value is _MISSING:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(self.at(key), f"must be a number, got {value!r}")
+            return default
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.get(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            self.fail(self.at(key), f"must be true or false, got {value!r}")
+            return default
+        return value
+
+    def duration(self, key: str, default_ms: int) -> int:
+        value = self.get(key)
+        if value is _MISSING:
+            return default_ms
+        try:
+            return parse_duration_ms(value)
+        except DurationError as error:
+            self.fail(self.at(key), str(error))
+            return default_ms
+
+    def string_map(self, key: str) -> dict[str, str]:
+        """A map of strings; numbers and booleans are accepted and written as strings
+        (topic configs such as ``retention.ms: 604800000`` are natural to write unquoted)."""
+        value = self.get(key)
+        if value is _MISSING:
+            return {}
+        if not isinstance(value, Mapping):
+            self.fail(self.at(key), f"must be a mapping of strings, got {_kind(value)}")
+            return {}
+        result: dict[str, str] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                self.fail(self.at(key), f"keys must be strings, got {k!r}")
+            elif isinstance(v, bool):
+                result[k] = "true" if v else "false"
+            elif isinstance(v, str | int | float):
+                result[k] = str(v)
+            else:
+                self.fail(f"{self.at(key)}.{k}", f"must be a string, got {_kind(v)}")
+        return result
+
+    def string_list(self, key: str) -> tuple[str, ...]:
+        value = self.get(key)
+        if value is _MISSING:
+            return ()
+        if not isinstance(value, list):
+            self.fail(self.at(key), f"must be a list, got {_kind(value)}")
+            return ()
+        items: list[str] = []
+        for index, item in enumerate(value):
+            if not isinstance(item, str) or not item.strip():
+                self.fail(f"{self.at(key)}[{index}]", f"must be a non-empty string, got {item!r}")
+            else:
+                items.append(item.strip())
+        return tuple(items)
+
+    def done(self) -> None:
+        """Refuse keys this mapping does not know: a typo must not silently fall back to a
+        default (``maxRedeliveryCount`` would otherwise mean 16 retries)."""
+        for key in self.raw:
+            if key not in self.used:
+                hint = _closest(str(key), self.used)
+                suffix = f" (did you mean {hint!r}?)" if hint else ""
+                self.fail(self.at(str(key)), f"unknown field{suffix}")
+
+
+def parse_policy(document: object) -> DeadLetterPolicy:
+    """Parse a whole DeadLetterPolicy object (apiVersion, kind, metadata, spec).
+
+    Raises PolicyError naming every problem. Fields Kubernetes adds (``status``, server-set
+    metadata) are accepted and ignored.
+    """
+    issues: list[Issue] = []
+    if not isinstance(document, Mapping):
+        raise PolicyError([Issue("(document)", f"must be a mapping, got {_kind(document)}")])
+    api_version = document.get("apiVersion")
+    if api_version != API_VERSION:
+        issues.append(Issue("apiVersion", f"must be {API_VERSION}, got {api_version!r}"))
+    kind = document.get("kind")
+    if kind != KIND:
+        issues.append(Issue("kind", f"must be {KIND}, got {kind!r}"))
+    metadata = document.get("metadata")
+    name, namespace = "", "default"
+    if not isinstance(metadata, Mapping):
+        issues.append(Issue("metadata", "is required, with at least a name"))
+    else:
+        name = metadata.get("name") or ""
+        namespace = metadata.get("namespace") or "default"
+        if not isinstance(name, str) or not name:
+            issues.append(Issue("metadata.name", "is required"))
+            name = ""
+    policy = _parse_spec(document.get("spec"), name=name, namespace=str(namespace), issues=issues)
+    if issues:
+        raise PolicyError(issues)
+    return policy
+
+
+def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) -> DeadLetterPolicy:
+    if raw is None:
+        issues.append(Issue("spec", "is required"))
+    spec = _Fields(raw, "spec", issues)
+
+    f = spec.child("source")
+    source = Source(
+        topic=_topic(f, "topic", required=True),
+        subscription=f.string("subscription"),
+        starting_offsets=f.choice("startingOffsets", ("earliest", "latest"), "latest"),
+    )
+    if source.subscription and not _TOPIC_RE.match(source.subscription):
+        f.fail(f.at("subscription"), "may contain only letters, digits, '.', '_' and '-' "
+               f"(it is part of the default topic names), got {source.subscription!r}")
+    f.done()
+
+    f = spec.child("broker")
+    bootstrap = f.string("bootstrapServers")
+    secret_ref = None
+    if f.get("secretRef") is not _MISSING:
+        s = f.child("secretRef")
+        secret_ref = SecretRef(name=s.string("name"))
+        s.done()
+    f.done()
+    broker = Broker(bootstrap_servers=bootstrap, secret_ref=secret_ref)
+
+    f = spec.child("processor")
+    entrypoint = f.string("entrypoint")
+    if entrypoint and not _ENTRYPOINT_RE.match(entrypoint):
+        f.fail(f.at("entrypoint"), f"must be 'module:function', got {entrypoint!r}")
+    processor = Processor(
+        entrypoint=entrypoint,
+        mode=f.choice("mode", ("message", "batch"), "message"),
+        timeout_ms=f.duration("timeout", 0),
+    )
+    f.done()
+
+    f = spec.child("output")
+    output = Output(topic=_topic(f, "topic"))
+    f.done()
+
+    retry = _parse_retry(spec.child("retry"))
+    dead_letter = _parse_dead_letter(spec.child("deadLetter"))
+
+    f = spec.child("errorWindow")
+    error_window = ErrorWindow(size=f.integer("size", 0, minimum=0), threshold=f.number("threshold", 1.0))
+    if not 0.0 < error_window.threshold <= 1.0:
+        f.fail(f.at("threshold"), f"must be greater than 0 and at most 1, got {error_window.threshold}")
+    f.done()
+
+    topics = _parse_topics(spec.child("topics"))
+    spark = _parse_spark(spec.child("spark"))
+    suspend = spec.boolean("suspend", False)
+    spec.done()
+
+    policy = DeadLetterPolicy(
+        name=name, namespace=namespace, source=source, broker=broker, processor=processor,
+        output=output, retry=retry, dead_letter=dead_letter, error_window=error_window,
+        topics=topics, spark=spark, suspend=suspend,
+    )
+    _check_topic_names_distinct(policy, issues)
+    return policy
+
+
+def _parse_retry(f: _Fields) -> RetrySpec:
+    max_redeliver = f.integer("maxRedeliverCount", DEFAULT_MAX_REDELIVER_COUNT, minimum=0)
+    topic = _topic(f, "topic")
+    b = f.child("backoff")
+    backoff = Backoff(
+        type=b.choice("type", ("fixed", "exponential", "levels"), "exponential"),
+        delay_ms=b.duration("delay", 1_000),
+        multiplier=b.number("multiplier", 2.0),
+        max_delay_ms=b.duration("maxDelay", 600_000),
+        jitter=b.number("jitter", 0.0),
+        levels_ms=_levels(b),
+    )
+    if backoff.multiplier < 1.0:
+        b.fail(b.at("multiplier"), f"must be at least 1.0, got {backoff.multiplier}")
+    if not 0.0 <= backoff.jitter <= 1.0:
+        b.fail(b.at("jitter"), f"must be between 0 and 1, got {backoff.jitter}")
+    if backoff.max_delay_ms < backoff.delay_ms:
+        b.fail(b.at("maxDelay"), f"must not be shorter than delay ({format_ms(backoff.delay_ms)}), "
+               f"got {format_ms(backoff.max_delay_ms)}")
+    if backoff.type == "levels" and not backoff.levels_ms:
+        b.fail(b.at("levels"), "must list at least one delay when type is levels")
+    b.done()
+    non_retryable = f.string_list("nonRetryableErrors")
+    f.done()
+    return RetrySpec(max_redeliver_count=max_redeliver, topic=topic, backoff=backoff,
+                 non_retryable_errors=non_retryable)
+
+
+def _levels(b: _Fields) -> tuple[int, ...]:
+    value = b.get("levels")
+    if value is _MISSING:
+        return ()
+    if not isinstance(value, list):
+        b.fail(b.at("levels"), f"must be a list of durations, got {_kind(value)}")
+        return ()
+    levels: list[int] = []
+    for index, item in enumerate(value):
+        try:
+            levels.append(parse_duration_ms(item))
+        except DurationError as error:
+            b.fail(f"{b.at('levels')}[{index}]", str(error))
+    return tuple(levels)
+
+
+def _parse_dead_letter(f: _Fields) -> DeadLetter:
+    headers = f.string_map("headers")
+    for key in headers:
+        if key.lower().startswith(_HEADER_PREFIX):
+            f.fail(f"{f.at('headers')}.{key}", "must not start with 'dlq.': those headers are "
+                   "written by the engine")
+    dead_letter = DeadLetter(
+        strategy=f.choice("strategy", ("topic", "ignore", "stop"), "topic"),
+        topic=_topic(f, "topic"),
+        include_stack_trace=f.boolean("includeStackTrace", True),
+        headers=headers,
+    )
+    f.done()
+    return dead_letter
+
+
+def _parse_topics(f: _Fields) -> Topics:
+    s = f.child("strimzi")
+    strimzi = StrimziTarget(namespace=s.string("namespace", ""), cluster=s.string("cluster", ""))
+    s.done()
+    topics = Topics(
+        create=f.boolean("create", True),
+        provisioner=f.choice("provisioner", ("auto", "admin", "strimzi"), "auto"),
+        strimzi=strimzi,
+        partitions=f.integer("partitions", 0, minimum=0),
+        replication_factor=f.integer("replicationFactor", -1, minimum=-1),
+        retry_config=f.string_map("retryConfig"),
+        dead_letter_config=f.string_map("deadLetterConfig"),
+        delete_with_policy=f.boolean("deleteWithPolicy", False),
+    )
+    if topics.replication_factor == 0:
+        f.fail(f.at("replicationFactor"), "must be -1 (broker default) or at least 1, got 0")
+    if topics.provisioner == "strimzi" and not strimzi.cluster:
+        f.fail(f"{f.at('strimzi')}.cluster", "is required when provisioner is strimzi")
+    f.done()
+    return topics
+
+
+def _parse_spark(f: _Fields) -> Spark:
+    spark = Spark(
+        image=f.string("image", ""),
+        trigger_ms=f.duration("trigger", 1_000),
+        checkpoint_location=f.string("checkpointLocation", ""),
+        driver=_resources(f.child("driver"), executor=False),
+        executor=_resources(f.child("executor"), executor=True),
+        spark_conf=f.string_map("sparkConf"),
+    )
+    if spark.trigger_ms <= 0:
+        f.fail(f.at("trigger"), "must be longer than 0")
+    f.done()
+    return spark
+
+
+def _resources(f: _Fields, *, executor: bool) -> Resources:
+    resources = Resources(
+        cores=f.integer("cores", 1, minimum=1),
+        memory=f.string("memory", "1g"),
+        instances=f.integer("instances", 1, minimum=1) if executor else 1,
+    )
+    if not _MEMORY_RE.match(resources.memory):
+        f.fail(f.at("memory"), f"must be a JVM memory size such as 512m or 2g, got {resources.memory!r}")
+    f.done()
+    return resources
+
+
+def _topic(f: _Fields, key: str, *, required: bool = False) -> str:
+    value = f.string(key, None if required else "")
+    if value:
+        problem = topic_name_problem(value)
+        if problem:
+            f.fail(f.at(key), problem)
+    return value
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka would refuse this topic name, or None when it is acceptable."""
+    if name in (".", ".."):
+        return f"must not be '.' or '..', got {name!r}"
+    if len(name) > KAFKA_TOPIC_MAX_LENGTH:
+        return f"must be at most {KAFKA_TOPIC_MAX_LENGTH} characters, got {len(name)}"
+    if not _TOPIC_RE.match(name):
+        return f"may contain only letters, digits, '.', '_' and '-', got {name!r}"
+    return None
+
+
+def _check_topic_names_distinct(policy: DeadLetterPolicy, issues: list[Issue]) -> None:
+    if not policy.source.topic or not policy.source.subscription:
+        return
+    named = [
+        ("spec.retry.topic", policy.retry_topic),
+        ("spec.deadLetter.topic", policy.dead_letter_topic),
+        ("spec.output.topic", policy.output.topic),
+    ]
+    for path, topic in named:
+        if topic and topic == policy.source.topic:
+            issues.append(Issue(path, f"must differ from spec.source.topic ({topic!r})"))
+    if policy.retry_topic == policy.dead_letter_topic:
+        issues.append(Issue("spec.deadLetter.topic",
+                            f"must differ from the retry topic ({policy.retry_topic!r})"))
+    if policy.output.topic and policy.output.topic in (policy.retry_topic, policy.dead_letter_topic):
+        issues.append(Issue("spec.output.topic",
+                            f"must differ from the retry and dead-letter topics ({policy.output.topic!r})"))
+    for path, topic in (("spec.retry.topic", policy.retry_topic),
+                        ("spec.deadLetter.topic", policy.dead_letter_topic)):
+        problem = topic_name_problem(topic)
+        if problem and not any(i.path == path for i in issues):
+            issues.append(Issue(path, f"(derived) {problem}"))
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _closest(key: str, known: set[str]) -> str | None:
+    import difflib
+
+    matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+# --------------------------------------------------------------------------------------------
+# Back to a spec mapping
+
+
+def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
+    """The spec with every default filled in, in the contract's field names and shapes."""
+    b = policy.retry.backoff
+    spec: dict[str, Any] = {
+        "source": {
+            "topic": policy.source.topic,
+            "subscription": policy.source.subscription,
+            "startingOffsets": policy.source.starting_offsets,
+        },
+        "broker": {"bootstrapServers": policy.broker.bootstrap_servers},
+        "processor": {
+            "entrypoint": policy.processor.entrypoint,
+            "mode": policy.processor.mode,
+            "timeout": format_ms(policy.processor.timeout_ms),
+        },
+        "output": {"topic": policy.output.topic},
+        "retry": {
+            "maxRedeliverCount": policy.retry.max_redeliver_count,
+            "topic": policy.retry_topic,
+            "backoff": {
+                "type": b.type,
+                "delay": format_ms(b.delay_ms),
+                "multiplier": b.multiplier,
+                "maxDelay": format_ms(b.max_delay_ms),
+                "jitter": b.jitter,
+                "levels": [format_ms(level) for level in b.levels_ms],
+            },
+            "nonRetryableErrors": list(policy.retry.non_retryable_errors),
+        },
+        "deadLetter": {
+            "strategy": policy.dead_letter.strategy,
+            "topic": policy.dead_letter_topic,
+            "includeStackTrace": policy.dead_letter.include_stack_trace,
+            "headers": dict(sorted(policy.dead_letter.headers.items())),
+        },
+        "errorWindow": {"size": policy.error_window.size, "threshold": policy.error_window.threshold},
+        "topics": {
+            "create": policy.topics.create,
+            "provisioner": policy.topics.provisioner,
+            "strimzi": {
+                "namespace": policy.topics.strimzi.namespace,
+                "cluster": policy.topics.strimzi.cluster,
+            },
+            "partitions": policy.topics.partitions,
+            "replicationFactor": policy.topics.replication_factor,
+            "retryConfig": dict(sorted(policy.topics.retry_config.items())),
+            "deadLetterConfig": dict(sorted(policy.topics.dead_letter_config.items())),
+            "deleteWithPolicy": policy.topics.delete_with_policy,
+        },
+        "spark": {
+            "image": policy.spark.image,
+            "trigger": format_ms(policy.spark.trigger_ms),
+            "checkpointLocation": policy.spark.checkpoint_location,
+            "driver": {"cores": policy.spark.driver.cores, "memory": policy.spark.driver.memory},
+            "executor": {
+                "instances": policy.spark.executor.instances,
+                "cores": policy.spark.executor.cores,
+                "memory": policy.spark.executor.memory,
+            },
+            "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
+        },
+        "suspend": policy.suspend,
+    }
+    if policy.broker.secret_ref is not None:
+        spec["broker"]["secretRef"] = {"name": policy.broker.secret_ref.name}
+    return spec
+
+
+def to_document(policy: DeadLetterPolicy) -> dict[str, Any]:
+    """The whole object as the engine reads it from ``policy.yaml``."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": policy.name, "namespace": policy.namespace},
+        "spec": to_spec(policy),
+    }

@@ -1,0 +1,133 @@
+"""Session fixtures: the real services every integration and e2e test stands on.
+
+Each service is started once per test session by the repo's own code (``spark_dlq_devtools``)
+and stopped at the end; nothing is assumed to be running. What was installed by
+``scripts/setup.sh`` is found in the cache; a missing part fails the test with the command
+that installs it, it never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from spark_dlq_devtools.kafka import KafkaBroker
+from spark_dlq_devtools.kube import ControlPlane
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tier markers follow the folder, so a test cannot land in CI untiered."""
+    for item in items:
+        path = str(item.path)
+        for tier in ("unit", "integration", "e2e"):
+            if f"{os.sep}{tier}{os.sep}" in path:
+                item.add_marker(getattr(pytest.mark, tier))
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(name=f"kafka-test-{os.getpid()}")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(kafka: KafkaBroker) -> str:
+    return kafka.bootstrap_servers
+
+
+@pytest.fixture
+def make_topic(bootstrap_servers: str) -> Callable[..., str]:
+    """Create a topic with a unique name for this test: ``make_topic("orders", partitions=3)``."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+
+    def create(prefix: str = "topic", *, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = unique(prefix)
+        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        for future in futures.values():
+            future.result(timeout=30)
+        return name
+
+    return create
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes
+
+
+@pytest.fixture(scope="session")
+def kube() -> Iterator[ControlPlane]:
+    plane = ControlPlane(name=f"kube-test-{os.getpid()}")
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(kube: ControlPlane) -> str:
+    return str(kube.admin_kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def kube_api(kube: ControlPlane) -> Any:
+    """A synchronous Kubernetes API client (the ``kubernetes`` package) as the admin."""
+    from kubernetes import client, config
+
+    return config.new_client_from_config(config_file=str(kube.admin_kubeconfig))
+
+
+@pytest.fixture
+def namespace(kube_api: Any) -> Iterator[str]:
+    """A throwaway namespace per test (no controller manager runs, so deletion only marks it)."""
+    from kubernetes import client
+
+    name = unique("t")
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Iterator[Any]:
+    """One local SparkSession for the whole test session, with the Kafka connector. It depends
+    on the broker so that it stops first (its producers would otherwise log a dead broker)."""
+    from pyspark.sql import SparkSession
+
+    from spark_dlq_devtools.spark import TEST_CONF, submit_env
+
+    os.environ.update(submit_env())
+    builder = SparkSession.builder.master("local[2]").appName("spark-dlq-tests")
+    for key, value in TEST_CONF.items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.sql.streaming.checkpointLocation",
+                             str(tmp_path_factory.mktemp("checkpoints")))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()
