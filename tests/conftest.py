@@ -17,6 +17,7 @@ import pytest
 
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.paths import REPO_ROOT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -120,6 +121,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     from spark_dlq_devtools.spark import TEST_CONF, submit_env
 
     os.environ.update(submit_env())
+    # Python workers import the test and example processors by module name.
+    paths = [str(REPO_ROOT), str(REPO_ROOT / "examples" / "processors")]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])
     builder = SparkSession.builder.master("local[2]").appName("spark-dlq-tests")
     for key, value in TEST_CONF.items():
         builder = builder.config(key, value)

@@ -7,6 +7,7 @@ one into the other, and the one place that formats milliseconds back for message
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -27,6 +28,8 @@ def parse_duration_ms(value: object) -> int:
     if isinstance(value, bool):
         raise DurationError(f"must be a duration such as 500ms, 1s or 2m, got {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise DurationError(f"must be a finite number of seconds, got {value!r}")
         if value < 0:
             raise DurationError(f"must not be negative, got {value!r}")
         return round(value * 1000)

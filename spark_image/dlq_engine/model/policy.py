@@ -13,9 +13,10 @@ what the configuration hash is computed over.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeVar, cast
 
 from dlq_engine.model.durations import DurationError, format_ms, parse_duration_ms
@@ -101,7 +102,7 @@ class Output:
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
+class BackoffSpec:
     type: BackoffType = "exponential"
     delay_ms: int = 1_000
     multiplier: float = 2.0
@@ -114,7 +115,7 @@ class Backoff:
 class RetrySpec:
     max_redeliver_count: int = DEFAULT_MAX_REDELIVER_COUNT
     topic: str = ""
-    backoff: Backoff = field(default_factory=Backoff)
+    backoff: BackoffSpec = field(default_factory=BackoffSpec)
     non_retryable_errors: tuple[str, ...] = ()
 
 
@@ -290,6 +291,9 @@ class _Fields:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(self.at(key), f"must be a number, got {value!r}")
             return default
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(self.at(key), f"must be a finite number, got {value!r}")
+            return default
         return float(value)
 
     def boolean(self, key: str, default: bool) -> bool:
@@ -431,6 +435,11 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
 
     retry = _parse_retry(spec.child("retry"))
     dead_letter = _parse_dead_letter(spec.child("deadLetter"))
+    # A topic written out as its default (``to_spec`` does so) is the same policy as one left out.
+    if retry.topic == default_retry_topic(source):
+        retry = replace(retry, topic="")
+    if dead_letter.topic == default_dead_letter_topic(source):
+        dead_letter = replace(dead_letter, topic="")
 
     f = spec.child("errorWindow")
     error_window = ErrorWindow(size=f.integer("size", 0, minimum=0), threshold=f.number("threshold", 1.0))
@@ -456,7 +465,7 @@ def _parse_retry(f: _Fields) -> RetrySpec:
     max_redeliver = f.integer("maxRedeliverCount", DEFAULT_MAX_REDELIVER_COUNT, minimum=0)
     topic = _topic(f, "topic")
     b = f.child("backoff")
-    backoff = Backoff(
+    backoff = BackoffSpec(
         type=b.choice("type", ("fixed", "exponential", "levels"), "exponential"),
         delay_ms=b.duration("delay", 1_000),
         multiplier=b.number("multiplier", 2.0),
@@ -468,7 +477,8 @@ def _parse_retry(f: _Fields) -> RetrySpec:
         b.fail(b.at("multiplier"), f"must be at least 1.0, got {backoff.multiplier}")
     if not 0.0 <= backoff.jitter <= 1.0:
         b.fail(b.at("jitter"), f"must be between 0 and 1, got {backoff.jitter}")
-    if backoff.max_delay_ms < backoff.delay_ms:
+    # maxDelay caps the exponential delay only (routing.backoff): fixed and levels ignore it.
+    if backoff.type == "exponential" and backoff.max_delay_ms < backoff.delay_ms:
         b.fail(b.at("maxDelay"), f"must not be shorter than delay ({format_ms(backoff.delay_ms)}), "
                f"got {format_ms(backoff.max_delay_ms)}")
     if backoff.type == "levels" and not backoff.levels_ms:

@@ -1,0 +1,134 @@
+"""The streaming query: source and retry topics in, output, retry and dead-letter topics out.
+
+    source topic ─────────────────────────────┐
+                                               ├─ mapInArrow(route_batches) ─ observe ─ Kafka sink
+    retry topic ── hold_until_due (state) ─────┘        (processor called once per message)
+
+One query, one checkpoint: a micro-batch's source and retry offsets, and the delay state,
+are committed only after the Kafka sink has every record of that batch acknowledged
+(``acks=all``). A failed write fails the batch, which is then replayed on restart, so nothing
+is lost and duplicates are possible (at-least-once). No record passes through the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.streaming import StreamingQuery
+
+from dlq_engine.job.delay import RECORD_COLUMNS, hold_until_due
+from dlq_engine.job.processors import load_processor
+from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.routing.batches import RoutingSettings, output_schema, route_batches
+from dlq_engine.routing.outcomes import Route
+
+#: Name of the observed metrics in query progress (``observedMetrics``).
+METRICS = "dlq"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    checkpoint: str
+    once: bool = False
+    query_name: str | None = None
+
+
+def kafka_options(policy: DeadLetterPolicy) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": policy.broker.bootstrap_servers}
+
+
+def read_topic(spark: SparkSession, policy: DeadLetterPolicy, topic: str, starting: str) -> DataFrame:
+    return (
+        spark.readStream.format("kafka")
+        .options(**kafka_options(policy))
+        .option("subscribe", topic)
+        .option("startingOffsets", starting)
+        .option("includeHeaders", "true")
+        .option("failOnDataLoss", "true")
+        .option("groupIdPrefix", f"spark-dlq-{policy.source.subscription}")
+        .load()
+        .select(*RECORD_COLUMNS)
+    )
+
+
+def routed(spark: SparkSession, policy: DeadLetterPolicy) -> DataFrame:
+    """Source and due retries, each routed by the processor: the input columns plus
+    ``route``, ``out_value``, ``dlq_headers``, ``attempt`` and ``lateness_ms``."""
+    source = read_topic(spark, policy, policy.source.topic, policy.source.starting_offsets)
+    retries = hold_until_due(read_topic(spark, policy, policy.retry_topic, "earliest"))
+    records = source.unionByName(retries)
+
+    settings = RoutingSettings.from_policy(policy)
+    entrypoint = policy.processor.entrypoint
+    arrow_in = to_arrow_schema(records.schema)
+    out_schema = from_arrow_schema(output_schema(arrow_in))
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dlq_engine.job.processors import load_processor as load
+
+        yield from route_batches(batches, settings, load(entrypoint))
+
+    return records.mapInArrow(route, out_schema)
+
+
+def observed(frame: DataFrame) -> DataFrame:
+    """Counts per route and the retry lag, visible in each batch's progress."""
+    route = F.col("route")
+    return frame.observe(
+        METRICS,
+        F.count(F.lit(1)).alias("total"),
+        F.count(F.when(route == int(Route.OUTPUT), 1)).alias("output"),
+        F.count(F.when(route == int(Route.ACK), 1)).alias("acked"),
+        F.count(F.when(route == int(Route.RETRY), 1)).alias("retried"),
+        F.count(F.when(route == int(Route.DEAD), 1)).alias("dead"),
+        F.count(F.when(route == int(Route.IGNORED), 1)).alias("ignored"),
+        F.count(F.col("lateness_ms")).alias("redelivered"),
+        F.max(F.col("lateness_ms")).alias("max_lateness_ms"),
+        F.min(F.col("lateness_ms")).alias("min_lateness_ms"),
+    )
+
+
+def sink_records(frame: DataFrame, policy: DeadLetterPolicy) -> DataFrame:
+    """The Kafka sink's columns: topic by route, original key, value and headers with every
+    old ``dlq.*`` header replaced by this attempt's."""
+    route = F.col("route")
+    topic = (
+        F.when(route == int(Route.OUTPUT), F.lit(policy.output.topic or None))
+        .when(route == int(Route.RETRY), F.lit(policy.retry_topic))
+        .when(route == int(Route.DEAD), F.lit(policy.dead_letter_topic))
+    )
+    kept = F.filter("headers", lambda h: ~F.startswith(h["key"], F.lit("dlq.")))
+    headers = F.concat(F.coalesce(kept, F.array().cast(kept_type())),
+                       F.coalesce(F.col("dlq_headers"), F.array().cast(kept_type())))
+    value = F.when(route == int(Route.OUTPUT), F.col("out_value")).otherwise(F.col("value"))
+    return frame.where(topic.isNotNull()).select(
+        topic.alias("topic"), F.col("key"), value.alias("value"), headers.alias("headers"))
+
+
+def kept_type() -> str:
+    return "array<struct<key:string,value:binary>>"
+
+
+def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> StreamingQuery:
+    load_processor(policy.processor.entrypoint)  # fail before consuming anything
+    frame = sink_records(observed(routed(spark, policy)), policy)
+    writer = (
+        frame.writeStream.format("kafka")
+        .options(**kafka_options(policy))
+        .option("kafka.acks", "all")
+        .option("kafka.enable.idempotence", "true")
+        .option("kafka.max.request.size", str(8 * 1024 * 1024))
+        .option("checkpointLocation", options.checkpoint)
+        .outputMode("append")
+        .queryName(options.query_name or f"spark-dlq-{policy.namespace}-{policy.name}")
+    )
+    if options.once:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{policy.spark.trigger_ms} milliseconds")
+    return writer.start()

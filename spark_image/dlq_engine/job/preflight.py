@@ -1,0 +1,50 @@
+"""Checks before the query starts: the broker answers and every topic the policy names exists.
+
+Spark's Kafka source waits forever on a missing topic and buries an unreachable broker in JVM
+noise; a clear sentence up front is kinder. The check uses the Kafka admin client that ships
+with the connector, through the session's JVM, so the engine needs no second Kafka client.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from dlq_engine.model.policy import DeadLetterPolicy
+
+TIMEOUT_MS = 15_000
+
+
+class PreflightError(RuntimeError):
+    pass
+
+
+def check_topics(spark: SparkSession, policy: DeadLetterPolicy) -> None:
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - the py4j gateway is the supported route
+    assert jvm is not None
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", policy.broker.bootstrap_servers)
+    props.put("request.timeout.ms", str(TIMEOUT_MS))
+    props.put("default.api.timeout.ms", str(TIMEOUT_MS))
+    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
+    try:
+        try:
+            names = set(admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
+        except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+            raise PreflightError(
+                f"cannot reach the broker at {policy.broker.bootstrap_servers} "
+                f"(spec.broker.bootstrapServers) within {TIMEOUT_MS // 1000}s: "
+                f"{str(error).splitlines()[0][:300]}"
+            ) from None
+    finally:
+        admin.close()
+    needed = [("spec.source.topic", policy.source.topic), ("retry topic", policy.retry_topic)]
+    if policy.dead_letter.strategy == "topic":
+        needed.append(("dead-letter topic", policy.dead_letter_topic))
+    if policy.output.topic:
+        needed.append(("spec.output.topic", policy.output.topic))
+    missing = [f"{what} {topic!r}" for what, topic in needed if topic not in names]
+    if missing:
+        raise PreflightError(
+            f"missing on {policy.broker.bootstrap_servers}: {', '.join(missing)} "
+            "(the operator creates retry and dead-letter topics; run it, or create them)"
+        )

@@ -1,0 +1,177 @@
+"""Running the query to its end: counts, the error window, signals and exit status.
+
+A listener adds up each batch's observed metrics (outcome counts, retry lag) and checks the
+error window: when failures reach ``threshold`` of the last ``size`` messages the query is
+stopped with that reason. The window is kept per micro-batch: a batch's messages all count
+at once, and the oldest batch is scaled down to keep exactly ``size`` messages in view.
+SIGTERM stops the query cleanly (exit 0).
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from dlq_engine.job.pipeline import METRICS, RunOptions, start
+from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.routing.batches import StopPipeline
+
+COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redelivered")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_STOP_STRATEGY = 3
+EXIT_ERROR_WINDOW = 4
+
+
+@dataclass
+class ErrorWindow:
+    size: int
+    threshold: float
+    batches: collections.deque[tuple[int, int]] = field(default_factory=collections.deque)
+
+    def add(self, total: int, failed: int) -> float | None:
+        """Record a batch; return the failure share once it reaches the threshold."""
+        if self.size <= 0 or total <= 0:
+            return None
+        self.batches.append((total, failed))
+        seen = sum(t for t, _ in self.batches)
+        while self.batches and seen - self.batches[0][0] >= self.size:
+            seen -= self.batches.popleft()[0]
+        if seen < self.size:
+            return None
+        # Scale the oldest batch so that exactly `size` messages are in view.
+        excess = seen - self.size
+        oldest_total, oldest_failed = self.batches[0]
+        failed = sum(f for _, f in self.batches) - oldest_failed * excess / oldest_total
+        share = failed / self.size
+        return share if share >= self.threshold else None
+
+
+@dataclass
+class Totals:
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    max_lateness_ms: int | None = None
+    min_lateness_ms: int | None = None
+    batches: int = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.batches += 1
+        for name in COUNTERS:
+            self.counts[name] += int(row.get(name) or 0)
+        for name in ("max_lateness_ms", "min_lateness_ms"):
+            value = row.get(name)
+            if value is not None:
+                current = getattr(self, name)
+                pick = max if name.startswith("max") else min
+                setattr(self, name, int(value) if current is None else pick(current, int(value)))
+
+    def summary(self) -> str:
+        c = self.counts
+        text = (f"processed={c['total']} output={c['output']} acked={c['acked']} "
+                f"retried={c['retried']} dead={c['dead']} ignored={c['ignored']} "
+                f"redelivered={c['redelivered']}")
+        if self.max_lateness_ms is not None:
+            text += f" retry_lateness_ms[min={self.min_lateness_ms},max={self.max_lateness_ms}]"
+        return text
+
+
+class _Listener(StreamingQueryListener):
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        metrics = event.progress.observedMetrics.get(METRICS)
+        if metrics is not None:
+            self.run.on_batch(metrics.asDict())
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+class Run:
+    """One run of the engine on a session: start, watch, stop, explain."""
+
+    def __init__(self, spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> None:
+        self.spark = spark
+        self.policy = policy
+        self.options = options
+        self.totals = Totals()
+        self.window = ErrorWindow(policy.error_window.size, policy.error_window.threshold)
+        self.stop_reason: str | None = None
+        self.query: StreamingQuery | None = None
+        self._lock = threading.Lock()
+        self._listener = _Listener(self)
+
+    def on_batch(self, row: dict[str, Any]) -> None:
+        with self._lock:
+            self.totals.add(row)
+            failed = int(row.get("retried") or 0) + int(row.get("dead") or 0) + int(row.get("ignored") or 0)
+            share = self.window.add(int(row.get("total") or 0), failed)
+        if share is not None and self.stop_reason is None:
+            self.stop_reason = (
+                f"error window: {share:.0%} of the last {self.window.size} messages failed "
+                f"(threshold {self.policy.error_window.threshold:.0%})"
+            )
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    def start(self) -> StreamingQuery:
+        self.spark.streams.addListener(self._listener)
+        self.query = start(self.spark, self.policy, self.options)
+        return self.query
+
+    def stop(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+
+    def wait(self) -> int:
+        """Block until the query ends; return the exit status and print why on stderr."""
+        assert self.query is not None
+        try:
+            self.query.awaitTermination()
+        except Exception:  # noqa: BLE001 - the reason is read from query.exception() below
+            pass
+        finally:
+            self.spark.streams.removeListener(self._listener)
+        if self.stop_reason is not None:
+            print(f"dlq-engine: stopped: {self.stop_reason}", file=sys.stderr)
+            return EXIT_ERROR_WINDOW
+        error = self.query.exception()
+        if error is None:
+            return EXIT_OK
+        text = str(error)
+        marker = text.find(StopPipeline.MARKER)
+        if marker >= 0:
+            line = text[marker:].splitlines()[0]
+            print(f"dlq-engine: stopped: {line}", file=sys.stderr)
+            return EXIT_STOP_STRATEGY
+        print(f"dlq-engine: the query failed: {first_line(text)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return text[:500]
+
+
+def install_sigterm(run: Run) -> None:
+    def handle(signum: int, frame: Any) -> None:
+        threading.Thread(target=run.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)

@@ -1,0 +1,164 @@
+"""What became of one processor call, and what that means for the message.
+
+``invoke`` calls the processor and turns whatever happens into an ``Outcome``: a result to
+publish, an acknowledgement, or a failure of one of three kinds (transient, terminated,
+non-retryable). ``decide`` then applies the policy: retry while redeliveries remain,
+dead-letter otherwise (PIP-22), straight to the dead letters for ``Terminate`` (PIP-367) and
+for exception classes listed in ``nonRetryableErrors`` (matched on the class or any base
+class, by simple or qualified name, as Spring Kafka's not-retryable exceptions are).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from dlq_engine.model.processor_api import Message, Retry, Terminate
+
+#: Stack traces are cut to this many characters (the end is kept: it names the raise site).
+MAX_STACK_CHARS: Final = 8_000
+
+
+class Kind(enum.IntEnum):
+    RESULT = 0  # a value to publish on the output topic
+    ACK = 1  # None: nothing to publish
+    TRANSIENT = 2  # retry with backoff
+    TERMINATED = 3  # Terminate: dead-letter now
+    NON_RETRYABLE = 4  # a listed exception class: dead-letter now
+
+
+class Route(enum.IntEnum):
+    OUTPUT = 0
+    ACK = 1
+    RETRY = 2
+    DEAD = 3
+    IGNORED = 4  # dead, but the strategy is ignore: logged and counted
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: Kind
+    result: bytes | None = None
+    error_class: str = ""
+    error_message: str = ""
+    stacktrace: str | None = None
+    delay_ms: int | None = None  # Retry(delay=...)
+
+
+class UnsupportedResult(TypeError):
+    """The processor returned something that cannot be published."""
+
+
+def encode_result(result: object) -> bytes | None:
+    """bytes as they are, str as UTF-8, dict/list as JSON; None means acknowledge."""
+    if result is None:
+        return None
+    if isinstance(result, bytes | bytearray | memoryview):
+        return bytes(result)
+    if isinstance(result, str):
+        return result.encode("utf-8")
+    if isinstance(result, dict | list):
+        return json.dumps(result, separators=(",", ":"), default=str).encode("utf-8")
+    raise UnsupportedResult(
+        f"processor returned {type(result).__name__}; return bytes, str, dict or None"
+    )
+
+
+def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack: bool) -> Outcome:
+    """Turn an exception raised for one message into a failure outcome."""
+    delay_ms: int | None = None
+    if isinstance(error, Terminate):
+        kind = Kind.TERMINATED
+    elif isinstance(error, Retry):
+        kind, delay_ms = Kind.TRANSIENT, error.delay_ms
+    elif non_retryable and _names(type(error)) & non_retryable:
+        kind = Kind.NON_RETRYABLE
+    else:
+        kind = Kind.TRANSIENT
+    cls = type(error)
+    return Outcome(
+        kind=kind,
+        error_class=f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__,
+        error_message=_safe_str(error),
+        stacktrace=_stack(error) if with_stack else None,
+        delay_ms=delay_ms,
+    )
+
+
+def invoke(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *,
+           with_stack: bool) -> Outcome:
+    """Call the processor on one message; never raises (but for KeyboardInterrupt/SystemExit)."""
+    try:
+        result = process(message)
+        encoded = encode_result(result)
+    except Exception as error:  # noqa: BLE001 - every failure of the team's code is routed
+        return classify(error, non_retryable, with_stack=with_stack)
+    return Outcome(kind=Kind.ACK if encoded is None else Kind.RESULT, result=encoded)
+
+
+def outcome_of(item: object, non_retryable: frozenset[str], *, with_stack: bool) -> Outcome:
+    """The outcome for one element of a batch processor's answer (a result or an exception)."""
+    if isinstance(item, BaseException):
+        return classify(item, non_retryable, with_stack=with_stack)
+    try:
+        encoded = encode_result(item)
+    except UnsupportedResult as error:
+        return classify(error, non_retryable, with_stack=False)
+    return Outcome(kind=Kind.ACK if encoded is None else Kind.RESULT, result=encoded)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    route: Route
+    reason: str | None = None  # exhausted | terminated | non-retryable, for dead letters
+
+
+def decide(outcome: Outcome, *, failures: int, max_redeliver: int, strategy: str,
+           has_output: bool) -> Decision:
+    """Where the message goes. ``failures`` counts this failure too (attempt + 1)."""
+    if outcome.kind is Kind.RESULT:
+        return Decision(Route.OUTPUT if has_output else Route.ACK)
+    if outcome.kind is Kind.ACK:
+        return Decision(Route.ACK)
+    if outcome.kind is Kind.TERMINATED:
+        reason = "terminated"
+    elif outcome.kind is Kind.NON_RETRYABLE:
+        reason = "non-retryable"
+    elif failures <= max_redeliver:
+        return Decision(Route.RETRY)
+    else:
+        reason = "exhausted"
+    return Decision(Route.IGNORED if strategy == "ignore" else Route.DEAD, reason)
+
+
+def _names(cls: type) -> set[str]:
+    names: set[str] = set()
+    for base in cls.__mro__:
+        names.add(base.__qualname__)
+        names.add(f"{base.__module__}.{base.__qualname__}")
+    return names
+
+
+def _safe_str(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception as inner:  # noqa: BLE001 - a broken __str__ must not lose the message
+        return f"<unprintable {type(error).__name__}: str() raised {type(inner).__name__}>"
+
+
+def _stack(error: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:  # noqa: BLE001
+        text = f"<stack trace unavailable for {type(error).__name__}>"
+    if len(text) > MAX_STACK_CHARS:
+        text = "...(truncated)...\n" + text[-MAX_STACK_CHARS:]
+    return text
+
+
+def frozen_names(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(n.strip() for n in names if n.strip())

@@ -1,0 +1,97 @@
+"""Small helpers shared by integration and e2e tests: produce, consume, build policies."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key == name:
+                return value.decode() if value is not None else None
+        return None
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
+            headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    count = 0
+    for key, value in records:
+        kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or []}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, **kwargs)
+        count += 1
+    assert producer.flush(60) == 0
+    return count
+
+
+def read_all(bootstrap: str, topic: str, *, expect: int | None = None, timeout: float = 60.0,
+             settle: float = 0.0) -> list[Record]:
+    """Every record of ``topic`` from the beginning (no consumer group offsets used). Waits until
+    ``expect`` records are there (or ``timeout``), then ``settle`` seconds more for stragglers."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-tests-reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
+        consumer.assign(partitions)
+        records: list[Record] = []
+        deadline = time.monotonic() + timeout
+        settle_until: float | None = None
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.3)
+            if message is not None and message.error() is None:
+                records.append(Record(message.topic(), message.partition(), message.offset(),
+                                      message.key(), message.value(), list(message.headers() or [])))
+                continue
+            if expect is not None and len(records) >= expect:
+                if settle_until is None:
+                    settle_until = time.monotonic() + settle
+                if time.monotonic() >= settle_until:
+                    break
+            if expect is None and message is None:
+                break
+        return records
+    finally:
+        consumer.close()
+
+
+BASE_POLICY: dict[str, Any] = {
+    "apiVersion": "sparkdlq.io/v1alpha1",
+    "kind": "DeadLetterPolicy",
+    "metadata": {"name": "test-policy", "namespace": "tests"},
+    "spec": {
+        "source": {"topic": "", "subscription": "tests", "startingOffsets": "earliest"},
+        "broker": {"bootstrapServers": ""},
+        "processor": {"entrypoint": "tests.processors.scripted:process"},
+        "retry": {"maxRedeliverCount": 2, "backoff": {"type": "fixed", "delay": "500ms"}},
+        "spark": {"trigger": "500ms"},
+    },
+}
+
+
+def policy_document(**spec: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """BASE_POLICY with top-level spec sections merged in (one level deep)."""
+    document = copy.deepcopy(BASE_POLICY)
+    for section, value in spec.items():
+        if isinstance(value, Mapping) and isinstance(document["spec"].get(section), dict):
+            document["spec"][section].update(value)
+        else:
+            document["spec"][section] = value
+    return document

@@ -1,0 +1,78 @@
+"""An engine harness: run a policy on the shared SparkSession against the shared broker."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlq_engine.job.pipeline import RunOptions
+from dlq_engine.job.runner import Run
+from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
+from tests.helpers import policy_document
+
+
+class Engine:
+    """A running engine. ``status`` is set when the query ends (as the CLI's exit status)."""
+
+    def __init__(self, spark: Any, policy: DeadLetterPolicy, checkpoint: Path, once: bool) -> None:
+        self.policy = policy
+        self.run = Run(spark, policy, RunOptions(checkpoint=str(checkpoint), once=once))
+        self.status: int | None = None
+        self.run.start()
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        self.status = self.run.wait()
+
+    def stop(self) -> int | None:
+        self.run.stop()
+        self._thread.join(60)
+        return self.status
+
+    def join(self, timeout: float) -> int | None:
+        self._thread.join(timeout)
+        return self.status
+
+
+@pytest.fixture
+def topics(make_topic: Callable[..., str]) -> Callable[..., dict[str, str]]:
+    """Create source, retry, DLQ and output topics for one test."""
+
+    def create(partitions: int = 1) -> dict[str, str]:
+        source = make_topic("src", partitions=partitions)
+        return {
+            "source": source,
+            "retry": make_topic("retry", partitions=partitions),
+            "dlq": make_topic("dlq", partitions=partitions),
+            "output": make_topic("out", partitions=partitions),
+        }
+
+    return create
+
+
+@pytest.fixture
+def engine(spark: Any, bootstrap_servers: str, tmp_path: Path) -> Iterator[Callable[..., Engine]]:
+    started: list[Engine] = []
+
+    def start(names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None,
+              **spec: Any) -> Engine:
+        document = policy_document(**spec)
+        s = document["spec"]
+        s["source"]["topic"] = names["source"]
+        s["broker"]["bootstrapServers"] = bootstrap_servers
+        s["retry"]["topic"] = names["retry"]
+        s.setdefault("deadLetter", {})["topic"] = names["dlq"]
+        s.setdefault("output", {})["topic"] = names["output"]
+        policy = parse_policy(document)
+        running = Engine(spark, policy, checkpoint or tmp_path / "checkpoint", once)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()

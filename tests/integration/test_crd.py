@@ -1,0 +1,541 @@
+"""The DeadLetterPolicy CRD in a real kube-apiserver: defaults, refusals, names, status.
+
+The API server is the first line of defence: it fills in the same defaults as the shared policy
+model and refuses what the model would refuse, naming the field. Every refusal here is also
+checked against the model, so the two cannot drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dlq_engine.model import PolicyError, parse_policy, to_spec
+from spark_dlq_devtools.paths import kubernetes_bin
+
+GROUP = "sparkdlq.io"
+VERSION = "v1alpha1"
+PLURAL = "deadletterpolicies"
+
+pytestmark = pytest.mark.usefixtures("dlp_crd")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def minimal(namespace: str, name: str = "orders-billing") -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeadLetterPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "source": {"topic": "orders", "subscription": "billing"},
+            "broker": {"bootstrapServers": "kafka.kafka:9092"},
+            "processor": {"entrypoint": "billing.handlers:process"},
+        },
+    }
+
+
+def with_spec(document: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``document`` with ``patch`` merged into its spec (a None value is kept)."""
+    result = copy.deepcopy(document)
+
+    def merge(target: dict[str, Any], changes: dict[str, Any]) -> None:
+        for key, value in changes.items():
+            if isinstance(value, dict) and isinstance(target.get(key), dict):
+                merge(target[key], value)
+            else:
+                target[key] = copy.deepcopy(value)
+
+    merge(result["spec"], patch)
+    return result
+
+
+def create(api: Any, document: dict[str, Any]) -> dict[str, Any]:
+    """Create as ``kubectl apply`` does: unknown fields are refused, not silently pruned."""
+    objects = client.CustomObjectsApi(api)
+    created: dict[str, Any] = objects.create_namespaced_custom_object(
+        GROUP, VERSION, document["metadata"]["namespace"], PLURAL, document,
+        field_validation="Strict")
+    return created
+
+
+def read(api: Any, namespace: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name)
+    return found
+
+
+def refusal(error: ApiException) -> tuple[list[tuple[str, str]], str]:
+    """The ``(field, message)`` causes of a refusal, and its whole message."""
+    body = json.loads(error.body)
+    causes = [(c.get("field", ""), c.get("message", "")) for c in body.get("details", {}).get("causes", [])]
+    return causes, body["message"]
+
+
+def crd_defaults_of(document: dict[str, Any]) -> dict[str, Any]:
+    """The spec the CRD should store for ``document``: the model's spec, except that the retry
+    and dead-letter topics stay as written (the CRD defaults them to "", the model derives them)."""
+    spec = to_spec(parse_policy(document))
+    for section in ("retry", "deadLetter"):
+        spec[section]["topic"] = (document["spec"].get(section) or {}).get("topic") or ""
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults
+
+
+@pytest.mark.parametrize("patch", [
+    pytest.param({}, id="minimal"),
+    pytest.param({"retry": {"backoff": {"type": "levels", "levels": ["1s", "5s"]}},
+                  "topics": {"strimzi": {"cluster": "my-cluster"}},
+                  "spark": {"executor": {"instances": 3}}}, id="partly-filled-sections"),
+    pytest.param({"retry": None, "spark": {"driver": None}, "output": {"topic": None}},
+                 id="null-sections"),
+])
+def test_defaults_match_the_model(kube_api: Any, namespace: str, patch: dict[str, Any]) -> None:
+    document = with_spec(minimal(namespace), patch)
+
+    stored = create(kube_api, document)
+
+    assert stored["spec"] == crd_defaults_of(document)
+    assert parse_policy(stored) == parse_policy(document)
+
+
+def test_derived_topics_are_left_empty_for_the_model(kube_api: Any, namespace: str) -> None:
+    stored = create(kube_api, minimal(namespace))
+
+    assert (stored["spec"]["retry"]["topic"], stored["spec"]["deadLetter"]["topic"]) == ("", "")
+    policy = parse_policy(stored)
+    assert (policy.retry_topic, policy.dead_letter_topic) == ("orders-billing-RETRY", "orders-billing-DLQ")
+
+
+def full_spec() -> dict[str, Any]:
+    """Every field the model knows, none at its default, in the model's canonical form."""
+    return {
+        "source": {"topic": "orders", "subscription": "billing", "startingOffsets": "earliest"},
+        "broker": {"bootstrapServers": "kafka-0:9092,kafka-1:9092", "secretRef": {"name": "kafka-client"}},
+        "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
+        "output": {"topic": "orders-billed"},
+        "retry": {
+            "maxRedeliverCount": 3,
+            "topic": "orders-retry",
+            "backoff": {"type": "levels", "delay": "500ms", "multiplier": 3.5, "maxDelay": "1h",
+                        "jitter": 0.25, "levels": ["1s", "5s", "1m30s"]},
+            "nonRetryableErrors": ["ValueError", "billing.errors.BadOrder"],
+        },
+        "deadLetter": {"strategy": "stop", "topic": "orders-dead", "includeStackTrace": False,
+                       "headers": {"team": "billing", "x-source": "orders"}},
+        "errorWindow": {"size": 100, "threshold": 0.5},
+        "topics": {
+            "create": False, "provisioner": "strimzi",
+            "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+            "partitions": 6, "replicationFactor": 3,
+            "retryConfig": {"retention.ms": "604800000"},
+            "deadLetterConfig": {"cleanup.policy": "compact", "retention.ms": "-1"},
+            "deleteWithPolicy": True,
+        },
+        "spark": {
+            "image": "registry.example/spark-dlq:1.0", "trigger": "10s",
+            "checkpointLocation": "s3a://checkpoints/orders-billing",
+            "driver": {"cores": 2, "memory": "2g"},
+            "executor": {"instances": 4, "cores": 2, "memory": "4g"},
+            "sparkConf": {"spark.sql.shuffle.partitions": "8"},
+        },
+        "suspend": True,
+    }
+
+
+def test_every_model_field_is_kept(kube_api: Any, namespace: str) -> None:
+    document = {**minimal(namespace), "spec": full_spec()}
+
+    stored = create(kube_api, document)
+
+    assert to_spec(parse_policy(document)) == document["spec"]
+    assert stored["spec"] == document["spec"]
+
+
+def test_unquoted_topic_config_numbers_are_accepted(kube_api: Any, namespace: str) -> None:
+    document = with_spec(minimal(namespace), {"topics": {"retryConfig": {"retention.ms": 604800000}}})
+
+    stored = create(kube_api, document)
+
+    assert stored["spec"]["topics"]["retryConfig"] == {"retention.ms": 604800000}
+    assert parse_policy(stored).topics.retry_config == {"retention.ms": "604800000"}
+
+
+@pytest.mark.parametrize(("delay", "max_delay"), [
+    pytest.param("1d", "24h", id="days-equal-hours"),
+    pytest.param("90s", "1m30s", id="mixed-units"),
+    pytest.param("0", "0s", id="zero"),
+    pytest.param("1h", "1d1h", id="days-then-hours"),
+])
+def test_max_delay_not_shorter_than_delay_is_accepted(
+    kube_api: Any, namespace: str, delay: str, max_delay: str,
+) -> None:
+    document = with_spec(minimal(namespace), {"retry": {"backoff": {"delay": delay, "maxDelay": max_delay}}})
+
+    stored = create(kube_api, document)
+
+    assert stored["spec"]["retry"]["backoff"]["maxDelay"] == max_delay
+    parse_policy(stored)
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals
+
+
+INVALID = [
+    pytest.param(
+        {"retry": {"maxRedeliverCount": -1}}, "spec.retry.maxRedeliverCount",
+        "Invalid value: -1: spec.retry.maxRedeliverCount in body should be greater than or equal to 0",
+        id="negative-max-redeliver-count"),
+    pytest.param(
+        {"retry": {"backoff": {"jitter": 1.5}}}, "spec.retry.backoff.jitter",
+        "Invalid value: 1.5: spec.retry.backoff.jitter in body should be less than or equal to 1",
+        id="jitter-above-1"),
+    pytest.param(
+        {"retry": {"backoff": {"jitter": -0.1}}}, "spec.retry.backoff.jitter",
+        "Invalid value: -0.1: spec.retry.backoff.jitter in body should be greater than or equal to 0",
+        id="jitter-below-0"),
+    pytest.param(
+        {"retry": {"backoff": {"type": "levels"}}}, "spec.retry.backoff.levels",
+        "Required value: must list at least one delay when type is levels",
+        id="levels-type-without-levels"),
+    pytest.param(
+        {"retry": {"backoff": {"type": "levels", "levels": []}}}, "spec.retry.backoff.levels",
+        "Required value: must list at least one delay when type is levels",
+        id="levels-type-with-empty-levels"),
+    pytest.param(
+        {"retry": {"backoff": {"type": "levels", "levels": ["1s", "soon"]}}},
+        "spec.retry.backoff.levels[1]",
+        "Invalid value: \"soon\": spec.retry.backoff.levels[1] in body should match "
+        "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
+        id="level-not-a-duration"),
+    pytest.param(
+        {"retry": {"backoff": {"multiplier": 0.5}}}, "spec.retry.backoff.multiplier",
+        "Invalid value: 0.5: spec.retry.backoff.multiplier in body should be greater than or equal to 1",
+        id="multiplier-below-1"),
+    pytest.param(
+        {"retry": {"backoff": {"delay": "5 seconds"}}}, "spec.retry.backoff.delay",
+        "Invalid value: \"5 seconds\": spec.retry.backoff.delay in body should match "
+        "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
+        id="delay-not-a-duration"),
+    pytest.param(
+        {"retry": {"backoff": {"delay": "20m"}}}, "spec.retry.backoff.maxDelay",
+        "Invalid value: \"object\": must not be shorter than delay",
+        id="default-max-delay-shorter-than-delay"),
+    pytest.param(
+        {"retry": {"backoff": {"delay": "1d2h", "maxDelay": "1d1h"}}}, "spec.retry.backoff.maxDelay",
+        "Invalid value: \"object\": must not be shorter than delay",
+        id="max-delay-shorter-in-days"),
+    pytest.param(
+        {"retry": {"backoff": {"delay": "25h", "maxDelay": "1d"}}}, "spec.retry.backoff.maxDelay",
+        "Invalid value: \"object\": must not be shorter than delay",
+        id="max-delay-one-day-below-25h"),
+    pytest.param(
+        {"retry": {"topic": "orders"}}, "spec.retry.topic",
+        "Invalid value: \"object\": must differ from spec.source.topic",
+        id="retry-topic-is-source-topic"),
+    pytest.param(
+        {"deadLetter": {"topic": "orders"}}, "spec.deadLetter.topic",
+        "Invalid value: \"object\": must differ from spec.source.topic",
+        id="dead-letter-topic-is-source-topic"),
+    pytest.param(
+        {"output": {"topic": "orders"}}, "spec.output.topic",
+        "Invalid value: \"object\": must differ from spec.source.topic",
+        id="output-topic-is-source-topic"),
+    pytest.param(
+        {"retry": {"topic": "failures"}, "deadLetter": {"topic": "failures"}}, "spec.deadLetter.topic",
+        "Invalid value: \"object\": must differ from the retry topic",
+        id="retry-topic-is-dead-letter-topic"),
+    pytest.param(
+        {"retry": {"topic": "orders-billing-DLQ"}}, "spec.deadLetter.topic",
+        "Invalid value: \"object\": must differ from the retry topic",
+        id="retry-topic-is-derived-dead-letter-topic"),
+    pytest.param(
+        {"output": {"topic": "orders-billing-RETRY"}}, "spec.output.topic",
+        "Invalid value: \"object\": must differ from the retry and dead-letter topics",
+        id="output-topic-is-derived-retry-topic"),
+    pytest.param(
+        {"source": {"topic": ".."}}, "spec.source.topic",
+        "Invalid value: \"string\": must not be '.' or '..'",
+        id="source-topic-dot-dot"),
+    pytest.param(
+        {"source": {"topic": "or ders"}}, "spec.source.topic",
+        "Invalid value: \"or ders\": spec.source.topic in body should match '^[a-zA-Z0-9._-]+$'",
+        id="source-topic-with-space"),
+    pytest.param(
+        {"source": {"topic": "o" * 250}}, "spec.source.topic",
+        "Too long: may not be longer than 249",
+        id="source-topic-too-long"),
+    pytest.param(
+        {"deadLetter": {"topic": "dead/letters"}}, "spec.deadLetter.topic",
+        "Invalid value: \"dead/letters\": spec.deadLetter.topic in body should match '^[a-zA-Z0-9._-]*$'",
+        id="dead-letter-topic-with-slash"),
+    pytest.param(
+        {"source": {"topic": "o" * 200, "subscription": "s" * 45}}, "spec.retry.topic",
+        "Invalid value: \"object\": (derived) <source.topic>-<source.subscription>-RETRY must be "
+        "at most 249 characters: shorten them or name the retry topic",
+        id="derived-retry-topic-too-long"),
+    pytest.param(
+        {"source": {"subscription": None}}, "spec.source.subscription", "Required value",
+        id="missing-subscription"),
+    pytest.param(
+        {"source": {"startingOffsets": "newest"}}, "spec.source.startingOffsets",
+        "Unsupported value: \"newest\": supported values: \"earliest\", \"latest\"",
+        id="unknown-starting-offsets"),
+    pytest.param(
+        {"broker": {"bootstrapServers": "  "}}, "spec.broker.bootstrapServers",
+        "Invalid value: \"string\": must not be empty",
+        id="blank-bootstrap-servers"),
+    pytest.param(
+        {"processor": {"entrypoint": "billing.handlers"}}, "spec.processor.entrypoint",
+        "Invalid value: \"string\": must be 'module:function'",
+        id="entrypoint-without-function"),
+    pytest.param(
+        {"processor": {"timeout": "-1s"}}, "spec.processor.timeout",
+        "Invalid value: \"-1s\": spec.processor.timeout in body should match "
+        "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
+        id="negative-timeout"),
+    pytest.param(
+        {"retry": {"nonRetryableErrors": ["ValueError", " "]}}, "spec.retry.nonRetryableErrors[1]",
+        "Invalid value: \"string\": must not be empty",
+        id="blank-non-retryable-error"),
+    pytest.param(
+        {"deadLetter": {"strategy": "drop"}}, "spec.deadLetter.strategy",
+        "Unsupported value: \"drop\": supported values: \"topic\", \"ignore\", \"stop\"",
+        id="unknown-dead-letter-strategy"),
+    pytest.param(
+        {"deadLetter": {"headers": {"team": "billing", "DLQ.reason": "mine"}}}, "spec.deadLetter.headers",
+        "Forbidden: header names must not start with 'dlq.': those headers are written by the engine",
+        id="dead-letter-header-in-engine-namespace"),
+    pytest.param(
+        {"errorWindow": {"threshold": 0}}, "spec.errorWindow.threshold",
+        "Invalid value: 0: spec.errorWindow.threshold in body should be greater than 0",
+        id="error-window-threshold-0"),
+    pytest.param(
+        {"errorWindow": {"threshold": 1.2}}, "spec.errorWindow.threshold",
+        "Invalid value: 1.2: spec.errorWindow.threshold in body should be less than or equal to 1",
+        id="error-window-threshold-above-1"),
+    pytest.param(
+        {"errorWindow": {"size": -5}}, "spec.errorWindow.size",
+        "Invalid value: -5: spec.errorWindow.size in body should be greater than or equal to 0",
+        id="negative-error-window-size"),
+    pytest.param(
+        {"topics": {"provisioner": "strimzi"}}, "spec.topics.strimzi.cluster",
+        "Required value: is required when provisioner is strimzi",
+        id="strimzi-provisioner-without-cluster"),
+    pytest.param(
+        {"topics": {"replicationFactor": 0}}, "spec.topics.replicationFactor",
+        "Invalid value: \"integer\": must be -1 (broker default) or at least 1",
+        id="replication-factor-0"),
+    pytest.param(
+        {"topics": {"replicationFactor": -2}}, "spec.topics.replicationFactor",
+        "Invalid value: -2: spec.topics.replicationFactor in body should be greater than or equal to -1",
+        id="replication-factor-below-minus-1"),
+    pytest.param(
+        {"topics": {"partitions": -1}}, "spec.topics.partitions",
+        "Invalid value: -1: spec.topics.partitions in body should be greater than or equal to 0",
+        id="negative-partitions"),
+    pytest.param(
+        {"spark": {"trigger": "0ms"}}, "spec.spark.trigger",
+        "Invalid value: \"string\": must be longer than 0",
+        id="zero-trigger"),
+    pytest.param(
+        {"spark": {"executor": {"instances": 0}}}, "spec.spark.executor.instances",
+        "Invalid value: 0: spec.spark.executor.instances in body should be greater than or equal to 1",
+        id="no-executors"),
+    pytest.param(
+        {"spark": {"driver": {"memory": "1gb"}}}, "spec.spark.driver.memory",
+        "Invalid value: \"1gb\": spec.spark.driver.memory in body should match '^[1-9][0-9]*[kmgtKMGT]?$'",
+        id="driver-memory-not-a-jvm-size"),
+]
+
+
+@pytest.mark.parametrize(("patch", "field", "message"), INVALID)
+def test_invalid_policy_is_refused_naming_the_field(
+    kube_api: Any, namespace: str, patch: dict[str, Any], field: str, message: str,
+) -> None:
+    document = with_spec(minimal(namespace), patch)
+
+    with pytest.raises(ApiException) as refused:
+        create(kube_api, document)
+
+    assert refused.value.status == 422
+    causes, whole = refusal(refused.value)
+    assert (field, message) in causes
+    assert f"{field}: {message}" in whole
+    with pytest.raises(PolicyError) as model_refused:
+        parse_policy(document)
+    assert any(issue.path.startswith(field) for issue in model_refused.value.issues), \
+        f"the model does not refuse {field}: {model_refused.value}"
+
+
+def test_unknown_field_is_refused_like_kubectl_does(kube_api: Any, namespace: str) -> None:
+    document = with_spec(minimal(namespace), {"retry": {"maxRedeliveryCount": 3}})
+
+    with pytest.raises(ApiException) as refused:
+        create(kube_api, document)
+
+    assert refused.value.status == 400
+    assert 'unknown field "spec.retry.maxRedeliveryCount"' in json.loads(refused.value.body)["message"]
+    with pytest.raises(PolicyError, match="spec.retry.maxRedeliveryCount: unknown field"):
+        parse_policy(document)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+
+
+def test_discovery_lists_short_name_category_and_status(kube_api: Any) -> None:
+    resources = client.CustomObjectsApi(kube_api).get_api_resources(GROUP, VERSION).resources
+    by_name = {r.name: r for r in resources}
+
+    policies = by_name[PLURAL]
+    assert (policies.kind, policies.singular_name, policies.namespaced) == \
+        ("DeadLetterPolicy", "deadletterpolicy", True)
+    assert policies.short_names == ["dlp"]
+    assert policies.categories == ["spark-dlq"]
+    assert f"{PLURAL}/status" in by_name
+
+
+def kubectl(kubeconfig: str, cache: Path, *args: str) -> str:
+    result = subprocess.run(
+        [str(kubernetes_bin("kubectl")), "--kubeconfig", kubeconfig, "--cache-dir", str(cache), *args],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("resource", ["dlp", "spark-dlq", "deadletterpolicy", "deadletterpolicies.sparkdlq.io"])
+def test_kubectl_resolves_names_and_prints_columns(
+    kube_api: Any, kubeconfig: str, namespace: str, tmp_path: Path, resource: str,
+) -> None:
+    create(kube_api, minimal(namespace))
+
+    out = kubectl(kubeconfig, tmp_path, "get", resource, "-n", namespace)
+
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "TOPIC", "SUBSCRIPTION", "PHASE", "RESTARTS", "AGE"]
+    assert row.split()[:3] == ["orders-billing", "orders", "billing"]
+
+
+def test_printer_columns_show_phase_and_restarts(
+    kube_api: Any, kubeconfig: str, namespace: str, tmp_path: Path,
+) -> None:
+    create(kube_api, minimal(namespace))
+    client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "orders-billing",
+        {"status": {"phase": "Restarting", "restartCount": 2}})
+
+    out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace)
+
+    assert out.splitlines()[1].split()[:5] == ["orders-billing", "orders", "billing", "Restarting", "2"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Status subresource
+
+
+STATUS = {
+    "observedGeneration": 1,
+    "phase": "Running",
+    "conditions": [
+        {"type": "Ready", "status": "True", "reason": "JobRunning", "message": "running",
+         "lastTransitionTime": "2026-11-22T01:00:00Z", "observedGeneration": 1},
+        {"type": "TopicsReady", "status": "True"},
+        {"type": "JobRunning", "status": "True"},
+    ],
+    "retryTopic": "orders-billing-RETRY",
+    "deadLetterTopic": "orders-billing-DLQ",
+    "sparkApplication": "orders-billing",
+    "configHash": "9f2c0d",
+    "restartCount": 1,
+    "lastRestartTime": "2026-11-22T01:00:00Z",
+}
+
+
+def test_status_patch_is_kept_and_leaves_spec_alone(kube_api: Any, namespace: str) -> None:
+    objects = client.CustomObjectsApi(kube_api)
+    created = create(kube_api, minimal(namespace))
+
+    objects.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "orders-billing",
+        {"spec": {"suspend": True}, "status": STATUS})
+
+    stored = read(kube_api, namespace, "orders-billing")
+    assert stored["status"] == STATUS
+    assert stored["spec"] == created["spec"]
+    assert stored["metadata"]["generation"] == 1
+
+
+def test_spec_update_leaves_status_alone(kube_api: Any, namespace: str) -> None:
+    objects = client.CustomObjectsApi(kube_api)
+    create(kube_api, minimal(namespace))
+    objects.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "orders-billing", {"status": STATUS})
+
+    current = read(kube_api, namespace, "orders-billing")
+    changed = {**current, "spec": {**current["spec"], "suspend": True}, "status": {"phase": "Failed"}}
+    objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "orders-billing", changed)
+    objects.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "orders-billing",
+        {"spec": {"retry": {"maxRedeliverCount": 3}}, "status": {"restartCount": 7}})
+
+    stored = read(kube_api, namespace, "orders-billing")
+    assert stored["status"] == STATUS
+    assert (stored["spec"]["suspend"], stored["spec"]["retry"]["maxRedeliverCount"]) == (True, 3)
+    assert stored["metadata"]["generation"] == 3
+
+
+# The status subresource names fields relative to status (its validator starts there).
+@pytest.mark.parametrize(("status", "field", "message"), [
+    pytest.param({"phase": "Sleeping"}, "phase",
+                 "Unsupported value: \"Sleeping\": supported values: \"Pending\", \"Provisioning\", "
+                 "\"Running\", \"Restarting\", \"Suspended\", \"Failed\", \"Invalid\"",
+                 id="unknown-phase"),
+    pytest.param({"conditions": [{"type": "Ready", "status": "True"}, {"type": "Ready", "status": "False"}]},
+                 "status.conditions[1]", "Duplicate value: map[string]interface {}{\"type\":\"Ready\"}",
+                 id="duplicate-condition-type"),
+    pytest.param({"conditions": [{"type": "Ready", "status": "Yes"}]}, "conditions[0].status",
+                 "Unsupported value: \"Yes\": supported values: \"True\", \"False\", \"Unknown\"",
+                 id="condition-status-not-true-false-unknown"),
+    pytest.param({"conditions": [{"type": "Ready"}]}, "conditions[0].status", "Required value",
+                 id="condition-without-status"),
+    pytest.param({"restartCount": -1}, "restartCount",
+                 "Invalid value: -1: restartCount in body should be greater than or equal to 0",
+                 id="negative-restart-count"),
+])
+def test_invalid_status_is_refused(
+    kube_api: Any, namespace: str, status: dict[str, Any], field: str, message: str,
+) -> None:
+    create(kube_api, minimal(namespace))
+
+    with pytest.raises(ApiException) as refused:
+        client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, "orders-billing", {"status": status})
+
+    assert refused.value.status == 422
+    causes, _ = refusal(refused.value)
+    assert (field, message) in causes
+
+
+def test_unknown_status_fields_are_pruned(kube_api: Any, namespace: str) -> None:
+    """The status schema is closed: whatever the operator writes must be declared in it."""
+    create(kube_api, minimal(namespace))
+
+    patched = client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, "orders-billing",
+        {"status": {"phase": "Running", "kopf": {"progress": {}}}})
+
+    assert patched["status"] == {"phase": "Running"}

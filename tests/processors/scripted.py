@@ -1,0 +1,51 @@
+"""A processor for engine tests, scripted by the message value:
+
+``ok:<text>`` -> returns ``<text>`` upper-cased; ``ack`` -> None; ``flaky:<n>`` -> fails with
+ConnectionError while attempt < n; ``fail`` -> always RuntimeError; ``terminate`` ->
+Terminate; ``nonretry`` -> KeyError (a LookupError); ``retry:<delay>`` -> Retry(delay) on the
+first attempt, then ok; ``dict`` -> a dict result; ``badtype`` -> returns an int.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlq_engine import Message, Retry, Terminate
+
+
+def process(message: Message) -> Any:
+    text = (message.value or b"").decode()
+    command, _, argument = text.partition(":")
+    if command == "ok":
+        return argument.upper()
+    if command == "ack":
+        return None
+    if command == "flaky":
+        if message.attempt < int(argument):
+            raise ConnectionError(f"flaky attempt {message.attempt}")
+        return f"recovered after {message.attempt}"
+    if command == "fail":
+        raise RuntimeError(f"always fails: {argument}")
+    if command == "terminate":
+        raise Terminate(f"terminated: {argument}")
+    if command == "nonretry":
+        raise KeyError(argument)
+    if command == "retry":
+        if message.attempt == 0:
+            raise Retry("asked to wait", delay=argument)
+        return f"waited {argument}"
+    if command == "dict":
+        return {"value": argument, "attempt": message.attempt}
+    if command == "badtype":
+        return 42
+    raise ValueError(f"unknown command {command!r}")
+
+
+def process_batch(messages: list[Message]) -> list[object]:
+    out: list[object] = []
+    for m in messages:
+        try:
+            out.append(process(m))
+        except Exception as error:  # noqa: BLE001
+            out.append(error)
+    return out
