@@ -91,7 +91,7 @@ def kubeconfig(kube: ControlPlane) -> str:
 @pytest.fixture(scope="session")
 def kube_api(kube: ControlPlane) -> Any:
     """A synchronous Kubernetes API client (the ``kubernetes`` package) as the admin."""
-    from kubernetes import client, config
+    from kubernetes import config
 
     return config.new_client_from_config(config_file=str(kube.admin_kubeconfig))
 

@@ -127,5 +127,5 @@ class ControlPlane:
 
 
 def _get(url: str, context: ssl.SSLContext | None) -> int:
-    with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=2, context=context) as response:
         return int(response.status)

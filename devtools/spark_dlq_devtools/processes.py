@@ -67,7 +67,7 @@ class Service:
             try:
                 if ready():
                     return
-            except Exception:  # noqa: BLE001 - not ready yet, whatever the reason
+            except Exception:
                 pass
             time.sleep(0.2)
         raise ServiceError(f"{self.name}: no {what} after {timeout:.0f}s:\n{self.tail()}")

@@ -34,6 +34,8 @@ PY
   "$venv/bin/pip" install -q -r "$venv/requirements.txt"
   touch "$venv/.complete"
 fi
-"$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$REPO_ROOT" >&2
+# Quietly: setuptools warns about editable installs at length.
+"$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$REPO_ROOT" >"$venv/editable-install.log" 2>&1 \
+  || { cat "$venv/editable-install.log" >&2; exit 1; }
 ln -sfn "$venv" "$SPARK_DLQ_CACHE/venv"
 echo "$venv"

@@ -389,7 +389,7 @@ def test_unknown_field_is_refused_like_kubectl_does(kube_api: Any, namespace: st
 
     assert refused.value.status == 400
     assert 'unknown field "spec.retry.maxRedeliveryCount"' in json.loads(refused.value.body)["message"]
-    with pytest.raises(PolicyError, match="spec.retry.maxRedeliveryCount: unknown field"):
+    with pytest.raises(PolicyError, match=r"spec\.retry\.maxRedeliveryCount: unknown field"):
         parse_policy(document)
 
 
@@ -417,7 +417,9 @@ def kubectl(kubeconfig: str, cache: Path, *args: str) -> str:
     return result.stdout
 
 
-@pytest.mark.parametrize("resource", ["dlp", "spark-dlq", "deadletterpolicy", "deadletterpolicies.sparkdlq.io"])
+@pytest.mark.parametrize("resource", [
+    "dlp", "spark-dlq", "deadletterpolicy", "deadletterpolicies", "deadletterpolicies.sparkdlq.io",
+])
 def test_kubectl_resolves_names_and_prints_columns(
     kube_api: Any, kubeconfig: str, namespace: str, tmp_path: Path, resource: str,
 ) -> None:

@@ -3,11 +3,13 @@
 ``ok:<text>`` -> returns ``<text>`` upper-cased; ``ack`` -> None; ``flaky:<n>`` -> fails with
 ConnectionError while attempt < n; ``fail`` -> always RuntimeError; ``terminate`` ->
 Terminate; ``nonretry`` -> KeyError (a LookupError); ``retry:<delay>`` -> Retry(delay) on the
-first attempt, then ok; ``dict`` -> a dict result; ``badtype`` -> returns an int.
+first attempt, then ok; ``dict`` -> a dict result; ``badtype`` -> returns an int; ``timed:<n>`` -> fails while attempt < n, then returns when
+it ran and the ``dlq.deliver.at`` it carried.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from dlq_engine import Message, Retry, Terminate
@@ -38,6 +40,12 @@ def process(message: Message) -> Any:
         return {"value": argument, "attempt": message.attempt}
     if command == "badtype":
         return 42
+    if command == "timed":
+        # Fails until attempt <n>, then reports when it ran and when it was due.
+        if message.attempt < int(argument):
+            raise ConnectionError(f"timed attempt {message.attempt}")
+        due = message.headers.get("dlq.deliver.at", b"0").decode()
+        return {"attempt": message.attempt, "ran_at": int(time.time() * 1000), "due": int(due)}
     raise ValueError(f"unknown command {command!r}")
 
 
@@ -46,6 +54,6 @@ def process_batch(messages: list[Message]) -> list[object]:
     for m in messages:
         try:
             out.append(process(m))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             out.append(error)
     return out

@@ -4,8 +4,8 @@ import re
 from typing import Any
 
 import pytest
-from dlq_engine.model import config_hash, engine_config, parse_policy, to_document
 
+from dlq_engine.model import config_hash, engine_config, parse_policy, to_document
 from tests.unit.policy_builder import policy, policy_document
 
 

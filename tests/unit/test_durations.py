@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from dlq_engine.model import DurationError, format_ms, parse_duration_ms
 
 DURATION_HINT = "must be a duration such as 500ms, 1s or 2m"

@@ -4,6 +4,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+
 from dlq_engine.model import (
     API_VERSION,
     KIND,
@@ -30,7 +31,6 @@ from dlq_engine.model.policy import (
     StrimziTarget,
     Topics,
 )
-
 from tests.unit.policy_builder import DELETE, issues, policy, policy_document
 
 TOPIC_CHARS = "may contain only letters, digits, '.', '_' and '-'"

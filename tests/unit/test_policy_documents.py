@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dlq_engine.model import (
     Issue,
     LocatedIssue,
@@ -11,7 +12,6 @@ from dlq_engine.model import (
     load_policy_text,
     parse_policy,
 )
-
 from tests.unit.policy_builder import policy_document
 
 #: A valid policy; the comment on each line is its line number, which the tests rely on.

@@ -12,14 +12,14 @@ is lost and duplicates are possible (at-least-once). No record passes through th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from dlq_engine.job.delay import RECORD_COLUMNS, hold_until_due
 from dlq_engine.job.processors import load_processor
@@ -68,7 +68,7 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy) -> DataFrame:
     arrow_in = to_arrow_schema(records.schema)
     out_schema = from_arrow_schema(output_schema(arrow_in))
 
-    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dlq_engine.job.processors import load_processor as load
 
         yield from route_batches(batches, settings, load(entrypoint))

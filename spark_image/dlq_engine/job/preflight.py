@@ -19,7 +19,7 @@ class PreflightError(RuntimeError):
 
 
 def check_topics(spark: SparkSession, policy: DeadLetterPolicy) -> None:
-    jvm = spark.sparkContext._jvm  # noqa: SLF001 - the py4j gateway is the supported route
+    jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
     props.put("bootstrap.servers", policy.broker.bootstrap_servers)
@@ -29,7 +29,7 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy) -> None:
     try:
         try:
             names = set(admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
-        except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+        except Exception as error:
             raise PreflightError(
                 f"cannot reach the broker at {policy.broker.bootstrap_servers} "
                 f"(spec.broker.bootstrapServers) within {TIMEOUT_MS // 1000}s: "

@@ -23,13 +23,13 @@ def load_processor(entrypoint: str) -> Callable[..., Any]:
     module_name, _, function_name = entrypoint.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - any import failure is reported the same way
+    except Exception as error:
         raise ProcessorLoadError(
             f"spec.processor.entrypoint {entrypoint!r}: cannot import module {module_name!r}: "
             f"{type(error).__name__}: {error}"
         ) from error
-    function = getattr(module, function_name, None)
-    if not callable(function):
+    function: Callable[..., Any] | None = getattr(module, function_name, None)
+    if function is None or not callable(function):
         raise ProcessorLoadError(
             f"spec.processor.entrypoint {entrypoint!r}: module {module_name!r} has no callable "
             f"{function_name!r}"

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
+from pyspark.sql.streaming.query import StreamingQuery
 
 from dlq_engine.job.pipeline import METRICS, RunOptions, start
 from dlq_engine.model.policy import DeadLetterPolicy
@@ -50,8 +51,8 @@ class ErrorWindow:
         # Scale the oldest batch so that exactly `size` messages are in view.
         excess = seen - self.size
         oldest_total, oldest_failed = self.batches[0]
-        failed = sum(f for _, f in self.batches) - oldest_failed * excess / oldest_total
-        share = failed / self.size
+        failed_in_view = sum(f for _, f in self.batches) - oldest_failed * excess / oldest_total
+        share = failed_in_view / self.size
         return share if share >= self.threshold else None
 
 
@@ -142,7 +143,7 @@ class Run:
         assert self.query is not None
         try:
             self.query.awaitTermination()
-        except Exception:  # noqa: BLE001 - the reason is read from query.exception() below
+        except Exception:
             pass
         finally:
             self.spark.streams.removeListener(self._listener)

@@ -26,7 +26,7 @@ class Message:
     attempt: int = 0
 
 
-class Retry(Exception):  # noqa: N818 - the contract's name
+class Retry(Exception):
     """Retry this message later. ``delay`` (``"30s"``, or seconds as a number) overrides the
     policy's backoff for this attempt, like Pulsar's ``reconsumeLater``."""
 
@@ -35,7 +35,7 @@ class Retry(Exception):  # noqa: N818 - the contract's name
         self.delay_ms: int | None = None if delay is None else parse_duration_ms(delay)
 
 
-class Terminate(Exception):  # noqa: N818 - the contract's name
+class Terminate(Exception):
     """Dead-letter this message now, with no retries (Pulsar's terminal nack, PIP-367)."""
 
     def __init__(self, reason: str = "") -> None:

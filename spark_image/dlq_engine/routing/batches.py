@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from dlq_engine.routing import headers as h
 from dlq_engine.routing.backoff import delay_ms
 from dlq_engine.routing.outcomes import (
     Decision,
-    Kind,
     Outcome,
     Route,
     decide,
@@ -93,7 +92,7 @@ class RoutingSettings:
 Processor = Callable[..., Any]
 
 
-def route_batches(batches: Iterator[pa.RecordBatch], settings: RoutingSettings,
+def route_batches(batches: Iterable[pa.RecordBatch], settings: RoutingSettings,
                   processor: Processor) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         yield route_batch(batch, settings, processor)
@@ -194,11 +193,11 @@ def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
         return []
     try:
         results = list(processor(list(messages)))
-    except Exception as error:  # noqa: BLE001 - the team's code failed for the whole batch
+    except Exception as error:
         return [outcome_of(error, settings.non_retryable, with_stack=settings.include_stack)] * len(messages)
     if len(results) != len(messages):
-        error = ValueError(f"batch processor returned {len(results)} outcomes for {len(messages)} messages")
-        return [outcome_of(error, settings.non_retryable, with_stack=False)] * len(messages)
+        mismatch = ValueError(f"batch processor returned {len(results)} outcomes for {len(messages)} messages")
+        return [outcome_of(mismatch, settings.non_retryable, with_stack=False)] * len(messages)
     return [outcome_of(r, settings.non_retryable, with_stack=settings.include_stack) for r in results]
 
 

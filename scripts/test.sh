@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up (cached), static checks, then every tier of tests (unit,
+# integration, e2e) against real services that the fixtures start. Extra arguments go to
+# pytest, e.g. scripts/test.sh -m unit, or scripts/test.sh tests/unit/test_policy.py.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+venv="$(bash scripts/setup.sh)"
+bin="$venv/bin"
+if [[ $# -eq 0 ]]; then
+  echo "== static checks: ruff, mypy --strict, import-linter"
+  "$bin/ruff" check .
+  "$bin/mypy"
+  "$bin/lint-imports" --no-cache
+fi
+echo "== pytest"
+exec "$bin/python" -m pytest -p no:cacheprovider "$@"

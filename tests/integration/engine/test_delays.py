@@ -1,0 +1,51 @@
+"""Retries wait in the delay stage and are never processed before ``dlq.deliver.at``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from tests.helpers import produce, read_all
+
+
+def test_retries_are_never_processed_before_they_are_due(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
+    names = topics(partitions=2)
+    produce(bootstrap_servers, names["source"], [(f"k{i}".encode(), b"timed:2") for i in range(20)])
+    running = engine(names, retry={"maxRedeliverCount": 3,
+                                   "backoff": {"type": "exponential", "delay": "1s", "multiplier": 2.0,
+                                               "jitter": 0.2}})
+    output = read_all(bootstrap_servers, names["output"], expect=20, timeout=120)
+    retries = read_all(bootstrap_servers, names["retry"], expect=40, timeout=30)
+    running.stop()
+
+    results = [json.loads(r.value or b"") for r in output]
+    assert len(results) == 20
+    assert {r["attempt"] for r in results} == {2}
+    assert all(r["ran_at"] >= r["due"] > 0 for r in results)
+    # Two failures each: two retry records per message, each due after the backoff.
+    assert len(retries) == 40
+    for record in retries:
+        failed_at = int(record.header("dlq.failed.at") or 0)
+        due = int(record.header("dlq.deliver.at") or 0)
+        attempt = int(record.header("dlq.attempt") or 0)
+        expected = 1000 * 2 ** (attempt - 1)
+        assert 0.8 * expected <= due - failed_at <= 1.2 * expected + 1
+
+
+def test_retry_delay_from_the_processor_overrides_the_backoff(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
+    names = topics()
+    produce(bootstrap_servers, names["source"], [(b"k", b"retry:3s")])
+    running = engine(names, retry={"backoff": {"type": "fixed", "delay": "100ms"}})
+    retry = read_all(bootstrap_servers, names["retry"], expect=1, timeout=90)
+    output = read_all(bootstrap_servers, names["output"], expect=1, timeout=60)
+    running.stop()
+
+    assert [r.value for r in output] == [b"waited 3s"]
+    (record,) = retry
+    assert int(record.header("dlq.deliver.at") or 0) - int(record.header("dlq.failed.at") or 0) == 3000
+    assert record.header("dlq.error.class") == "dlq_engine.model.processor_api.Retry"

@@ -1,0 +1,363 @@
+"""The DeadLetterPolicy CRD, read as data: structural, bounded, and in step with the model.
+
+The API server checks the CRD when it is installed; these tests check what it does not: that
+the schema names exactly the fields the shared policy model reads, that its defaults are the
+model's defaults, and that its enums and patterns accept what the model accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+import yaml
+
+from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_spec
+from dlq_engine.model.policy import (
+    KAFKA_TOPIC_MAX_LENGTH,
+    KAFKA_TOPIC_PATTERN,
+    BackoffType,
+    DeadLetterStrategy,
+    ProcessorMode,
+    Provisioner,
+    StartingOffsets,
+)
+
+CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$|^0$"
+TOPIC_FIELDS = ("source.topic", "output.topic", "retry.topic", "deadLetter.topic")
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(CRD_PATH.read_text())
+    return document
+
+
+@pytest.fixture(scope="module")
+def version(crd: dict[str, Any]) -> dict[str, Any]:
+    [only] = crd["spec"]["versions"]
+    return dict(only)
+
+
+@pytest.fixture(scope="module")
+def root(version: dict[str, Any]) -> dict[str, Any]:
+    return dict(version["schema"]["openAPIV3Schema"])
+
+
+@pytest.fixture(scope="module")
+def spec_schema(root: dict[str, Any]) -> dict[str, Any]:
+    return dict(root["properties"]["spec"])
+
+
+def node(schema: dict[str, Any], dotted: str) -> dict[str, Any]:
+    """The schema of the field at ``dotted`` (``retry.backoff.delay``) below ``schema``."""
+    for key in dotted.split("."):
+        schema = schema["properties"][key]
+    return schema
+
+
+def walk(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node with its path; ``[]`` for list items, ``{}`` for map values."""
+    yield path, schema
+    for key, child in schema.get("properties", {}).items():
+        yield from walk(child, f"{path}.{key}" if path else key)
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from walk(schema["additionalProperties"], f"{path}{{}}")
+    if "items" in schema:
+        yield from walk(schema["items"], f"{path}[]")
+
+
+def minimal() -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicy",
+        "metadata": {"name": "orders-billing", "namespace": "payments"},
+        "spec": {
+            "source": {"topic": "orders", "subscription": "billing"},
+            "broker": {"bootstrapServers": "kafka.kafka:9092"},
+            "processor": {"entrypoint": "billing.handlers:process"},
+        },
+    }
+
+
+def full() -> dict[str, Any]:
+    """Every field the model reads, set (the secret reference is only written when given)."""
+    document = minimal()
+    document["spec"].update({
+        "broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
+        "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
+        "output": {"topic": "orders-billed"},
+        "retry": {"maxRedeliverCount": 3, "topic": "orders-retry",
+                  "backoff": {"type": "levels", "delay": "1s", "multiplier": 2.5, "maxDelay": "1h",
+                              "jitter": 0.1, "levels": ["1s", "1m"]},
+                  "nonRetryableErrors": ["ValueError"]},
+        "deadLetter": {"strategy": "stop", "topic": "orders-dead", "includeStackTrace": False,
+                       "headers": {"team": "billing"}},
+        "errorWindow": {"size": 10, "threshold": 0.5},
+        "topics": {"create": False, "provisioner": "strimzi",
+                   "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+                   "partitions": 3, "replicationFactor": 2, "retryConfig": {"retention.ms": "1000"},
+                   "deadLetterConfig": {"retention.ms": "-1"}, "deleteWithPolicy": True},
+        "spark": {"image": "spark-dlq:1", "trigger": "5s", "checkpointLocation": "/checkpoints",
+                  "driver": {"cores": 2, "memory": "2g"},
+                  "executor": {"instances": 2, "cores": 2, "memory": "2g"},
+                  "sparkConf": {"spark.ui.enabled": "false"}},
+        "suspend": True,
+    })
+    return document
+
+
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Structural defaulting as the API server does it: a missing field with a ``default`` gets
+    it, then defaults apply again inside (so ``default: {}`` fills a whole section)."""
+    if isinstance(value, dict) and "properties" in schema:
+        for key, child in schema["properties"].items():
+            if key not in value and "default" in child:
+                value[key] = copy.deepcopy(child["default"])
+            if key in value:
+                value[key] = apply_defaults(child, value[key])
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Names and shape
+
+
+def test_names_match_the_contract(crd: dict[str, Any]) -> None:
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == "deadletterpolicies.sparkdlq.io"
+    assert (spec["group"], spec["scope"]) == ("sparkdlq.io", "Namespaced")
+    assert spec["names"] == {
+        "kind": "DeadLetterPolicy", "listKind": "DeadLetterPolicyList",
+        "plural": "deadletterpolicies", "singular": "deadletterpolicy",
+        "shortNames": ["dlp"], "categories": ["spark-dlq"],
+    }
+
+
+def test_one_version_served_and_stored_with_status_subresource(version: dict[str, Any]) -> None:
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+def test_printer_columns(version: dict[str, Any]) -> None:
+    columns = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert columns == [
+        ("Topic", "string", ".spec.source.topic"),
+        ("Subscription", "string", ".spec.source.subscription"),
+        ("Phase", "string", ".status.phase"),
+        ("Restarts", "integer", ".status.restartCount"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ]
+
+
+def test_every_node_has_a_type(root: dict[str, Any]) -> None:
+    untyped = [path for path, n in walk(root)
+               if "type" not in n and not n.get("x-kubernetes-int-or-string")]
+    assert untyped == []
+
+
+def test_no_node_preserves_unknown_fields(root: dict[str, Any]) -> None:
+    assert [path for path, n in walk(root) if "x-kubernetes-preserve-unknown-fields" in n] == []
+
+
+def test_objects_declare_their_fields_or_values(root: dict[str, Any]) -> None:
+    for path, n in walk(root):
+        if n.get("type") == "object" and path != "metadata":
+            assert ("properties" in n) != ("additionalProperties" in n), path
+        if n.get("type") == "array":
+            assert "items" in n, path
+
+
+def test_every_spec_string_list_and_map_is_bounded(spec_schema: dict[str, Any]) -> None:
+    """CEL rules are priced by the largest value they may see: nothing in the spec is unbounded."""
+    unbounded = []
+    for path, n in walk(spec_schema, "spec"):
+        kind = n.get("type")
+        if ((kind == "string" and "maxLength" not in n and "enum" not in n)
+                or (kind == "array" and "maxItems" not in n)
+                or (kind == "object" and "additionalProperties" in n and "maxProperties" not in n)):
+            unbounded.append(path)
+    assert unbounded == []
+
+
+def test_every_rule_has_a_message_and_a_real_field_path(root: dict[str, Any]) -> None:
+    for path, n in walk(root):
+        for rule in n.get("x-kubernetes-validations", []):
+            assert rule["rule"].strip(), path
+            assert rule.get("message", "").strip(), (path, rule["rule"])
+            if "fieldPath" in rule:
+                assert node(n, rule["fieldPath"].lstrip(".")), (path, rule["fieldPath"])
+
+
+def test_status_schema(root: dict[str, Any]) -> None:
+    status = root["properties"]["status"]
+    assert set(status["properties"]) == {
+        "observedGeneration", "phase", "conditions", "retryTopic", "deadLetterTopic",
+        "sparkApplication", "configHash", "restartCount", "lastRestartTime",
+    }
+    assert status["properties"]["phase"]["enum"] == [
+        "Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
+    conditions = status["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert set(conditions["items"]["properties"]) == {
+        "type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"}
+    assert "type" in conditions["items"]["required"]
+
+
+# ---------------------------------------------------------------------------------------------
+# In step with the model
+
+
+def model_paths(value: dict[str, Any], schema: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    """Field paths of a ``to_spec`` mapping, entering a mapping only where the schema declares
+    its fields (maps of user keys, such as headers, are one field)."""
+    for key, item in value.items():
+        path = f"{prefix}.{key}" if prefix else key
+        yield path
+        child = schema.get("properties", {}).get(key, {})
+        if isinstance(item, dict) and "properties" in child:
+            yield from model_paths(item, child, path)
+
+
+def test_schema_fields_are_exactly_the_model_fields(spec_schema: dict[str, Any]) -> None:
+    from_model = set(model_paths(to_spec(parse_policy(full())), spec_schema))
+    in_schema = {path for path, n in walk(spec_schema) if path and "[]" not in path and "{}" not in path}
+
+    assert sorted(from_model - in_schema) == [], "the model has fields the CRD would prune"
+    assert sorted(in_schema - from_model) == [], "the CRD has fields the model refuses"
+
+
+def test_schema_types_match_the_model_values(spec_schema: dict[str, Any]) -> None:
+    types = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
+    spec = to_spec(parse_policy(full()))
+    for path in model_paths(spec, spec_schema):
+        value: Any = spec
+        for key in path.split("."):
+            value = value[key]
+        assert node(spec_schema, path)["type"] == types[type(value)], path
+
+
+@pytest.mark.parametrize("patch", [
+    pytest.param({}, id="minimal"),
+    pytest.param({"retry": {"backoff": {"type": "levels", "levels": ["1s"]}},
+                  "topics": {"strimzi": {"cluster": "c"}}, "spark": {"executor": {"instances": 3}}},
+                 id="partly-filled-sections"),
+])
+def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], patch: dict[str, Any]) -> None:
+    document = minimal()
+    for section, fields in patch.items():
+        document["spec"][section] = copy.deepcopy(fields)
+
+    defaulted = apply_defaults(spec_schema, copy.deepcopy(document["spec"]))
+
+    expected = to_spec(parse_policy(document))
+    # The model derives these two names; the CRD leaves them empty for it to do so.
+    expected["retry"]["topic"] = expected["deadLetter"]["topic"] = ""
+    assert defaulted == expected
+
+
+def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
+    assert node(spec_schema, "retry.topic")["default"] == ""
+    assert node(spec_schema, "deadLetter.topic")["default"] == ""
+
+
+@pytest.mark.parametrize(("path", "literal"), [
+    pytest.param("source.startingOffsets", StartingOffsets, id="startingOffsets"),
+    pytest.param("processor.mode", ProcessorMode, id="mode"),
+    pytest.param("retry.backoff.type", BackoffType, id="backoff-type"),
+    pytest.param("deadLetter.strategy", DeadLetterStrategy, id="strategy"),
+    pytest.param("topics.provisioner", Provisioner, id="provisioner"),
+])
+def test_enums_are_the_model_choices(spec_schema: dict[str, Any], path: str, literal: Any) -> None:
+    assert node(spec_schema, path)["enum"] == list(get_args(literal))
+
+
+@pytest.mark.parametrize("path", TOPIC_FIELDS)
+def test_topic_fields_follow_kafka_rules(spec_schema: dict[str, Any], path: str) -> None:
+    field = node(spec_schema, path)
+    required = path == "source.topic"
+    pattern = KAFKA_TOPIC_PATTERN if required else KAFKA_TOPIC_PATTERN.replace("]+$", "]*$")
+    assert (field["pattern"], field["maxLength"]) == (pattern, KAFKA_TOPIC_MAX_LENGTH)
+    assert [r["rule"] for r in field["x-kubernetes-validations"]] == ["self != '.' && self != '..'"]
+
+
+DURATION_FIELDS = ("processor.timeout", "retry.backoff.delay", "retry.backoff.maxDelay", "spark.trigger")
+
+
+@pytest.mark.parametrize("path", DURATION_FIELDS)
+def test_duration_fields_use_the_duration_pattern(spec_schema: dict[str, Any], path: str) -> None:
+    assert node(spec_schema, path)["pattern"] == DURATION_PATTERN
+
+
+def test_levels_use_the_duration_pattern(spec_schema: dict[str, Any]) -> None:
+    assert node(spec_schema, "retry.backoff.levels")["items"]["pattern"] == DURATION_PATTERN
+
+
+def model_accepts_duration(text: str) -> bool:
+    try:
+        parse_duration_ms(text)
+    except ValueError:
+        return False
+    return True
+
+
+# Strings only, with no surrounding spaces: the model also takes bare numbers (seconds) and
+# strips spaces, which the CRD refuses.
+@pytest.mark.parametrize("text", [
+    "1s", "500ms", "1h30m", "1.5s", "0", "0s", "2d", "10m", "1m30s", "1d2h3m4s5ms", "01s",
+    "", "1", "s", "-1s", "1 s", "1sec", ".5s", "1.s", "1h 30m", "1us", "P1D", "0.0",
+])
+def test_duration_pattern_accepts_what_the_model_accepts(text: str) -> None:
+    assert (re.search(DURATION_PATTERN, text) is not None) == model_accepts_duration(text)
+
+
+def model_accepts_field(path: str, value: object) -> bool:
+    document = minimal()
+    section, *rest = path.split(".")
+    target = document["spec"].setdefault(section, {})
+    for key in rest[:-1]:
+        target = target.setdefault(key, {})
+    target[rest[-1]] = value
+    try:
+        parse_policy(document)
+    except PolicyError as error:
+        elsewhere = [issue for issue in error.issues if not issue.path.startswith(f"spec.{path}")]
+        if elsewhere:
+            raise AssertionError(f"the document is wrong beyond {path}: {elsewhere}") from error
+        return False
+    return True
+
+
+@pytest.mark.parametrize("value", [
+    "512m", "1g", "2G", "1024", "3t", "10k", "0", "0g", "1gb", "g", "1.5g", "-1g", "", " 1g",
+])
+@pytest.mark.parametrize("path", ["spark.driver.memory", "spark.executor.memory"])
+def test_memory_pattern_accepts_what_the_model_accepts(
+    spec_schema: dict[str, Any], path: str, value: str,
+) -> None:
+    pattern = node(spec_schema, path)["pattern"]
+    assert (re.search(pattern, value) is not None) == model_accepts_field(path, value)
+
+
+@pytest.mark.parametrize("value", [
+    "billing:process", "billing.handlers:process", "_a._b:_c", "a1.b2:c3",
+    "billing", ":process", "billing:", "1billing:process", "billing-x:process", "a..b:c",
+    "billing:pro.cess", "billing handlers:process", "a:b:c", " billing:process",
+])
+def test_entrypoint_rule_accepts_what_the_model_accepts(spec_schema: dict[str, Any], value: str) -> None:
+    [rule] = node(spec_schema, "processor.entrypoint")["x-kubernetes-validations"]
+    match = re.fullmatch(r"self\.matches\('(.+)'\)", rule["rule"].strip())
+    assert match is not None, rule["rule"]
+    assert (re.search(match[1], value) is not None) == model_accepts_field("processor.entrypoint", value)
+
+
+def test_the_dead_letter_header_rule_is_case_insensitive(spec_schema: dict[str, Any]) -> None:
+    [rule] = node(spec_schema, "deadLetter.headers")["x-kubernetes-validations"]
+    assert rule["rule"] == "self.all(k, !k.lowerAscii().startsWith('dlq.'))"
+    assert not model_accepts_field("deadLetter.headers", {"DLQ.Reason": "x"})
