@@ -18,6 +18,7 @@ from spark_dlq_devtools.paths import spark_kafka_jars
 #: A fast configuration for tests on two cores: no UI, few shuffle partitions, small heaps.
 TEST_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.driver.memory": "1g",

@@ -34,7 +34,7 @@ METRICS = "dlq"
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     checkpoint: str
-    once: bool = False
+    once: bool = False  # stop after the first batch that reads and routes nothing
     query_name: str | None = None
 
 
@@ -127,8 +127,5 @@ def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) ->
         .outputMode("append")
         .queryName(options.query_name or f"spark-dlq-{policy.namespace}-{policy.name}")
     )
-    if options.once:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{policy.spark.trigger_ms} milliseconds")
-    return writer.start()
+    # --once uses the same trigger; the runner stops after the first empty batch (see runner).
+    return writer.trigger(processingTime=f"{policy.spark.trigger_ms} milliseconds").start()

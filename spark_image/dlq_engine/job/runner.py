@@ -1,10 +1,13 @@
 """Running the query to its end: counts, the error window, signals and exit status.
 
-A listener adds up each batch's observed metrics (outcome counts, retry lag) and checks the
-error window: when failures reach ``threshold`` of the last ``size`` messages the query is
+The driver reads each batch's progress (polling the query, no callback server) to add up the
+observed metrics (outcome counts, retry lag) and to check the error window: when failures reach ``threshold`` of the last ``size`` messages the query is
 stopped with that reason. The window is kept per micro-batch: a batch's messages all count
 at once, and the oldest batch is scaled down to keep exactly ``size`` messages in view.
-SIGTERM stops the query cleanly (exit 0).
+SIGTERM stops the query cleanly (exit 0). ``--once`` runs the normal trigger and stops after two
+batches in a row that read nothing and routed nothing: Spark's available-now trigger never ends
+while the delay stage has processing-time timers, and retries that are not due yet are not
+"available" (they stay in the checkpointed state for the next run).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.listener import StreamingQueryListener
 from pyspark.sql.streaming.query import StreamingQuery
 
 from dlq_engine.job.pipeline import METRICS, RunOptions, start
@@ -84,25 +86,6 @@ class Totals:
         return text
 
 
-class _Listener(StreamingQueryListener):
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        metrics = event.progress.observedMetrics.get(METRICS)
-        if metrics is not None:
-            self.run.on_batch(metrics.asDict())
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        pass
-
-
 class Run:
     """One run of the engine on a session: start, watch, stop, explain."""
 
@@ -113,26 +96,45 @@ class Run:
         self.totals = Totals()
         self.window = ErrorWindow(policy.error_window.size, policy.error_window.threshold)
         self.stop_reason: str | None = None
+        self.once_done = False
         self.query: StreamingQuery | None = None
-        self._lock = threading.Lock()
-        self._listener = _Listener(self)
+        self._seen: set[tuple[int, str]] = set()
+        self._empty_batches = 0
 
     def on_batch(self, row: dict[str, Any]) -> None:
-        with self._lock:
-            self.totals.add(row)
-            failed = int(row.get("retried") or 0) + int(row.get("dead") or 0) + int(row.get("ignored") or 0)
-            share = self.window.add(int(row.get("total") or 0), failed)
+        self.totals.add(row)
+        failed = int(row.get("retried") or 0) + int(row.get("dead") or 0) + int(row.get("ignored") or 0)
+        share = self.window.add(int(row.get("total") or 0), failed)
         if share is not None and self.stop_reason is None:
             self.stop_reason = (
                 f"error window: {share:.0%} of the last {self.window.size} messages failed "
                 f"(threshold {self.policy.error_window.threshold:.0%})"
             )
-            threading.Thread(target=self.stop, daemon=True).start()
+            self.stop()
 
     def start(self) -> StreamingQuery:
-        self.spark.streams.addListener(self._listener)
         self.query = start(self.spark, self.policy, self.options)
         return self.query
+
+    def _drain_progress(self) -> None:
+        """Account for every batch progress not seen yet."""
+        assert self.query is not None
+        for progress in self.query.recentProgress:
+            key = (int(progress.batchId), str(progress.timestamp))
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            metrics = progress.observedMetrics.get(METRICS)
+            row = metrics.asDict() if metrics is not None else {}
+            if row:
+                self.on_batch(row)
+            empty = int(progress.numInputRows) == 0 and int(row.get("total") or 0) == 0
+            self._empty_batches = self._empty_batches + 1 if empty else 0
+            # Two in a row: after a restart Spark first re-runs the last uncommitted batch with
+            # the offsets it had planned, which may be empty although new data is waiting.
+            if self.options.once and self.stop_reason is None and self._empty_batches >= 2:
+                self.once_done = True
+                self.stop()
 
     def stop(self) -> None:
         if self.query is not None and self.query.isActive:
@@ -141,12 +143,13 @@ class Run:
     def wait(self) -> int:
         """Block until the query ends; return the exit status and print why on stderr."""
         assert self.query is not None
-        try:
-            self.query.awaitTermination()
-        except Exception:
-            pass
-        finally:
-            self.spark.streams.removeListener(self._listener)
+        terminated = False
+        while not terminated:
+            try:
+                terminated = bool(self.query.awaitTermination(0.5))
+            except Exception:  # noqa: BLE001 - the reason is read from query.exception() below
+                terminated = True
+            self._drain_progress()
         if self.stop_reason is not None:
             print(f"dlq-engine: stopped: {self.stop_reason}", file=sys.stderr)
             return EXIT_ERROR_WINDOW

@@ -22,6 +22,7 @@ REQUIRED_CONF = {
 DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
 }
 

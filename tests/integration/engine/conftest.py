@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark import InheritableThread
 
 from dlq_engine.job.pipeline import RunOptions
 from dlq_engine.job.runner import Run
@@ -23,7 +24,7 @@ class Engine:
         self.run = Run(spark, policy, RunOptions(checkpoint=str(checkpoint), once=once))
         self.status: int | None = None
         self.run.start()
-        self._thread = threading.Thread(target=self._wait, daemon=True)
+        self._thread = InheritableThread(target=self._wait, daemon=True)
         self._thread.start()
 
     def _wait(self) -> None:
@@ -33,6 +34,19 @@ class Engine:
         self.run.stop()
         self._thread.join(60)
         return self.status
+
+    def wait_for(self, timeout: float = 120.0, **counts: int) -> None:
+        """Wait until the batches that finished so far add up to at least ``counts`` (e.g.
+        ``total=2``). A batch is counted once its offsets are committed."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            totals = self.run.totals.counts
+            if all(totals[name] >= value for name, value in counts.items()):
+                return
+            if self.status is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"counts {self.run.totals.counts} never reached {counts} (status {self.status})")
 
     def join(self, timeout: float) -> int | None:
         self._thread.join(timeout)

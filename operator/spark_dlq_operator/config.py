@@ -1,0 +1,70 @@
+"""The operator's own configuration: what the command line and the environment decide.
+
+Everything a policy does not say comes from here (the default Spark image, the checkpoint base,
+the Spark version, the driver's service account), along with how the operator itself runs
+(watched namespaces, peering, probes, timings). It is one frozen value built once at start-up
+and passed down explicitly, so the pure render functions see the same defaults as the rest of
+the operator and tests can build one with short timings. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+#: The Spark version the engine image ships (scripts/setup/versions.env keeps SPARK_VERSION in
+#: step); written into every SparkApplication's ``spec.sparkVersion``.
+SPARK_VERSION: Final = "4.0.0"
+DEFAULT_SPARK_IMAGE: Final = "spark-dlq:0.1.0"
+DEFAULT_CHECKPOINT_BASE: Final = "/var/lib/spark-dlq/checkpoints"
+DEFAULT_SERVICE_ACCOUNT: Final = "spark-dlq-driver"
+DEFAULT_METRICS_PORT: Final = 9090
+
+ProvisionerChoice = Literal["auto", "admin", "strimzi"]
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    """How one operator process runs. Durations are in seconds."""
+
+    #: Namespaces to watch; empty together with ``all_namespaces`` False means none (refused by
+    #: the CLI).
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+    spark_image: str = DEFAULT_SPARK_IMAGE
+    spark_version: str = SPARK_VERSION
+    checkpoint_base: str = DEFAULT_CHECKPOINT_BASE
+    spark_service_account: str = DEFAULT_SERVICE_ACCOUNT
+    #: Overrides ``auto`` in every policy's ``spec.topics.provisioner`` (an explicit admin or
+    #: strimzi in a policy still wins).
+    provisioner: ProvisionerChoice = "auto"
+    #: kopf's liveness endpoint, e.g. ``http://0.0.0.0:8080/healthz``; None for none.
+    liveness: str | None = None
+    #: Prometheus metrics port; 0 for none.
+    metrics_port: int = DEFAULT_METRICS_PORT
+    #: A named kopf peering (several replicas) or None for standalone.
+    peering: str | None = None
+    priority: int = 0
+    #: A kubeconfig file; None means in-cluster, then the usual kubeconfig locations.
+    kubeconfig: str | None = None
+    #: Extra librdkafka settings for the operator's Kafka admin clients (``key=value`` lines):
+    #: the operator's own credentials, never the policies' secrets.
+    kafka_config: tuple[tuple[str, str], ...] = ()
+
+    #: Every policy is reconciled again this often, which repairs drift (a deleted topic, a
+    #: deleted ConfigMap). A deleted SparkApplication is recreated at once.
+    resync_interval: float = 60.0
+    #: How long a finalizer keeps trying to delete topics before it gives up with an event.
+    finalizer_timeout: float = 300.0
+    #: One Kafka admin request (metadata, create, delete) may take this long.
+    kafka_timeout: float = 10.0
+    #: Retry delays: broker unreachable (grows up to 8x), waiting for Strimzi, other topic problems.
+    broker_retry_delay: float = 10.0
+    strimzi_poll_delay: float = 5.0
+    topics_retry_delay: float = 30.0
+    #: kopf's watch requests: the server ends each after ``server_timeout``; the client gives up
+    #: a little later.
+    server_timeout: float = 300.0
+    client_timeout: float = 330.0
+    #: How many policies one resync round reconciles at a time.
+    resync_concurrency: int = 8

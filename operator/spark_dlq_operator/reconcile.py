@@ -1,0 +1,453 @@
+"""The reconcile: bring one policy's topics, ConfigMap and SparkApplication to what it says.
+
+One idempotent, level-based function, called by kopf on create, update and resume, by the
+periodic resync (drift repair), and when an owned SparkApplication is deleted. Steps, in order:
+topics (Admin API or Strimzi) -> ConfigMap ``P-policy`` -> SparkApplication ``P`` -> status.
+The SparkApplication is written only when the configuration hash changed (then the job restarts
+from its checkpoint and ``restartCount`` goes up) or when it is missing; ``suspend`` deletes it
+and keeps everything else. Status is written through the status subresource with a
+read-modify-write guarded by ``resourceVersion``, so the reconcile and the SparkApplication
+watcher never overwrite each other's conditions. Invalid specs are reported here too.
+
+Nothing here knows kopf: problems are domain exceptions (``TopicsNotReady``,
+``CleanupPending``) that the handlers turn into kopf's retry errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash, parse_policy
+from spark_dlq_operator import metrics, render
+from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.events import EventRecorder
+from spark_dlq_operator.kubeapi import (
+    CONFIG_MAPS,
+    POLICIES,
+    SPARK_APPLICATIONS,
+    ApiError,
+    KubeApi,
+    Obj,
+)
+from spark_dlq_operator.render import ConditionState, Observation, Owner
+from spark_dlq_operator.topics import AdminProvisioner, BrokerUnavailable, StrimziProvisioner
+
+logger = logging.getLogger(__name__)
+
+#: Condition reasons worth a Warning event when a condition turns to them.
+_WARNING_REASONS: Final = frozenset({
+    "BrokerUnavailable", "SourceTopicMissing", "CreateFailed", "StrimziClusterMissing", "Conflict",
+    "Failed", "InvalidSpec",
+})
+
+
+class TopicsNotReady(Exception):
+    """Provisioning could not finish; the status says why. Retry after ``delay`` seconds
+    (growing with each retry when ``backoff``)."""
+
+    def __init__(self, condition: ConditionState, *, delay: float, backoff: bool = False) -> None:
+        self.condition = condition
+        self.delay = delay
+        self.backoff = backoff
+        super().__init__(f"{condition.reason}: {condition.message}")
+
+
+class CleanupPending(Exception):
+    """Deleting the topics failed for now; retry after ``delay`` seconds."""
+
+    def __init__(self, message: str, *, delay: float) -> None:
+        self.delay = delay
+        super().__init__(message)
+
+
+@dataclass
+class Services:
+    """The clients and state a reconcile uses, built once at operator start-up."""
+
+    config: OperatorConfig
+    api: KubeApi
+    events: EventRecorder
+    admin: AdminProvisioner
+    strimzi: StrimziProvisioner
+    #: One lock per policy (by uid): kopf's handlers, the resync and the SparkApplication
+    #: watcher never reconcile the same policy at once. Unused locks are collected.
+    _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
+        default_factory=weakref.WeakValueDictionary)
+    #: The last SparkApplication state mapped onto each policy, by (namespace, name).
+    job_states: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
+
+    def lock(self, uid: str) -> asyncio.Lock:
+        lock = self._locks.get(uid)
+        if lock is None:
+            lock = self._locks[uid] = asyncio.Lock()
+        return lock
+
+    async def close(self) -> None:
+        self.admin.close()
+        await self.api.close()
+
+
+def owner_of(body: Mapping[str, Any]) -> Owner:
+    metadata = body["metadata"]
+    return Owner(name=metadata["name"], namespace=metadata["namespace"], uid=metadata["uid"])
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+async def write_status(services: Services, owner: Owner,
+                       observe: Callable[[Mapping[str, Any]], Observation],
+                       ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Read the policy, apply ``observe(old status)``, write the result through the status
+    subresource unless nothing changed; ``(old, new)``, or None when the policy is gone."""
+    for _ in range(10):
+        current = await services.api.get(POLICIES, owner.namespace, owner.name)
+        if current is None or current["metadata"].get("uid") != owner.uid:
+            return None
+        old = dict(current.get("status") or {})
+        new = render.next_status(old, observe(old), now=now())
+        if new == old:
+            return old, new
+        patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": new}
+        try:
+            await services.api.patch(POLICIES, owner.namespace, owner.name, patch, subresource="status")
+        except ApiError as error:
+            if error.status == 409:
+                continue
+            if error.status == 404:
+                return None
+            raise
+        await _announce(services, owner, old, new)
+        return old, new
+    raise ApiError(409, "Conflict", f"status of {owner.namespace}/{owner.name} kept changing")
+
+
+async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """Post an event for each condition that turned into a problem, or into Ready."""
+    before = {c.get("type"): c for c in old.get("conditions") or []}
+    for condition in new.get("conditions") or []:
+        previous = before.get(condition["type"]) or {}
+        key = ("status", "reason", "message")
+        if all(previous.get(k) == condition.get(k) for k in key):
+            continue
+        reason, message = condition.get("reason", ""), condition.get("message", "")
+        if condition["status"] == "False" and reason in _WARNING_REASONS:
+            await services.events.warn(owner, reason, message)
+        elif condition["type"] == "TopicsReady" and "drift:" in message:
+            await services.events.warn(owner, "TopicPartitionsDrift", message)
+        elif condition["type"] == "Ready" and condition["status"] == "True" \
+                and previous.get("status") != "True":
+            await services.events.info(owner, "Ready", message)
+
+
+async def report_invalid(services: Services, owner: Owner, *, generation: int, issues: Sequence[Issue],
+                         trigger: str) -> None:
+    """Phase Invalid and Ready False (InvalidSpec) naming every problem. A running job is left
+    running with its last valid configuration."""
+    with metrics.observe(trigger) as outcome:
+        outcome.result, outcome.reason = "invalid", "InvalidSpec"
+        lines = [str(issue) for issue in issues]
+        async with services.lock(owner.uid):
+            await write_status(services, owner, lambda _: Observation(generation=generation, invalid=lines))
+
+
+# --- the reconcile -----------------------------------------------------------------------------
+
+
+async def reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
+                    trigger: str) -> None:
+    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady."""
+    async with services.lock(owner.uid):
+        with metrics.observe(trigger) as outcome:
+            try:
+                await _reconcile(services, policy, owner=owner, generation=generation)
+            except TopicsNotReady as error:
+                outcome.result, outcome.reason = "waiting", error.condition.reason
+                raise
+            outcome.result = "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """What ensuring the SparkApplication did: the JobRunning to write (None: keep the
+    watcher's), the application as it is now, and whether it was restarted."""
+
+    condition: ConditionState | None
+    app: Obj | None = None
+    restarted: bool = False
+
+
+async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int) -> None:
+    config_map = await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
+    provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
+    topics = await _provision_topics(services, policy, owner=owner, generation=generation,
+                                     provisioner=provisioner)
+    await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
+    job = await _ensure_application(services, policy, owner=owner)
+    digest = config_hash(policy)
+
+    def observe(old: Mapping[str, Any]) -> Observation:
+        condition, restarted = job.condition, job.restarted
+        old_job = next((c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), None)
+        if condition is None and job.app is not None:
+            if old.get("configHash") not in (None, "", digest):
+                # A restart whose status write was lost (the operator stopped in between): the
+                # application already carries the new hash, the status still the old one.
+                condition, restarted = render.JOB_RESTARTING, True
+            elif old_job is None or old_job.get("reason") in ("Suspended", "Conflict"):
+                condition = render.job_condition(job.app)
+        return Observation(generation=generation, topics=topics, job=condition,
+                           retry_topic=policy.retry_topic, dead_letter_topic=policy.dead_letter_topic,
+                           spark_application=policy.name, config_hash=digest, restarted=restarted)
+
+    await write_status(services, owner, observe)
+
+
+async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, config_map: Obj | None) -> str:
+    """admin or strimzi: the policy's choice, else the operator's, else the one pinned on the
+    ConfigMap at first provisioning, else strimzi when its KafkaTopic CRD is served."""
+    choice: str = policy.topics.provisioner
+    if choice == "auto":
+        choice = services.config.provisioner
+    if choice != "auto":
+        return choice
+    annotations = (config_map or {}).get("metadata", {}).get("annotations") or {}
+    pinned = annotations.get(render.PROVISIONER_ANNOTATION)
+    if pinned in ("admin", "strimzi"):
+        return str(pinned)
+    return "strimzi" if await services.strimzi.served() else "admin"
+
+
+async def _provision_topics(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
+                            provisioner: str | None) -> ConditionState:
+    config = services.config
+    if provisioner is None:
+        return ConditionState("True", "NotManaged",
+                              "spec.topics.create is false: the operator does not provision the topics")
+    try:
+        if provisioner == "strimzi":
+            report = await services.strimzi.ensure(policy, owner=owner)
+        else:
+            report = await services.admin.ensure(policy)
+    except BrokerUnavailable as error:
+        condition = ConditionState("False", "BrokerUnavailable", str(error))
+        await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+        raise TopicsNotReady(condition, delay=config.broker_retry_delay, backoff=True) from None
+    for name in report.created:
+        await services.events.info(owner, "TopicCreated", f"created topic {name!r} ({provisioner})")
+    condition = ConditionState("True" if report.ready else "False", report.reason, report.message)
+    if not report.ready:
+        await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+        waiting = report.reason == "WaitingForStrimzi"
+        delay = config.strimzi_poll_delay if waiting else config.topics_retry_delay
+        raise TopicsNotReady(condition, delay=delay)
+    return condition
+
+
+async def _write_topics_problem(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
+                                generation: int, condition: ConditionState) -> None:
+    await write_status(services, owner, lambda _: Observation(
+        generation=generation, topics=condition, retry_topic=policy.retry_topic,
+        dead_letter_topic=policy.dead_letter_topic, spark_application=policy.name))
+
+
+async def _ensure_config_map(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
+                             current: Obj | None, provisioner: str | None) -> None:
+    desired = render.config_map(policy, config=services.config, owner=owner, provisioner=provisioner)
+    name = desired["metadata"]["name"]
+    if current is None:
+        current, created = await services.api.create(CONFIG_MAPS, desired)
+        if created:
+            await services.events.info(owner, "ConfigMapCreated",
+                                       f"created ConfigMap {name} with the engine's policy")
+            return
+    patch: dict[str, Any] = {}
+    if current.get("data") != desired["data"]:
+        patch["data"] = desired["data"]
+    metadata = current.get("metadata") or {}
+    wanted_meta: dict[str, Any] = {}
+    for key in ("labels", "annotations"):
+        wanted = desired["metadata"].get(key) or {}
+        if any((metadata.get(key) or {}).get(k) != v for k, v in wanted.items()):
+            wanted_meta[key] = wanted
+    if metadata.get("ownerReferences") != desired["metadata"]["ownerReferences"]:
+        wanted_meta["ownerReferences"] = desired["metadata"]["ownerReferences"]
+    if wanted_meta:
+        patch["metadata"] = wanted_meta
+    if patch:
+        await services.api.patch(CONFIG_MAPS, policy.namespace, desired["metadata"]["name"], patch)
+        await services.events.info(owner, "ConfigMapUpdated",
+                                   f"updated ConfigMap {desired['metadata']['name']}")
+
+
+def _managed(app: Obj) -> bool:
+    labels = (app.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY)
+
+
+async def _ensure_application(services: Services, policy: DeadLetterPolicy, *, owner: Owner) -> _Job:
+    api = services.api
+    name = policy.name
+    current = await api.get(SPARK_APPLICATIONS, policy.namespace, name)
+    if policy.suspend:
+        if current is not None and _managed(current) and \
+                await api.delete(SPARK_APPLICATIONS, policy.namespace, name):
+            await services.events.info(owner, "SparkApplicationDeleted",
+                                       f"spec.suspend is true: deleted SparkApplication {name}; the "
+                                       "ConfigMap, the topics and the checkpoint are kept")
+        return _Job(render.JOB_SUSPENDED)
+    desired = render.spark_application(policy, config=services.config, owner=owner)
+    if current is None:
+        current, created = await api.create(SPARK_APPLICATIONS, desired)
+        if created:
+            await services.events.info(owner, "SparkApplicationCreated",
+                                       f"created SparkApplication {name} (config hash "
+                                       f"{desired['metadata']['annotations'][render.CONFIG_HASH_ANNOTATION]})")
+            return _Job(render.JOB_SUBMITTED, app=current)
+    if not _managed(current):
+        return _Job(ConditionState("False", "Conflict", f"SparkApplication {name} exists and is not "
+                                   "managed by spark-dlq: delete or rename it"))
+    digest = desired["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION]
+    for _ in range(5):
+        metadata = current["metadata"]
+        old_digest = (metadata.get("annotations") or {}).get(render.CONFIG_HASH_ANNOTATION)
+        owned = any(ref.get("uid") == owner.uid for ref in metadata.get("ownerReferences") or [])
+        if old_digest == digest and owned:
+            return _Job(None, app=current)
+        body = {k: v for k, v in current.items() if k != "status"}
+        body["metadata"] = {
+            **metadata,
+            "labels": {**(metadata.get("labels") or {}), **desired["metadata"]["labels"]},
+            "annotations": {**(metadata.get("annotations") or {}), **desired["metadata"]["annotations"]},
+            "ownerReferences": desired["metadata"]["ownerReferences"],
+        }
+        body["spec"] = desired["spec"]
+        try:
+            current = await api.replace(SPARK_APPLICATIONS, body)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            fresh = await api.get(SPARK_APPLICATIONS, policy.namespace, name)
+            if fresh is None:
+                current, _ = await api.create(SPARK_APPLICATIONS, desired)
+                return _Job(render.JOB_SUBMITTED, app=current)
+            current = fresh
+            continue
+        if old_digest == digest:  # adopted, same configuration: nothing restarts
+            return _Job(None, app=current)
+        await services.events.info(owner, "SparkApplicationRestarted",
+                                   f"the configuration hash changed from {old_digest} to {digest}: "
+                                   f"SparkApplication {name} is resubmitted and resumes from its checkpoint")
+        return _Job(render.JOB_RESTARTING, app=current, restarted=True)
+    raise ApiError(409, "Conflict", f"SparkApplication {policy.namespace}/{name} kept changing")
+
+
+# --- the SparkApplication watcher --------------------------------------------------------------
+
+
+def policy_owner(app: Mapping[str, Any]) -> Owner | None:
+    """The policy that controls a SparkApplication, from its owner reference."""
+    metadata = app.get("metadata") or {}
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("kind") == "DeadLetterPolicy" and ref.get("controller"):
+            return Owner(name=ref["name"], namespace=metadata["namespace"], uid=ref["uid"])
+    return None
+
+
+async def update_job_status(services: Services, app: Mapping[str, Any]) -> None:
+    """Map a SparkApplication's state onto its policy's JobRunning (and so Ready and phase),
+    once per change of state (a resubmission is a change: its submission id is new)."""
+    metadata = app.get("metadata") or {}
+    key = (str(metadata.get("namespace")), str(metadata.get("name")))
+    state = render.application_state(app)
+    if services.job_states.get(key) == state:
+        return
+    owner = policy_owner(app)
+    if owner is None:
+        return
+    condition = render.job_condition(app)
+
+    def observe(old: Mapping[str, Any]) -> Observation:
+        current: Mapping[str, Any] = next(
+            (c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), {})
+        if current.get("reason") == "Suspended":  # the application is on its way out
+            return Observation()
+        return Observation(job=condition)
+
+    async with services.lock(owner.uid):
+        await write_status(services, owner, observe)
+    services.job_states[key] = state
+
+
+async def repair_deleted_application(services: Services, app: Mapping[str, Any]) -> None:
+    """Someone deleted a SparkApplication the operator owns: reconcile its policy at once,
+    which creates it again unless the policy is suspended, invalid or being deleted."""
+    metadata = app.get("metadata") or {}
+    services.job_states.pop((str(metadata.get("namespace")), str(metadata.get("name"))), None)
+    owner = policy_owner(app)
+    if owner is None:
+        return
+    body = await services.api.get(POLICIES, owner.namespace, owner.name)
+    if body is None or body["metadata"].get("uid") != owner.uid or body["metadata"].get("deletionTimestamp"):
+        return
+    try:
+        policy = parse_policy(body)
+    except PolicyError:
+        return
+    if policy.suspend:
+        return
+    await services.events.warn(owner, "SparkApplicationDeleted",
+                               f"SparkApplication {policy.name} was deleted: creating it again")
+    try:
+        await reconcile(services, policy, owner=owner, generation=int(body["metadata"].get("generation", 0)),
+                        trigger="drift")
+    except TopicsNotReady as error:
+        logger.info("policy %s/%s: %s", owner.namespace, owner.name, error)
+
+
+# --- deletion ----------------------------------------------------------------------------------
+
+
+def needs_cleanup(spec: Mapping[str, Any]) -> bool:
+    """Whether deleting the policy has work to do (and so a finalizer): only when the operator
+    provisions the topics and ``deleteWithPolicy`` asks for them to go."""
+    topics = spec.get("topics") or {}
+    return bool(topics.get("create", True) and topics.get("deleteWithPolicy", False))
+
+
+async def clean_up(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
+                   deleting_since: datetime.datetime) -> None:
+    """Delete the policy's topics. Raises CleanupPending while it may still succeed; after
+    ``finalizer_timeout`` it gives up with a Warning event, so deletion never blocks forever."""
+    config = services.config
+    elapsed = (datetime.datetime.now(datetime.UTC) - deleting_since).total_seconds()
+    names = f"{policy.retry_topic!r} and {policy.dead_letter_topic!r}"
+    if elapsed >= config.finalizer_timeout:
+        await services.events.warn(owner, "CleanupAbandoned",
+                                   f"gave up deleting topics {names} after {config.finalizer_timeout:.0f}s; "
+                                   "they are kept and must be deleted by hand")
+        return
+    try:
+        config_map = await services.api.get(CONFIG_MAPS, policy.namespace,
+                                            render.config_map_name(policy.name))
+        provisioner = await resolve_provisioner(services, policy, config_map)
+        if provisioner == "strimzi":
+            deleted = await services.strimzi.delete(policy)
+        else:
+            deleted = await services.admin.delete(policy)
+    except (BrokerUnavailable, ApiError, OSError) as error:
+        delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
+        raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
+    message = f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)" if deleted \
+        else f"topics {names} were already gone"
+    await services.events.info(owner, "TopicsDeleted", message)

@@ -1,0 +1,443 @@
+"""Pure builders: a parsed policy in, Kubernetes manifests and the policy's next status out.
+
+Everything the operator writes to the cluster is decided here, with no I/O and no client
+imported, so every field can be checked by plain unit tests (tests/unit/test_render.py) and the
+thin async functions in ``reconcile`` and ``topics`` only send what these functions return.
+The names, labels and annotations are the contract's (CONTRACT.md section 2); the mapping of a
+SparkApplication's state onto the policy's conditions and phase lives here too, as data.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypedDict
+
+import yaml
+
+from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
+from spark_dlq_operator.config import OperatorConfig
+
+Manifest = dict[str, Any]
+ConditionStatus = Literal["True", "False", "Unknown"]
+ConditionType = Literal["Ready", "TopicsReady", "JobRunning"]
+Phase = Literal["Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
+
+# --- names the contract fixes ------------------------------------------------------------------
+POLICY_GROUP: Final = "sparkdlq.io"
+POLICY_VERSION: Final = "v1alpha1"
+POLICY_PLURAL: Final = "deadletterpolicies"
+
+SPARK_GROUP: Final = "sparkoperator.k8s.io"
+SPARK_VERSION_API: Final = "v1beta2"
+SPARK_PLURAL: Final = "sparkapplications"
+SPARK_KIND: Final = "SparkApplication"
+
+STRIMZI_GROUP: Final = "kafka.strimzi.io"
+STRIMZI_VERSION: Final = "v1beta2"
+STRIMZI_PLURAL: Final = "kafkatopics"
+STRIMZI_KIND: Final = "KafkaTopic"
+STRIMZI_CLUSTER_LABEL: Final = "strimzi.io/cluster"
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "spark-dlq-operator"
+POLICY_LABEL: Final = "sparkdlq.io/policy"
+#: On KafkaTopics only, which may live in another namespace than their policy.
+POLICY_NAMESPACE_LABEL: Final = "sparkdlq.io/policy-namespace"
+CONFIG_HASH_ANNOTATION: Final = "sparkdlq.io/config-hash"
+#: On the ConfigMap: the provisioner ``auto`` resolved to, so a policy keeps it for good (a
+#: Strimzi installed later must not take over topics created through the Admin API).
+PROVISIONER_ANNOTATION: Final = "sparkdlq.io/topic-provisioner"
+
+POLICY_FILE_KEY: Final = "policy.yaml"
+POLICY_MOUNT: Final = "/etc/spark-dlq/policy"
+KAFKA_CLIENT_MOUNT: Final = "/etc/spark-dlq/kafka-client"
+MAIN_APPLICATION_FILE: Final = "local:///opt/spark-dlq/dlq_engine_main.py"
+
+RESTART_POLICY: Final[Mapping[str, Any]] = {
+    "type": "OnFailure",
+    "onFailureRetries": 3,
+    "onFailureRetryInterval": 10,
+    "onSubmissionFailureRetries": 5,
+    "onSubmissionFailureRetryInterval": 20,
+}
+
+_LABEL_VALUE_MAX: Final = 63
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class OwnerReference(TypedDict):
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+    blockOwnerDeletion: bool
+
+
+class Condition(TypedDict, total=False):
+    type: ConditionType
+    status: ConditionStatus
+    reason: str
+    message: str
+    lastTransitionTime: str
+    observedGeneration: int
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The policy object that owns what is rendered for it."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def reference(self) -> OwnerReference:
+        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
+                "controller": True, "blockOwnerDeletion": True}
+
+
+# --- labels and names --------------------------------------------------------------------------
+
+
+def label_value(text: str) -> str:
+    """``text`` when it is a valid label value, else a shortened form with a hash suffix
+    (policy names may be 253 characters long, label values only 63)."""
+    if len(text) <= _LABEL_VALUE_MAX:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[:_LABEL_VALUE_MAX - 9].rstrip('-.')}-{digest}"
+
+
+def labels(policy_name: str) -> dict[str, str]:
+    """The labels on everything the operator creates for a policy."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, POLICY_LABEL: label_value(policy_name)}
+
+
+def config_map_name(policy_name: str) -> str:
+    return f"{policy_name}-policy"
+
+
+def checkpoint_location(policy: DeadLetterPolicy, config: OperatorConfig) -> str:
+    """``spec.spark.checkpointLocation``, else ``<checkpoint-base>/<namespace>/<name>``."""
+    if policy.spark.checkpoint_location:
+        return policy.spark.checkpoint_location
+    return f"{config.checkpoint_base.rstrip('/')}/{policy.namespace}/{policy.name}"
+
+
+# --- ConfigMap and SparkApplication ------------------------------------------------------------
+
+
+def policy_document(policy: DeadLetterPolicy, config: OperatorConfig) -> dict[str, Any]:
+    """The document the engine reads: the normalised policy with its checkpoint filled in."""
+    document = to_document(policy)
+    document["spec"]["spark"]["checkpointLocation"] = checkpoint_location(policy, config)
+    return document
+
+
+def config_map(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner,
+               provisioner: str | None = None) -> Manifest:
+    """ConfigMap ``P-policy`` with ``policy.yaml``, mounted into the Spark pods."""
+    text = yaml.safe_dump(policy_document(policy, config), sort_keys=False)
+    metadata: dict[str, Any] = {
+        "name": config_map_name(policy.name),
+        "namespace": policy.namespace,
+        "labels": labels(policy.name),
+        "ownerReferences": [owner.reference()],
+    }
+    if provisioner is not None:
+        metadata["annotations"] = {PROVISIONER_ANNOTATION: provisioner}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+            "data": {POLICY_FILE_KEY: text}}
+
+
+def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner) -> Manifest:
+    """SparkApplication ``P`` running ``dlq-engine run -f`` on the mounted policy.
+
+    The configuration hash is in the metadata (for people and selectors) and inside the spec
+    (``spec.driver.annotations``): the spark-operator resubmits a running application only
+    when its spec changes.
+    """
+    digest = config_hash(policy)
+    own_labels = labels(policy.name)
+    volumes: list[dict[str, Any]] = [
+        {"name": "policy", "configMap": {"name": config_map_name(policy.name)}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
+    ]
+    if policy.broker.secret_ref is not None:
+        # Only the secret's name: the operator never reads or copies a secret.
+        volumes.append({"name": "kafka-client", "secret": {"secretName": policy.broker.secret_ref.name}})
+        mounts.append({"name": "kafka-client", "mountPath": KAFKA_CLIENT_MOUNT, "readOnly": True})
+    driver, executor = policy.spark.driver, policy.spark.executor
+    return {
+        "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION_API}",
+        "kind": SPARK_KIND,
+        "metadata": {
+            "name": policy.name,
+            "namespace": policy.namespace,
+            "labels": own_labels,
+            "annotations": {CONFIG_HASH_ANNOTATION: digest},
+            "ownerReferences": [owner.reference()],
+        },
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "sparkVersion": config.spark_version,
+            "image": policy.spark.image or config.spark_image,
+            "mainApplicationFile": MAIN_APPLICATION_FILE,
+            "arguments": ["run", "-f", f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
+                          "--checkpoint", checkpoint_location(policy, config)],
+            "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
+            "restartPolicy": dict(RESTART_POLICY),
+            "volumes": volumes,
+            "driver": {
+                "cores": driver.cores,
+                "memory": driver.memory,
+                "serviceAccount": config.spark_service_account,
+                "labels": dict(own_labels),
+                "annotations": {CONFIG_HASH_ANNOTATION: digest},
+                "volumeMounts": copy.deepcopy(mounts),
+            },
+            "executor": {
+                "instances": executor.instances,
+                "cores": executor.cores,
+                "memory": executor.memory,
+                "labels": dict(own_labels),
+                "volumeMounts": copy.deepcopy(mounts),
+            },
+        },
+    }
+
+
+# --- topics ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicWant:
+    """A topic the policy needs. ``partitions`` None: not known (the broker default applies)."""
+
+    name: str
+    partitions: int | None
+    replication_factor: int
+    config: Mapping[str, str]
+
+
+def wanted_topics(policy: DeadLetterPolicy, *, source_partitions: int | None) -> tuple[TopicWant, TopicWant]:
+    """The retry and dead-letter topics: ``topics.partitions``, else as many as the source."""
+    partitions = policy.topics.partitions or source_partitions
+    rf = policy.topics.replication_factor
+    return (
+        TopicWant(policy.retry_topic, partitions, rf, dict(sorted(policy.topics.retry_config.items()))),
+        TopicWant(policy.dead_letter_topic, partitions, rf,
+                  dict(sorted(policy.topics.dead_letter_config.items()))),
+    )
+
+
+def kafka_topic_name(topic: str) -> str:
+    """A Kubernetes name for a Kafka topic: the topic itself when it is a valid DNS subdomain,
+    else Strimzi's own convention, ``<lower-cased, sanitised>---<sha1 of the topic>``."""
+    if len(topic) <= 253 and _DNS_SUBDOMAIN.match(topic):
+        return topic
+    digest = hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()
+    base = re.sub(r"[^a-z0-9.-]", "-", topic.lower()).strip("-.")[:200].rstrip("-.")
+    return f"{base}---{digest}" if base else digest
+
+
+def strimzi_namespace(policy: DeadLetterPolicy) -> str:
+    return policy.topics.strimzi.namespace or policy.namespace
+
+
+def kafka_topic(policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | None) -> Manifest:
+    """A Strimzi KafkaTopic for ``want``, in the Kafka cluster's namespace.
+
+    ``owner`` is given only when the KafkaTopic is in the policy's namespace and the topics go
+    with the policy (``deleteWithPolicy``): a garbage-collected KafkaTopic deletes its topic.
+    """
+    spec: dict[str, Any] = {"topicName": want.name}
+    if want.partitions:
+        spec["partitions"] = want.partitions
+    if want.replication_factor > 0:
+        spec["replicas"] = want.replication_factor
+    spec["config"] = dict(want.config)
+    metadata: dict[str, Any] = {
+        "name": kafka_topic_name(want.name),
+        "namespace": strimzi_namespace(policy),
+        "labels": {
+            STRIMZI_CLUSTER_LABEL: policy.topics.strimzi.cluster,
+            **labels(policy.name),
+            POLICY_NAMESPACE_LABEL: label_value(policy.namespace),
+        },
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [owner.reference()]
+    return {"apiVersion": f"{STRIMZI_GROUP}/{STRIMZI_VERSION}", "kind": STRIMZI_KIND,
+            "metadata": metadata, "spec": spec}
+
+
+def strimzi_ready(kafka_topic_object: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether Strimzi reports the KafkaTopic Ready for its current generation, and why not."""
+    status = kafka_topic_object.get("status") or {}
+    generation = (kafka_topic_object.get("metadata") or {}).get("generation")
+    observed = status.get("observedGeneration")
+    for condition in status.get("conditions") or []:
+        if condition.get("type") != "Ready":
+            continue
+        if condition.get("status") == "True":
+            if observed is not None and generation is not None and observed < generation:
+                return False, "Strimzi has not yet reconciled the latest change"
+            return True, ""
+        detail = condition.get("message") or condition.get("reason") or "not ready"
+        return False, str(detail)
+    return False, "Strimzi has not reported on it yet"
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionState:
+    status: ConditionStatus
+    reason: str
+    message: str
+
+
+_SUBMITTED = frozenset({"", "SUBMITTED", "PENDING_SUBMISSION", "NEW"})
+_RESTARTING = frozenset({"PENDING_RERUN", "INVALIDATING", "SUCCEEDING"})
+_FAILED = frozenset({"FAILED", "SUBMISSION_FAILED", "FAILING"})
+
+
+def application_state(app: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(state, submissionID, errorMessage)`` of a SparkApplication: what changes when the
+    spark-operator moves it along (a resubmission changes the submission id)."""
+    status = app.get("status") or {}
+    state = status.get("applicationState") or {}
+    return (str(state.get("state") or ""), str(status.get("submissionID") or ""),
+            str(state.get("errorMessage") or ""))
+
+
+def job_condition(app: Mapping[str, Any]) -> ConditionState:
+    """JobRunning from the spark-operator's ``status.applicationState``."""
+    state, _, error = application_state(app)
+    if state == "RUNNING":
+        return ConditionState("True", "Running", "the Spark application is running")
+    if state in _SUBMITTED:
+        return ConditionState("False", "Submitted",
+                              f"the Spark application is submitted (state {state or 'none yet'})")
+    if state in _RESTARTING:
+        return ConditionState("False", "Restarting", f"the Spark application is restarting (state {state})")
+    if state in _FAILED:
+        return ConditionState("False", "Failed", f"the Spark application failed (state {state})"
+                              + (f": {error}" if error else ""))
+    if state == "COMPLETED":
+        return ConditionState("False", "Completed",
+                              "the Spark application completed; a streaming job should not stop by itself")
+    return ConditionState("Unknown", "Unknown", f"the Spark application is in state {state}")
+
+
+JOB_SUSPENDED: Final = ConditionState("False", "Suspended", "spec.suspend is true: the job is stopped")
+JOB_SUBMITTED: Final = ConditionState("False", "Submitted", "the Spark application was created")
+JOB_RESTARTING: Final = ConditionState(
+    "False", "Restarting", "the configuration changed: the Spark application is resubmitted")
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one reconcile (or one SparkApplication event) learnt; None leaves a field as is."""
+
+    generation: int | None = None
+    #: Set when the spec failed the model's validation: the problems, one per line.
+    invalid: Sequence[str] | None = None
+    topics: ConditionState | None = None
+    job: ConditionState | None = None
+    retry_topic: str | None = None
+    dead_letter_topic: str | None = None
+    spark_application: str | None = None
+    config_hash: str | None = None
+    restarted: bool = False
+
+
+def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -> dict[str, Any]:
+    """The policy's status after ``observation``. A condition keeps its lastTransitionTime while
+    its status does not change. ``now`` is an RFC 3339 time."""
+    status = copy.deepcopy(dict(old))
+    generation = observation.generation if observation.generation is not None \
+        else status.get("observedGeneration")
+    conditions: dict[str, Condition] = {}
+    for item in status.get("conditions") or []:
+        if isinstance(item, Mapping) and item.get("type"):
+            conditions[str(item["type"])] = Condition(**item)  # type: ignore[typeddict-item]
+
+    def put(kind: ConditionType, state: ConditionState) -> None:
+        previous = conditions.get(kind)
+        since = previous.get("lastTransitionTime", now) \
+            if previous is not None and previous.get("status") == state.status else now
+        condition: Condition = {"type": kind, "status": state.status, "reason": state.reason,
+                                "message": state.message, "lastTransitionTime": since}
+        if generation is not None:
+            condition["observedGeneration"] = int(generation)
+        conditions[kind] = condition
+
+    if observation.topics is not None:
+        put("TopicsReady", observation.topics)
+    if observation.job is not None:
+        put("JobRunning", observation.job)
+    still_invalid = observation.generation is None \
+        and conditions.get("Ready", {}).get("reason") == "InvalidSpec"
+    if observation.invalid is not None:
+        put("Ready", ConditionState("False", "InvalidSpec", "\n".join(observation.invalid)))
+    elif not still_invalid:
+        put("Ready", _ready(conditions))
+
+    status["conditions"] = [conditions[kind] for kind in ("Ready", "TopicsReady", "JobRunning")
+                            if kind in conditions]
+    status["phase"] = phase(conditions)
+    if generation is not None:
+        status["observedGeneration"] = int(generation)
+    for key, value in (("retryTopic", observation.retry_topic),
+                       ("deadLetterTopic", observation.dead_letter_topic),
+                       ("sparkApplication", observation.spark_application),
+                       ("configHash", observation.config_hash)):
+        if value is not None:
+            status[key] = value
+    status.setdefault("restartCount", 0)
+    if observation.restarted:
+        status["restartCount"] = int(status["restartCount"]) + 1
+        status["lastRestartTime"] = now
+    return status
+
+
+def _ready(conditions: Mapping[str, Condition]) -> ConditionState:
+    """Ready = TopicsReady and JobRunning; otherwise the first one that is not, with its reason."""
+    for kind in ("TopicsReady", "JobRunning"):
+        condition = conditions.get(kind)
+        if condition is None:
+            return ConditionState("Unknown", "Pending", f"{kind} is not known yet")
+        if condition.get("status") != "True":
+            return ConditionState("False", condition.get("reason", kind), condition.get("message", ""))
+    return ConditionState("True", "Ready", "the topics are ready and the Spark application is running")
+
+
+def phase(conditions: Mapping[str, Condition]) -> Phase:
+    """The one-word summary of the conditions shown by ``kubectl get dlp``."""
+    ready = conditions.get("Ready", {})
+    topics = conditions.get("TopicsReady", {})
+    job = conditions.get("JobRunning", {})
+    if ready.get("reason") == "InvalidSpec":
+        return "Invalid"
+    if job.get("reason") == "Suspended":
+        return "Suspended"
+    if topics.get("status") != "True":
+        return "Provisioning"
+    if job.get("status") == "True":
+        return "Running"
+    if job.get("reason") == "Restarting":
+        return "Restarting"
+    if job.get("reason") in ("Failed", "Completed"):
+        return "Failed"
+    return "Pending"

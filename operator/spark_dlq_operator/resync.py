@@ -1,0 +1,126 @@
+"""The periodic resync: every policy is reconciled again on a slow clock, to repair drift.
+
+kopf reacts to changes of a policy, but drift happens elsewhere: someone deletes a topic or the
+ConfigMap. A kopf timer would do, but kopf puts a finalizer on every object that has one, and a
+policy must carry a finalizer only when its deletion has work to do (CONTRACT: deletion never
+blocks on an absent operator otherwise). So the resync is a task of its own, started at
+operator start-up and cancelled at clean-up, which lists the watched policies every
+``resync_interval`` seconds and runs the same reconcile under the same per-policy lock.
+
+With a named kopf peering, only the active replica resyncs: the peering object is read and the
+rule kopf applies is mirrored (paused while a live peer has a higher priority, or another the
+same priority).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from dlq_engine.model import PolicyError, parse_policy
+from spark_dlq_operator import reconcile
+from spark_dlq_operator.kubeapi import CLUSTER_KOPF_PEERINGS, KOPF_PEERINGS, POLICIES, Obj
+from spark_dlq_operator.reconcile import Services
+
+logger = logging.getLogger(__name__)
+
+
+class Resync:
+    """Reconciles every watched policy every ``config.resync_interval`` seconds."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self.rounds = 0
+
+    async def run_forever(self) -> None:
+        interval = self._services.config.resync_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("resync round failed")
+
+    async def round(self) -> int:
+        """One pass over all policies; how many were reconciled."""
+        services = self._services
+        if services.config.peering and not await self._active():
+            return 0
+        bodies: list[Obj] = []
+        if services.config.all_namespaces:
+            bodies = await services.api.list(POLICIES, None)
+        else:
+            for namespace in services.config.namespaces:
+                bodies.extend(await services.api.list(POLICIES, namespace))
+        limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
+
+        async def one(body: Obj) -> bool:
+            async with limit:
+                return await self._reconcile(body)
+
+        done = await asyncio.gather(*(one(body) for body in bodies))
+        self.rounds += 1
+        return sum(done)
+
+    async def _reconcile(self, body: Obj) -> bool:
+        metadata = body["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return False
+        owner = reconcile.owner_of(body)
+        generation = int(metadata.get("generation", 0))
+        try:
+            policy = parse_policy(body)
+        except PolicyError as error:
+            await reconcile.report_invalid(self._services, owner, generation=generation, issues=error.issues,
+                                           trigger="resync")
+            return False
+        try:
+            await reconcile.reconcile(self._services, policy, owner=owner, generation=generation,
+                                      trigger="resync")
+        except reconcile.TopicsNotReady as error:
+            logger.info("resync of %s/%s: %s", owner.namespace, owner.name, error)
+            return False
+        except Exception:
+            logger.exception("resync of %s/%s failed", owner.namespace, owner.name)
+            return False
+        return True
+
+    async def _active(self) -> bool:
+        services = self._services
+        name = services.config.peering
+        assert name is not None
+        if services.config.all_namespaces:
+            objects = [await services.api.get(CLUSTER_KOPF_PEERINGS, None, name)]
+        else:
+            objects = [await services.api.get(KOPF_PEERINGS, ns, name) for ns in services.config.namespaces]
+        return all(o is not None and peering_allows(o.get("status") or {}, priority=services.config.priority)
+                   for o in objects)
+
+
+def peering_allows(peers: Mapping[str, Any], *, priority: int, now: datetime.datetime | None = None) -> bool:
+    """kopf's rule from a peering object's status (peer id -> priority, lastseen, lifetime):
+    this replica works unless a live peer has a higher priority or more than one (this replica
+    and another) has its own."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    same = 0
+    for info in peers.values():
+        if not isinstance(info, Mapping):
+            continue
+        try:
+            seen = datetime.datetime.fromisoformat(str(info["lastseen"]))
+        except (KeyError, ValueError):
+            continue
+        if seen.tzinfo is None:
+            seen = seen.replace(tzinfo=datetime.UTC)
+        if seen + datetime.timedelta(seconds=int(info.get("lifetime", 60))) <= now:
+            continue
+        peer_priority = int(info.get("priority", 0))
+        if peer_priority > priority:
+            return False
+        same += peer_priority == priority
+    return same <= 1

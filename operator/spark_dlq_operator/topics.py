@@ -1,0 +1,277 @@
+"""Provisioning the retry and dead-letter topics: through the Kafka Admin API or Strimzi.
+
+Two provisioners, one per mode of CONTRACT.md section 2, never both for one topic. ``admin``
+creates missing topics with the Kafka Admin API (confluent-kafka, whose blocking calls run in a
+thread) and never changes an existing one: fewer partitions than wanted is reported as drift,
+not fixed. ``strimzi`` writes one ``KafkaTopic`` per topic in the Kafka cluster's namespace and
+waits for Strimzi's topic operator to report it Ready. Both report a ``TopicsReport`` that the
+reconcile turns into the ``TopicsReady`` condition; an unreachable broker is an exception,
+``BrokerUnavailable``, so the reconcile can retry with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from dlq_engine.model import DeadLetterPolicy
+from spark_dlq_operator import render
+from spark_dlq_operator.kubeapi import KAFKA_TOPICS, KubeApi, Obj
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: librdkafka errors that mean "cannot talk to the cluster", as opposed to a refusal.
+_UNREACHABLE: Final = frozenset({
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
+})
+
+
+class BrokerUnavailable(Exception):
+    """The Kafka cluster did not answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsReport:
+    """What provisioning found. ``ready`` False comes with a reason and a message."""
+
+    ready: bool
+    reason: str
+    message: str
+    created: tuple[str, ...] = ()
+    #: Human-readable drift findings (an existing topic with fewer partitions than wanted).
+    drift: tuple[str, ...] = field(default=())
+
+
+class AdminProvisioner:
+    """Creates missing topics through the Kafka Admin API; deletes them on request."""
+
+    name: Final = "admin"
+
+    def __init__(self, *, timeout: float, extra_config: Mapping[str, str] | None = None) -> None:
+        self._timeout = timeout
+        self._extra = dict(extra_config or {})
+        self._clients: dict[str, AdminClient] = {}
+
+    def close(self) -> None:
+        """Drop the clients (librdkafka closes a client when it is garbage-collected)."""
+        self._clients.clear()
+
+    def _client(self, bootstrap_servers: str) -> AdminClient:
+        client = self._clients.get(bootstrap_servers)
+        if client is None:
+            conf: dict[str, Any] = {
+                "bootstrap.servers": bootstrap_servers,
+                "client.id": "spark-dlq-operator",
+                "socket.connection.setup.timeout.ms": int(self._timeout * 1000),
+                "logger": logging.getLogger(f"{__name__}.librdkafka"),
+                **self._extra,
+            }
+            client = self._clients[bootstrap_servers] = AdminClient(conf)
+        return client
+
+    async def _run(self, admin: AdminClient, call: Callable[[], T]) -> T:
+        """Run a blocking client call in a thread, then serve the client's queued logs."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, call)
+        finally:
+            admin.poll(0)
+
+    async def _partitions(self, policy: DeadLetterPolicy) -> dict[str, int]:
+        """Every topic of the cluster and its partition count."""
+        admin = self._client(policy.broker.bootstrap_servers)
+        try:
+            metadata = await self._run(admin, lambda: admin.list_topics(timeout=self._timeout))
+        except KafkaException as error:
+            raise BrokerUnavailable(
+                f"the Kafka cluster at {policy.broker.bootstrap_servers} did not answer: {_describe(error)}"
+            ) from None
+        return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+
+    async def ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+        partitions = await self._partitions(policy)
+        source_partitions = partitions.get(policy.source.topic)
+        if not policy.topics.partitions and source_partitions is None:
+            return TopicsReport(False, "SourceTopicMissing",
+                                f"the source topic {policy.source.topic!r} does not exist, and "
+                                "spec.topics.partitions is 0 (as many partitions as the source)")
+        wants = render.wanted_topics(policy, source_partitions=source_partitions)
+        missing = [w for w in wants if w.name not in partitions]
+        created: list[str] = []
+        problems: list[str] = []
+        if missing:
+            admin = self._client(policy.broker.bootstrap_servers)
+            new = [NewTopic(w.name, num_partitions=w.partitions or -1,
+                            replication_factor=w.replication_factor, config=dict(w.config)) for w in missing]
+            futures = admin.create_topics(new, request_timeout=self._timeout,
+                                          operation_timeout=self._timeout)
+            for name, future in futures.items():
+                try:
+                    await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
+                    created.append(name)
+                except KafkaException as error:
+                    code = _code(error)
+                    if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                        continue
+                    if code in _UNREACHABLE:
+                        raise BrokerUnavailable(f"creating topic {name!r}: {_describe(error)}") from None
+                    problems.append(f"creating topic {name!r} failed: {_describe(error)}")
+                except TimeoutError:
+                    raise BrokerUnavailable(f"creating topic {name!r} timed out") from None
+        if problems:
+            return TopicsReport(False, "CreateFailed", "; ".join(problems), created=tuple(created))
+        drift = tuple(
+            f"topic {w.name!r} has {partitions[w.name]} partitions, {w.partitions} wanted "
+            "(the operator never changes an existing topic's partitions)"
+            for w in wants if w.name in partitions and w.partitions and partitions[w.name] < w.partitions
+        )
+        message = f"topics {wants[0].name!r} and {wants[1].name!r} exist"
+        if drift:
+            message += "; drift: " + "; ".join(drift)
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=drift)
+
+    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
+        """Delete the retry and dead-letter topics; the names that were deleted."""
+        admin = self._client(policy.broker.bootstrap_servers)
+        names = [policy.retry_topic, policy.dead_letter_topic]
+        try:
+            futures = admin.delete_topics(names, request_timeout=self._timeout,
+                                          operation_timeout=self._timeout)
+        except KafkaException as error:
+            raise BrokerUnavailable(_describe(error)) from None
+        deleted: list[str] = []
+        for name, future in futures.items():
+            try:
+                await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
+                deleted.append(name)
+            except KafkaException as error:
+                code = _code(error)
+                if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise BrokerUnavailable(f"deleting topic {name!r}: {_describe(error)}") from None
+            except TimeoutError:
+                raise BrokerUnavailable(f"deleting topic {name!r} timed out") from None
+        return deleted
+
+
+class StrimziProvisioner:
+    """Writes KafkaTopic objects for Strimzi's topic operator and reads their Ready condition."""
+
+    name: Final = "strimzi"
+
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
+
+    async def served(self) -> bool:
+        """Whether the cluster serves ``kafkatopics.kafka.strimzi.io/v1beta2`` (for ``auto``)."""
+        resources = await self._api.served_resources(render.STRIMZI_GROUP, render.STRIMZI_VERSION)
+        return render.STRIMZI_PLURAL in resources
+
+    async def ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner) -> TopicsReport:
+        if not policy.topics.strimzi.cluster:
+            return TopicsReport(False, "StrimziClusterMissing",
+                                "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
+                                "must name the Kafka cluster")
+        namespace = render.strimzi_namespace(policy)
+        source_partitions = None
+        if not policy.topics.partitions:
+            source_partitions = await self._source_partitions(namespace, policy.source.topic)
+        owned = owner if namespace == policy.namespace and policy.topics.delete_with_policy else None
+        created: list[str] = []
+        waiting: list[str] = []
+        notes: list[str] = []
+        for want in render.wanted_topics(policy, source_partitions=source_partitions):
+            desired = render.kafka_topic(policy, want, owner=owned)
+            name = desired["metadata"]["name"]
+            current = await self._api.get(KAFKA_TOPICS, namespace, name)
+            if current is None:
+                current, made = await self._api.create(KAFKA_TOPICS, desired)
+                if made:
+                    created.append(want.name)
+            if (current.get("spec") or {}).get("topicName", name) != want.name:
+                return TopicsReport(False, "Conflict", f"KafkaTopic {namespace}/{name} exists for another "
+                                    f"topic ({current['spec'].get('topicName')!r})", created=tuple(created))
+            if _ours(current, policy):
+                patch = _kafka_topic_patch(current, desired)
+                if patch:
+                    current = await self._api.patch(KAFKA_TOPICS, namespace, name, patch)
+            else:
+                notes.append(f"KafkaTopic {namespace}/{name} is managed outside spark-dlq and used as it is")
+            ready, why = render.strimzi_ready(current)
+            if not ready:
+                waiting.append(f"KafkaTopic {namespace}/{name}: {why}")
+        if waiting:
+            return TopicsReport(False, "WaitingForStrimzi", "; ".join(waiting), created=tuple(created))
+        message = "; ".join(["Strimzi reports both KafkaTopics Ready", *notes])
+        if not policy.topics.partitions and source_partitions is None:
+            message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created))
+
+    async def _source_partitions(self, namespace: str, topic: str) -> int | None:
+        for item in await self._api.list(KAFKA_TOPICS, namespace):
+            spec = item.get("spec") or {}
+            if spec.get("topicName", item["metadata"]["name"]) == topic and spec.get("partitions"):
+                return int(spec["partitions"])
+        return None
+
+    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
+        """Delete this policy's KafkaTopics (Strimzi then deletes the topics)."""
+        namespace = render.strimzi_namespace(policy)
+        deleted: list[str] = []
+        for want in render.wanted_topics(policy, source_partitions=None):
+            name = render.kafka_topic_name(want.name)
+            current = await self._api.get(KAFKA_TOPICS, namespace, name)
+            if current is not None and _ours(current, policy) and \
+                    await self._api.delete(KAFKA_TOPICS, namespace, name):
+                deleted.append(want.name)
+        return deleted
+
+
+def _ours(kafka_topic: Obj, policy: DeadLetterPolicy) -> bool:
+    found = (kafka_topic.get("metadata") or {}).get("labels") or {}
+    return (found.get(render.POLICY_LABEL) == render.label_value(policy.name)
+            and found.get(render.POLICY_NAMESPACE_LABEL) == render.label_value(policy.namespace))
+
+
+def _kafka_topic_patch(current: Obj, desired: Obj) -> dict[str, Any]:
+    """The merge patch that brings our KafkaTopic to ``desired``: labels, owners, replicas and
+    configs as rendered, partitions never lower than they are. Empty when nothing differs."""
+    patch: dict[str, Any] = {}
+    meta, want_meta = current.get("metadata") or {}, desired["metadata"]
+    labels = meta.get("labels") or {}
+    if any(labels.get(k) != v for k, v in want_meta["labels"].items()):
+        patch.setdefault("metadata", {})["labels"] = want_meta["labels"]
+    if (meta.get("ownerReferences") or None) != want_meta.get("ownerReferences"):
+        patch.setdefault("metadata", {})["ownerReferences"] = want_meta.get("ownerReferences")
+    spec, want_spec = current.get("spec") or {}, desired["spec"]
+    spec_patch: dict[str, Any] = {}
+    if want_spec.get("partitions") and int(spec.get("partitions") or 0) < want_spec["partitions"]:
+        spec_patch["partitions"] = want_spec["partitions"]
+    if want_spec.get("replicas") and spec.get("replicas") != want_spec["replicas"]:
+        spec_patch["replicas"] = want_spec["replicas"]
+    config = spec.get("config") or {}
+    if {k: str(v) for k, v in config.items()} != want_spec["config"]:
+        spec_patch["config"] = {**{k: None for k in config}, **want_spec["config"]}
+    if spec_patch:
+        patch["spec"] = spec_patch
+    return patch
+
+
+def _code(error: KafkaException) -> int | None:
+    if error.args and isinstance(error.args[0], KafkaError):
+        return int(error.args[0].code())
+    return None
+
+
+def _describe(error: KafkaException) -> str:
+    if error.args and isinstance(error.args[0], KafkaError):
+        return str(error.args[0].str())
+    return str(error)

@@ -1,0 +1,285 @@
+"""An operator harness: the real operator, in-process, against the real apiserver and Kafka.
+
+``operator`` runs ``spark_dlq_operator.runner.run`` in a thread with a stop flag (kopf's own
+way of being embedded), logged in with a kubeconfig, watching the test's namespace, with short
+timings so retries and the drift resync happen within a test. The SparkApplication CRD (and, for
+the Strimzi tests, the KafkaTopic CRD) are minimal stand-ins from tests/fixtures/crds/, since
+neither the spark-operator nor Strimzi runs here; tests play their part by writing status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_operator import runner
+from spark_dlq_operator.config import OperatorConfig
+from tests.integration.crds import install_crds
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "crds"
+SPARK_CRD = FIXTURES / "sparkoperator.k8s.io_sparkapplications.yaml"
+STRIMZI_CRD = FIXTURES / "kafka.strimzi.io_kafkatopics.yaml"
+
+GROUP, VERSION, PLURAL = "sparkdlq.io", "v1alpha1", "deadletterpolicies"
+SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
+STRIMZI = ("kafka.strimzi.io", "v1beta2", "kafkatopics")
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.2, what: str = "") -> T:
+    """Call ``probe`` until it returns something truthy; fail with the last value after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    value = probe()
+    while not value:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or probe}: last {value!r}")
+        time.sleep(interval)
+        value = probe()
+    return value
+
+
+class RunningOperator:
+    """An operator running in a thread until ``stop()``."""
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.config = config
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="dlq-operator", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(60):
+            self.stop()
+            raise AssertionError(f"the operator did not start: {self.error!r}")
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(runner.run(self.config, stop_flag=self._stop, ready_flag=self._ready))
+        except BaseException as error:
+            self.error = error
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the operator did not stop"
+        assert self.error is None, f"the operator failed: {self.error!r}"
+
+
+@pytest.fixture(scope="session")
+def spark_crd(kube_api: Any, dlp_crd: str) -> str:
+    [name] = install_crds(kube_api, [SPARK_CRD])
+    return name
+
+
+@pytest.fixture
+def strimzi_crd(kube_api: Any) -> Iterator[str]:
+    """The KafkaTopic stand-in CRD, served for this test only (``auto`` picks Strimzi while it
+    is there), then deleted and waited for until discovery no longer lists it."""
+    [name] = install_crds(kube_api, [STRIMZI_CRD])
+    yield name
+    client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition(name)
+
+    def gone() -> bool:
+        try:
+            client.CustomObjectsApi(kube_api).list_cluster_custom_object(*STRIMZI, limit=1)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(gone, timeout=60, what="the KafkaTopic CRD to go")
+
+
+@pytest.fixture
+def operator_config(kube: ControlPlane, namespace: str, spark_crd: str) -> OperatorConfig:
+    """Short timings: retries in about a second, a resync every 2 s."""
+    return OperatorConfig(
+        namespaces=(namespace,),
+        kubeconfig=str(kube.admin_kubeconfig),
+        spark_image="registry.test/spark-dlq:test",
+        checkpoint_base="s3a://checkpoints/dlq",
+        spark_service_account="spark-driver",
+        metrics_port=0,
+        resync_interval=2.0,
+        finalizer_timeout=60.0,
+        kafka_timeout=3.0,
+        broker_retry_delay=1.0,
+        strimzi_poll_delay=0.5,
+        topics_retry_delay=1.0,
+    )
+
+
+@pytest.fixture
+def start_operator(operator_config: OperatorConfig) -> Iterator[Callable[..., RunningOperator]]:
+    """``start_operator(**config_changes)`` runs an operator; every one is stopped at the end."""
+    running: list[RunningOperator] = []
+
+    def start(**changes: Any) -> RunningOperator:
+        operator = RunningOperator(dataclasses.replace(operator_config, **changes))
+        running.append(operator)
+        return operator
+
+    yield start
+    for operator in running:
+        if operator.alive():
+            operator.stop()
+
+
+@pytest.fixture
+def operator(start_operator: Callable[..., RunningOperator]) -> RunningOperator:
+    return start_operator()
+
+
+class Cluster:
+    """Terse access to the objects a test looks at, as the admin."""
+
+    def __init__(self, api_client: Any, namespace: str) -> None:
+        self.namespace = namespace
+        self.objects = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+
+    # policies
+    def create_policy(self, document: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.objects.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL,
+                                                                 document))
+
+    def policy(self, name: str) -> dict[str, Any] | None:
+        return self._get(GROUP, VERSION, PLURAL, name, self.namespace)
+
+    def patch_policy(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.objects.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name,
+                                                                patch))
+
+    def delete_policy(self, name: str) -> None:
+        self.objects.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict((self.policy(name) or {}).get("status") or {})
+
+    def condition(self, name: str, kind: str) -> dict[str, Any]:
+        for condition in self.status(name).get("conditions") or []:
+            if condition["type"] == kind:
+                return dict(condition)
+        return {}
+
+    # owned objects
+    def application(self, name: str) -> dict[str, Any] | None:
+        return self._get(*SPARK, name, self.namespace)
+
+    def applications(self) -> list[dict[str, Any]]:
+        group, version, plural = SPARK
+        items = self.objects.list_namespaced_custom_object(group, version, self.namespace, plural)["items"]
+        return list(items)
+
+    def set_application_state(self, name: str, state: str, *, submission: str = "1", error: str = "") -> None:
+        """Play the spark-operator: write ``status.applicationState``."""
+        app_state: dict[str, Any] = {"state": state}
+        if error:
+            app_state["errorMessage"] = error
+        self.objects.patch_namespaced_custom_object_status(
+            *SPARK[:2], self.namespace, SPARK[2], name,
+            {"status": {"applicationState": app_state, "submissionID": submission}})
+
+    def delete_application(self, name: str) -> None:
+        group, version, plural = SPARK
+        self.objects.delete_namespaced_custom_object(group, version, self.namespace, plural, name)
+
+    def config_map(self, name: str) -> Any:
+        try:
+            return self.core.read_namespaced_config_map(name, self.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def kafka_topic(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get(*STRIMZI, name, namespace)
+
+    def kafka_topics(self, namespace: str) -> list[dict[str, Any]]:
+        group, version, plural = STRIMZI
+        return list(self.objects.list_namespaced_custom_object(group, version, namespace, plural)["items"])
+
+    def set_kafka_topic_ready(self, namespace: str, name: str) -> None:
+        """Play Strimzi's topic operator: the KafkaTopic is Ready for its generation."""
+        group, version, plural = STRIMZI
+        current = self.objects.get_namespaced_custom_object(group, version, namespace, plural, name)
+        self.objects.patch_namespaced_custom_object_status(group, version, namespace, plural, name, {
+            "status": {"observedGeneration": current["metadata"]["generation"],
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
+
+    def events(self, name: str) -> list[Any]:
+        items = self.core.list_namespaced_event(self.namespace,
+                                                field_selector=f"involvedObject.name={name}").items
+        return list(items)
+
+    def event_reasons(self, name: str) -> set[str]:
+        return {event.reason for event in self.events(name)}
+
+    def _get(self, group: str, version: str, plural: str, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.objects.get_namespaced_custom_object(group, version, namespace, plural, name))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+
+@pytest.fixture
+def cluster(kube_api: Any, namespace: str) -> Cluster:
+    return Cluster(kube_api, namespace)
+
+
+@pytest.fixture
+def kafka_admin(bootstrap_servers: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap_servers})
+
+
+def topic_partitions(admin: Any, topic: str) -> int | None:
+    """Partitions of ``topic`` on the broker, None when it does not exist."""
+    metadata = admin.list_topics(timeout=10)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return None
+    return len(found.partitions)
+
+
+def policy_document(namespace: str, name: str, *, source: str, bootstrap: str,
+                    **spec: Any) -> dict[str, Any]:
+    """A policy for ``source`` on ``bootstrap``, with spec sections given as keyword arguments."""
+    document: dict[str, Any] = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeadLetterPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "source": {"topic": source, "subscription": "billing"},
+            "broker": {"bootstrapServers": bootstrap},
+            "processor": {"entrypoint": "billing.handlers:process"},
+        },
+    }
+    document["spec"].update(spec)
+    return document
+
+
+@contextlib.contextmanager
+def no_change(probe: Callable[[], object], *, settle: float) -> Iterator[None]:
+    """Assert that ``probe()`` is the same after the block and ``settle`` seconds more."""
+    before = probe()
+    yield
+    time.sleep(settle)
+    assert probe() == before

@@ -1,0 +1,388 @@
+"""The operator against a real kube-apiserver and a real Kafka broker.
+
+Each test runs the real operator in-process (see conftest.py), applies DeadLetterPolicies as a
+user would, and checks what CONTRACT.md section 2 promises: the ConfigMap, the SparkApplication
+and the topics with their names, labels, owner references and hash; the status; restarts only
+when the engine's configuration changes; suspend and resume; drift repair; deletion. The
+spark-operator and Strimzi do not run here: tests write their status as they would.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from confluent_kafka.admin import AdminClient
+
+from dlq_engine.model import config_hash, parse_policy, to_document
+from spark_dlq_devtools.processes import free_port
+from tests.integration.operator.conftest import (
+    Cluster,
+    RunningOperator,
+    no_change,
+    policy_document,
+    topic_partitions,
+    wait_for,
+)
+
+MANAGED = {"app.kubernetes.io/managed-by": "spark-dlq-operator"}
+
+
+def owner_of(obj: dict[str, Any]) -> dict[str, Any]:
+    [reference] = obj["metadata"]["ownerReferences"]
+    return dict(reference)
+
+
+def converged(cluster: Cluster, name: str, phase: str) -> Callable[[], bool]:
+    return lambda: cluster.status(name).get("phase") == phase
+
+
+# ---------------------------------------------------------------------------------------------
+# Creation
+
+
+def test_create_provisions_topics_configmap_and_application(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    source = make_topic("orders", partitions=3)
+    document = policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers,
+                               broker={"bootstrapServers": bootstrap_servers,
+                                       "secretRef": {"name": "kafka-client"}},
+                               topics={"deadLetterConfig": {"retention.ms": "604800000"}})
+    created = cluster.create_policy(document)
+    uid = created["metadata"]["uid"]
+
+    app = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    policy = parse_policy(cluster.policy("billing"))
+    digest = config_hash(policy)
+
+    # Topics: the contract's names, partitions as the source, configs as asked.
+    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 3, what="the retry topic")
+    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 3, what="the DLQ topic")
+
+    # The ConfigMap: name, labels, owner, and the engine's policy with the checkpoint filled in.
+    config_map = cluster.config_map("billing-policy")
+    assert config_map.metadata.labels == {**MANAGED, "sparkdlq.io/policy": "billing"}
+    [reference] = config_map.metadata.owner_references
+    assert (reference.kind, reference.name, reference.uid, reference.controller) == \
+        ("DeadLetterPolicy", "billing", uid, True)
+    engine_document = yaml.safe_load(config_map.data["policy.yaml"])
+    expected = to_document(policy)
+    expected["spec"]["spark"]["checkpointLocation"] = f"s3a://checkpoints/dlq/{namespace}/billing"
+    assert engine_document == expected
+    assert parse_policy(engine_document).broker.secret_ref is not None
+
+    # The SparkApplication: names, labels, owner, hash in metadata and spec.
+    assert app["metadata"]["labels"] == {**MANAGED, "sparkdlq.io/policy": "billing"}
+    assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == digest
+    assert app["spec"]["driver"]["annotations"] == {"sparkdlq.io/config-hash": digest}
+    assert owner_of(app) == {"apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy",
+                             "name": "billing", "uid": uid, "controller": True, "blockOwnerDeletion": True}
+    spec = app["spec"]
+    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == \
+        ("Python", "3", "cluster", "4.0.0")
+    assert spec["image"] == "registry.test/spark-dlq:test"
+    assert spec["arguments"] == ["run", "-f", "/etc/spark-dlq/policy/policy.yaml",
+                                 "--checkpoint", f"s3a://checkpoints/dlq/{namespace}/billing"]
+    assert {"name": "kafka-client", "secret": {"secretName": "kafka-client"}} in spec["volumes"]
+    assert spec["driver"]["serviceAccount"] == "spark-driver"
+
+    # Status: names, hash, conditions; JobRunning waits for the spark-operator.
+    wait_for(lambda: cluster.status("billing").get("configHash") == digest, what="the status")
+    status = cluster.status("billing")
+    assert status["retryTopic"] == f"{source}-billing-RETRY"
+    assert status["deadLetterTopic"] == f"{source}-billing-DLQ"
+    assert status["sparkApplication"] == "billing"
+    assert status["restartCount"] == 0
+    assert status["phase"] == "Pending"
+    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+    assert cluster.condition("billing", "JobRunning")["reason"] == "Submitted"
+    assert cluster.condition("billing", "Ready")["status"] == "False"
+    assert status["observedGeneration"] == created["metadata"]["generation"]
+
+    cluster.set_application_state("billing", "RUNNING")
+    wait_for(converged(cluster, "billing", "Running"), what="phase Running")
+    ready = cluster.condition("billing", "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "Ready")
+    assert ready["observedGeneration"] == created["metadata"]["generation"]
+
+    # kopf keeps its state in our annotations; no finalizer without work for it.
+    metadata = cluster.policy("billing")["metadata"]
+    assert "sparkdlq.io/last-handled-configuration" in metadata["annotations"]
+    assert not metadata.get("finalizers")
+    assert "status" not in cluster.policy("billing")["spec"]
+    assert {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"} <= \
+        cluster.event_reasons("billing")
+
+
+def test_running_operator_serves_metrics_and_liveness(
+        start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str,
+        make_topic: Callable[..., str], bootstrap_servers: str) -> None:
+    metrics_port, probe_port = free_port(), free_port()
+    start_operator(metrics_port=metrics_port, liveness=f"http://127.0.0.1:{probe_port}/healthz")
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/healthz", timeout=5) as response:
+        assert response.status == 200
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    assert 'spark_dlq_operator_reconciles_total{result="ok",trigger="create"}' in text
+    assert "spark_dlq_operator_reconcile_duration_seconds_bucket" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Changes
+
+
+def test_spec_change_restarts_the_job_with_a_new_hash(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str) -> None:
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+    first = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    cluster.set_application_state("billing", "RUNNING", submission="1")
+    wait_for(converged(cluster, "billing", "Running"), what="phase Running")
+
+    cluster.patch_policy("billing", {"spec": {"retry": {"maxRedeliverCount": 3}}})
+    old_hash = first["metadata"]["annotations"]["sparkdlq.io/config-hash"]
+    app = wait_for(lambda: (a := cluster.application("billing"))
+                   and a["metadata"]["annotations"]["sparkdlq.io/config-hash"] != old_hash and a,
+                   what="a new hash")
+    new_hash = config_hash(parse_policy(cluster.policy("billing")))
+    assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == new_hash
+    assert app["spec"]["driver"]["annotations"]["sparkdlq.io/config-hash"] == new_hash
+    assert app["metadata"]["uid"] == first["metadata"]["uid"]  # patched in place, not recreated
+
+    wait_for(lambda: cluster.status("billing").get("restartCount") == 1, what="restartCount 1")
+    status = cluster.status("billing")
+    assert status["phase"] == "Restarting"
+    assert status["configHash"] == new_hash
+    assert status["lastRestartTime"]
+    assert "SparkApplicationRestarted" in cluster.event_reasons("billing")
+
+    # The spark-operator resubmits: a new submission comes up RUNNING.
+    cluster.set_application_state("billing", "PENDING_RERUN", submission="1")
+    cluster.set_application_state("billing", "RUNNING", submission="2")
+    wait_for(converged(cluster, "billing", "Running"), what="Running after the restart")
+    assert cluster.status("billing")["restartCount"] == 1
+
+
+def test_change_outside_the_engine_config_does_not_touch_the_job(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str) -> None:
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+    wait_for(lambda: cluster.status("billing").get("configHash"), what="the first reconcile")
+
+    def handled(label: str) -> bool:
+        annotations = cluster.policy("billing")["metadata"].get("annotations") or {}
+        return label in annotations.get("sparkdlq.io/last-handled-configuration", "")
+
+    def versions() -> tuple[str, str]:
+        app, config_map = cluster.application("billing"), cluster.config_map("billing-policy")
+        return app["metadata"]["resourceVersion"], config_map.metadata.resource_version
+
+    with no_change(versions, settle=2.5):  # also across one resync
+        cluster.patch_policy("billing", {"metadata": {"labels": {"team": "payments"}},
+                                         "spec": {"suspend": False, "topics": {"retryConfig": {}}}})
+        wait_for(lambda: handled("payments"), what="kopf to handle the change")
+    assert cluster.status("billing")["restartCount"] == 0
+
+
+def test_suspend_removes_the_job_and_resume_brings_it_back(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+
+    cluster.patch_policy("billing", {"spec": {"suspend": True}})
+    wait_for(lambda: cluster.application("billing") is None, what="the SparkApplication to go")
+    wait_for(converged(cluster, "billing", "Suspended"), what="phase Suspended")
+    assert cluster.config_map("billing-policy") is not None
+    assert topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 1
+    assert cluster.condition("billing", "JobRunning")["reason"] == "Suspended"
+    assert cluster.condition("billing", "Ready")["status"] == "False"
+
+    cluster.patch_policy("billing", {"spec": {"suspend": False}})
+    wait_for(lambda: cluster.application("billing"), what="the SparkApplication again")
+    wait_for(converged(cluster, "billing", "Pending"), what="phase Pending")
+    assert cluster.status("billing")["restartCount"] == 0
+    assert len(cluster.applications()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+
+
+def test_spec_the_apiserver_accepts_but_the_model_refuses_is_invalid(
+        operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str) -> None:
+    # "1h1d" passes the CRD's duration pattern but not its CEL comparison (days first only);
+    # the model reads it as 25 h, longer than maxDelay.
+    document = policy_document(namespace, "billing", source="orders", bootstrap=bootstrap_servers,
+                               retry={"backoff": {"type": "exponential", "delay": "1h1d", "maxDelay": "30m"}})
+    cluster.create_policy(document)  # accepted by the apiserver
+
+    wait_for(converged(cluster, "billing", "Invalid"), what="phase Invalid")
+    ready = cluster.condition("billing", "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "spec.retry.backoff.maxDelay" in ready["message"]
+    assert cluster.application("billing") is None
+    assert cluster.config_map("billing-policy") is None
+    wait_for(lambda: "InvalidSpec" in cluster.event_reasons("billing"), what="the InvalidSpec event")
+
+    cluster.patch_policy("billing", {"spec": {"retry": {"backoff": {"delay": "1s"}}}})
+    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "SourceTopicMissing",
+             what="the fixed policy to get to its topics")
+
+
+def test_unreachable_broker_is_reported_and_retried(
+        operator: RunningOperator, cluster: Cluster, namespace: str) -> None:
+    closed = f"127.0.0.1:{free_port()}"
+    cluster.create_policy(policy_document(namespace, "billing", source="orders", bootstrap=closed))
+
+    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "BrokerUnavailable",
+             timeout=30, what="TopicsReady BrokerUnavailable")
+    topics = cluster.condition("billing", "TopicsReady")
+    assert topics["status"] == "False"
+    assert closed in topics["message"]
+    assert cluster.status("billing")["phase"] == "Provisioning"
+    assert cluster.condition("billing", "Ready")["reason"] == "BrokerUnavailable"
+    assert cluster.application("billing") is None
+    wait_for(lambda: "BrokerUnavailable" in cluster.event_reasons("billing"), what="a Warning event")
+    assert operator.alive()
+
+
+def test_operator_stopped_mid_reconcile_converges_without_duplicates(
+        start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str,
+        make_topic: Callable[..., str], bootstrap_servers: str) -> None:
+    source = make_topic("orders")
+    first = start_operator()
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+    wait_for(lambda: cluster.config_map("billing-policy") is not None, interval=0.02, what="the ConfigMap")
+    first.stop()  # somewhere between the ConfigMap and the status
+
+    cluster.patch_policy("billing", {"spec": {"retry": {"maxRedeliverCount": 5}}})
+    start_operator()
+    digest = config_hash(parse_policy(cluster.policy("billing")))
+    wait_for(lambda: cluster.status("billing").get("configHash") == digest, what="the status to converge")
+    [app] = cluster.applications()
+    assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == digest
+    config_maps = cluster.core.list_namespaced_config_map(
+        namespace, label_selector="sparkdlq.io/policy=billing").items
+    assert [c.metadata.name for c in config_maps] == ["billing-policy"]
+    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+    cluster.set_application_state("billing", "RUNNING")
+    wait_for(converged(cluster, "billing", "Running"), what="phase Running")
+
+
+# ---------------------------------------------------------------------------------------------
+# Strimzi
+
+
+def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
+        strimzi_crd: str, operator: RunningOperator, cluster: Cluster, namespace: str,
+        kube_api: Any, bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    from kubernetes import client
+
+    kafka_namespace = f"{namespace}-kafka"
+    client.CoreV1Api(kube_api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=kafka_namespace)))
+    cluster.create_policy(policy_document(
+        namespace, "billing", source="Orders_EU", bootstrap=bootstrap_servers,
+        topics={"provisioner": "auto", "partitions": 4, "replicationFactor": 3,
+                "strimzi": {"namespace": kafka_namespace, "cluster": "my-cluster"},
+                "retryConfig": {"retention.ms": 86400000}}))
+
+    topics = wait_for(lambda: len(items := cluster.kafka_topics(kafka_namespace)) == 2 and items,
+                      what="two KafkaTopics")
+    by_topic = {t["spec"]["topicName"]: t for t in topics}
+    assert set(by_topic) == {"Orders_EU-billing-RETRY", "Orders_EU-billing-DLQ"}
+    retry = by_topic["Orders_EU-billing-RETRY"]
+    assert retry["metadata"]["name"].startswith("orders-eu-billing-retry---")
+    assert retry["metadata"]["labels"] == {
+        "strimzi.io/cluster": "my-cluster", **MANAGED, "sparkdlq.io/policy": "billing",
+        "sparkdlq.io/policy-namespace": namespace}
+    assert retry["spec"] == {"topicName": "Orders_EU-billing-RETRY", "partitions": 4, "replicas": 3,
+                             "config": {"retention.ms": "86400000"}}
+    assert "ownerReferences" not in retry["metadata"]  # another namespace: no owner references
+
+    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "WaitingForStrimzi",
+             what="TopicsReady WaitingForStrimzi")
+    assert cluster.status("billing")["phase"] == "Provisioning"
+    assert cluster.application("billing") is None
+
+    for topic in topics:
+        cluster.set_kafka_topic_ready(kafka_namespace, topic["metadata"]["name"])
+    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("status") == "True", what="TopicsReady")
+    annotations = cluster.config_map("billing-policy").metadata.annotations
+    assert annotations == {"sparkdlq.io/topic-provisioner": "strimzi"}
+    # Never both: nothing went through the Admin API.
+    assert topic_partitions(kafka_admin, "Orders_EU-billing-RETRY") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Drift and deletion
+
+
+def test_drift_is_repaired(operator: RunningOperator, cluster: Cluster, namespace: str,
+                           make_topic: Callable[..., str], bootstrap_servers: str,
+                           kafka_admin: AdminClient) -> None:
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+    first = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+
+    cluster.delete_application("billing")
+    again = wait_for(lambda: (a := cluster.application("billing")) and
+                     a["metadata"]["uid"] != first["metadata"]["uid"] and a, what="a new SparkApplication")
+    assert again["metadata"]["annotations"] == first["metadata"]["annotations"]
+    assert "SparkApplicationDeleted" in cluster.event_reasons("billing")
+
+    dlq = f"{source}-billing-DLQ"
+    for future in kafka_admin.delete_topics([dlq]).values():
+        future.result(timeout=30)
+    cluster.core.delete_namespaced_config_map("billing-policy", namespace)
+    wait_for(lambda: cluster.config_map("billing-policy") is not None, timeout=20, what="the ConfigMap back")
+    wait_for(lambda: topic_partitions(kafka_admin, dlq) == 1, timeout=30, what="the DLQ topic back")
+    assert len(cluster.applications()) == 1
+
+
+def test_deleting_a_policy_keeps_its_topics_unless_asked(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(namespace, "kept", source=source, bootstrap=bootstrap_servers))
+    cluster.create_policy(policy_document(
+        namespace, "gone", source=source, bootstrap=bootstrap_servers,
+        retry={"topic": f"{source}-gone-RETRY"}, deadLetter={"topic": f"{source}-gone-DLQ"},
+        topics={"deleteWithPolicy": True}))
+    wait_for(lambda: cluster.application("kept") and cluster.application("gone"), what="both applications")
+    wait_for(lambda: cluster.policy("gone")["metadata"].get("finalizers") == ["sparkdlq.io/finalizer"],
+             what="the finalizer of the policy whose topics go with it")
+    assert not cluster.policy("kept")["metadata"].get("finalizers")
+
+    cluster.delete_policy("kept")
+    assert cluster.policy("kept") is None  # no finalizer: gone at once
+    cluster.delete_policy("gone")
+    wait_for(lambda: cluster.policy("gone") is None, what="the policy with deleteWithPolicy to go")
+    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-gone-DLQ") is None, what="its topics deleted")
+    assert topic_partitions(kafka_admin, f"{source}-gone-RETRY") is None
+    assert topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 1
+    assert topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 1
+
+
+def test_finalizer_gives_up_when_the_broker_is_gone(
+        start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str) -> None:
+    start_operator(finalizer_timeout=3.0, kafka_timeout=1.0)
+    closed = f"127.0.0.1:{free_port()}"
+    cluster.create_policy(policy_document(namespace, "billing", source="orders", bootstrap=closed,
+                                          topics={"deleteWithPolicy": True}))
+    wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
+
+    cluster.delete_policy("billing")
+    wait_for(lambda: cluster.policy("billing") is None, timeout=30, what="deletion despite the broker")
+    assert "CleanupAbandoned" in cluster.event_reasons("billing")

@@ -1,0 +1,337 @@
+"""The operator's pure builders: every field of what it writes, and the status it computes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from dlq_engine.model import config_hash, to_document
+from spark_dlq_operator import render
+from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.render import ConditionState, Observation, Owner
+from tests.unit.policy_builder import policy
+
+CONFIG = OperatorConfig(namespaces=("payments",), spark_image="registry/spark-dlq:1",
+                        spark_version="4.0.0", checkpoint_base="s3a://cp/dlq/",
+                        spark_service_account="spark-driver")
+OWNER = Owner(name="orders-billing", namespace="payments", uid="uid-1")
+LABELS = {"app.kubernetes.io/managed-by": "spark-dlq-operator", "sparkdlq.io/policy": "orders-billing"}
+REFERENCE = {"apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy", "name": "orders-billing",
+             "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}
+NOW = "2026-11-22T01:00:00Z"
+LATER = "2026-11-22T02:00:00Z"
+
+
+# --- names and labels --------------------------------------------------------------------------
+
+
+def test_labels_name_the_operator_and_the_policy() -> None:
+    assert render.labels("orders-billing") == LABELS
+
+
+def test_label_value_keeps_a_short_name() -> None:
+    assert render.label_value("orders-billing") == "orders-billing"
+
+
+def test_label_value_shortens_a_long_name_with_a_hash() -> None:
+    long = "a" * 100
+    value = render.label_value(long)
+    assert len(value) <= 63
+    assert value.startswith("a" * 50)
+    assert value != render.label_value("a" * 99)
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    pytest.param({}, "s3a://cp/dlq/payments/orders-billing", id="from-the-base"),
+    pytest.param({"spec.spark.checkpointLocation": "hdfs:///own"}, "hdfs:///own", id="from-the-policy"),
+])
+def test_checkpoint_location(overrides: dict[str, Any], expected: str) -> None:
+    assert render.checkpoint_location(policy(overrides), CONFIG) == expected
+
+
+# --- ConfigMap ---------------------------------------------------------------------------------
+
+
+def test_config_map_holds_the_normalised_policy_with_its_checkpoint() -> None:
+    p = policy({"spec.retry.maxRedeliverCount": 3})
+    manifest = render.config_map(p, config=CONFIG, owner=OWNER)
+    assert manifest["apiVersion"] == "v1"
+    assert manifest["kind"] == "ConfigMap"
+    assert manifest["metadata"] == {"name": "orders-billing-policy", "namespace": "payments",
+                                    "labels": LABELS, "ownerReferences": [REFERENCE]}
+    expected = to_document(p)
+    expected["spec"]["spark"]["checkpointLocation"] = "s3a://cp/dlq/payments/orders-billing"
+    assert yaml.safe_load(manifest["data"]["policy.yaml"]) == expected
+    assert list(manifest["data"]) == ["policy.yaml"]
+
+
+def test_config_map_pins_the_provisioner_when_given() -> None:
+    manifest = render.config_map(policy(), config=CONFIG, owner=OWNER, provisioner="strimzi")
+    assert manifest["metadata"]["annotations"] == {"sparkdlq.io/topic-provisioner": "strimzi"}
+
+
+# --- SparkApplication --------------------------------------------------------------------------
+
+
+def test_spark_application_metadata() -> None:
+    p = policy()
+    app = render.spark_application(p, config=CONFIG, owner=OWNER)
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
+    assert app["kind"] == "SparkApplication"
+    assert app["metadata"] == {"name": "orders-billing", "namespace": "payments", "labels": LABELS,
+                               "annotations": {"sparkdlq.io/config-hash": config_hash(p)},
+                               "ownerReferences": [REFERENCE]}
+
+
+def test_spark_application_spec() -> None:
+    p = policy({"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "4"},
+                "spec.spark.driver": {"cores": 2, "memory": "2g"},
+                "spec.spark.executor": {"instances": 3, "cores": 4, "memory": "4g"}})
+    digest = config_hash(p)
+    spec = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]
+    mounts = [{"name": "policy", "mountPath": "/etc/spark-dlq/policy", "readOnly": True}]
+    assert spec == {
+        "type": "Python",
+        "pythonVersion": "3",
+        "mode": "cluster",
+        "sparkVersion": "4.0.0",
+        "image": "registry/spark-dlq:1",
+        "mainApplicationFile": "local:///opt/spark-dlq/dlq_engine_main.py",
+        "arguments": ["run", "-f", "/etc/spark-dlq/policy/policy.yaml",
+                      "--checkpoint", "s3a://cp/dlq/payments/orders-billing"],
+        "sparkConf": {"spark.sql.shuffle.partitions": "4"},
+        "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10,
+                          "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20},
+        "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
+        "driver": {"cores": 2, "memory": "2g", "serviceAccount": "spark-driver", "labels": LABELS,
+                   "annotations": {"sparkdlq.io/config-hash": digest}, "volumeMounts": mounts},
+        "executor": {"instances": 3, "cores": 4, "memory": "4g", "labels": LABELS, "volumeMounts": mounts},
+    }
+
+
+def test_spark_application_image_from_the_policy_wins() -> None:
+    app = render.spark_application(policy({"spec.spark.image": "own/image:2"}), config=CONFIG, owner=OWNER)
+    assert app["spec"]["image"] == "own/image:2"
+
+
+def test_spark_application_spark_version_comes_from_the_config() -> None:
+    config = OperatorConfig(spark_version="4.1.0")
+    assert render.spark_application(policy(), config=config, owner=OWNER)["spec"]["sparkVersion"] == "4.1.0"
+
+
+def test_spark_application_mounts_the_kafka_client_secret_by_name_only() -> None:
+    spec = render.spark_application(policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
+                                    config=CONFIG, owner=OWNER)["spec"]
+    assert spec["volumes"][1] == {"name": "kafka-client", "secret": {"secretName": "kafka-client"}}
+    secret_mount = {"name": "kafka-client", "mountPath": "/etc/spark-dlq/kafka-client", "readOnly": True}
+    assert secret_mount in spec["driver"]["volumeMounts"]
+    assert secret_mount in spec["executor"]["volumeMounts"]
+
+
+@pytest.mark.parametrize(("overrides", "restarts"), [
+    pytest.param({"spec.retry.maxRedeliverCount": 3}, True, id="engine-setting"),
+    pytest.param({"spec.spark.image": "other:1"}, True, id="image"),
+    pytest.param({"spec.suspend": False}, False, id="suspend-false"),
+    pytest.param({"spec.topics.partitions": 6}, False, id="topic-provisioning"),
+])
+def test_spark_application_changes_only_with_the_engine_config(overrides: dict[str, Any],
+                                                               restarts: bool) -> None:
+    before = render.spark_application(policy(), config=CONFIG, owner=OWNER)
+    after = render.spark_application(policy(overrides), config=CONFIG, owner=OWNER)
+    assert (before != after) is restarts
+    assert (before["spec"]["driver"]["annotations"] != after["spec"]["driver"]["annotations"]) is restarts
+
+
+# --- topics ------------------------------------------------------------------------------------
+
+
+def test_wanted_topics_follow_the_source_partitions() -> None:
+    p = policy({"spec.topics.retryConfig": {"retention.ms": "1000"}, "spec.topics.replicationFactor": 3})
+    retry, dlq = render.wanted_topics(p, source_partitions=6)
+    assert retry == render.TopicWant("orders-billing-RETRY", 6, 3, {"retention.ms": "1000"})
+    assert dlq == render.TopicWant("orders-billing-DLQ", 6, 3, {})
+
+
+def test_wanted_topics_partitions_from_the_policy_win() -> None:
+    retry, dlq = render.wanted_topics(policy({"spec.topics.partitions": 2}), source_partitions=6)
+    assert (retry.partitions, dlq.partitions) == (2, 2)
+
+
+@pytest.mark.parametrize(("topic", "expected"), [
+    pytest.param("orders-billing-dlq", "orders-billing-dlq", id="valid-name-kept"),
+    pytest.param("orders.v1", "orders.v1", id="dots-kept"),
+    pytest.param("Orders_EU-RETRY", "orders-eu-retry---", id="sanitised-with-hash"),
+])
+def test_kafka_topic_name(topic: str, expected: str) -> None:
+    name = render.kafka_topic_name(topic)
+    assert name.startswith(expected)
+    if name != topic:
+        assert len(name) == len(expected) + 40
+        assert name != render.kafka_topic_name(topic.lower())
+
+
+def test_kafka_topic_manifest() -> None:
+    p = policy({"spec.topics.provisioner": "strimzi",
+                "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"}})
+    want = render.TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
+    manifest = render.kafka_topic(p, want, owner=None)
+    assert manifest["apiVersion"] == "kafka.strimzi.io/v1beta2"
+    assert manifest["kind"] == "KafkaTopic"
+    assert manifest["metadata"]["namespace"] == "kafka"
+    assert manifest["metadata"]["name"] == render.kafka_topic_name("orders-billing-DLQ")
+    assert manifest["metadata"]["labels"] == {"strimzi.io/cluster": "my-cluster", **LABELS,
+                                              "sparkdlq.io/policy-namespace": "payments"}
+    assert "ownerReferences" not in manifest["metadata"]
+    assert manifest["spec"] == {"topicName": "orders-billing-DLQ", "partitions": 3, "replicas": 2,
+                                "config": {"retention.ms": "5"}}
+
+
+def test_kafka_topic_defaults_leave_partitions_and_replicas_to_the_broker() -> None:
+    p = policy({"spec.topics.strimzi": {"cluster": "c"}})
+    manifest = render.kafka_topic(p, render.TopicWant("t", None, -1, {}), owner=OWNER)
+    assert manifest["metadata"]["namespace"] == "payments"
+    assert manifest["metadata"]["ownerReferences"] == [REFERENCE]
+    assert manifest["spec"] == {"topicName": "t", "config": {}}
+
+
+@pytest.mark.parametrize(("obj", "ready"), [
+    pytest.param({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True, id="ready"),
+    pytest.param({"status": {"conditions": [{"type": "Ready", "status": "False", "message": "boom"}]}},
+                 False, id="not-ready"),
+    pytest.param({}, False, id="no-status"),
+    pytest.param({"metadata": {"generation": 2},
+                  "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}},
+                 False, id="stale-generation"),
+])
+def test_strimzi_ready(obj: dict[str, Any], ready: bool) -> None:
+    assert render.strimzi_ready(obj)[0] is ready
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def app_in(state: str, error: str = "") -> dict[str, Any]:
+    return {"status": {"applicationState": {"state": state, "errorMessage": error}, "submissionID": "s"}}
+
+
+@pytest.mark.parametrize(("state", "status", "reason"), [
+    pytest.param("RUNNING", "True", "Running", id="running"),
+    pytest.param("", "False", "Submitted", id="no-state"),
+    pytest.param("SUBMITTED", "False", "Submitted", id="submitted"),
+    pytest.param("PENDING_SUBMISSION", "False", "Submitted", id="pending-submission"),
+    pytest.param("PENDING_RERUN", "False", "Restarting", id="pending-rerun"),
+    pytest.param("INVALIDATING", "False", "Restarting", id="invalidating"),
+    pytest.param("SUCCEEDING", "False", "Restarting", id="succeeding"),
+    pytest.param("FAILED", "False", "Failed", id="failed"),
+    pytest.param("SUBMISSION_FAILED", "False", "Failed", id="submission-failed"),
+    pytest.param("FAILING", "False", "Failed", id="failing"),
+    pytest.param("COMPLETED", "False", "Completed", id="completed"),
+    pytest.param("UNKNOWN", "Unknown", "Unknown", id="unknown"),
+])
+def test_job_condition_maps_the_application_state(state: str, status: str, reason: str) -> None:
+    condition = render.job_condition(app_in(state))
+    assert (condition.status, condition.reason) == (status, reason)
+
+
+def test_job_condition_carries_the_error_message() -> None:
+    assert "driver OOM" in render.job_condition(app_in("FAILED", "driver OOM")).message
+
+
+def test_application_state_includes_the_submission() -> None:
+    assert render.application_state(app_in("RUNNING")) == ("RUNNING", "s", "")
+
+
+TOPICS_OK = ConditionState("True", "TopicsReady", "ok")
+
+
+def full(job: ConditionState, **kwargs: Any) -> Observation:
+    return Observation(generation=2, topics=TOPICS_OK, job=job, retry_topic="r", dead_letter_topic="d",
+                       spark_application="orders-billing", config_hash="abc", **kwargs)
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def test_next_status_from_nothing() -> None:
+    status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    assert status["observedGeneration"] == 2
+    assert status["phase"] == "Pending"
+    names = ("retryTopic", "deadLetterTopic", "sparkApplication", "configHash")
+    assert tuple(status[k] for k in names) == ("r", "d", "orders-billing", "abc")
+    assert status["restartCount"] == 0
+    assert "lastRestartTime" not in status
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "TopicsReady", "JobRunning"]
+    for condition in status["conditions"]:
+        assert condition["lastTransitionTime"] == NOW
+        assert condition["observedGeneration"] == 2
+    ready = conditions(status)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "Submitted")
+
+
+def test_next_status_ready_when_topics_and_job_are() -> None:
+    status = render.next_status({}, full(ConditionState("True", "Running", "up")), now=NOW)
+    assert status["phase"] == "Running"
+    ready = conditions(status)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("True", "Ready")
+
+
+def test_next_status_keeps_the_transition_time_of_an_unchanged_condition() -> None:
+    first = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    second = render.next_status(first, full(ConditionState("True", "Running", "up")), now=LATER)
+    assert conditions(second)["TopicsReady"]["lastTransitionTime"] == NOW
+    assert conditions(second)["JobRunning"]["lastTransitionTime"] == LATER
+    assert conditions(second)["Ready"]["lastTransitionTime"] == LATER
+
+
+def test_next_status_counts_a_restart() -> None:
+    first = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    second = render.next_status(first, full(render.JOB_RESTARTING, restarted=True), now=LATER)
+    assert second["restartCount"] == 1
+    assert second["lastRestartTime"] == LATER
+    assert second["phase"] == "Restarting"
+
+
+def test_next_status_invalid_names_the_fields() -> None:
+    observation = Observation(generation=3, invalid=["spec.a: bad", "spec.b: worse"])
+    status = render.next_status({}, observation, now=NOW)
+    assert status["phase"] == "Invalid"
+    ready = conditions(status)["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert ready["message"] == "spec.a: bad\nspec.b: worse"
+    assert status["observedGeneration"] == 3
+
+
+def test_next_status_an_application_event_does_not_clear_invalid() -> None:
+    invalid = render.next_status({}, Observation(generation=3, invalid=["spec.a: bad"]), now=NOW)
+    status = render.next_status(invalid, Observation(job=ConditionState("True", "Running", "up")), now=LATER)
+    assert status["phase"] == "Invalid"
+    assert conditions(status)["JobRunning"]["status"] == "True"
+
+
+def test_next_status_a_valid_reconcile_clears_invalid() -> None:
+    invalid = render.next_status({}, Observation(generation=3, invalid=["spec.a: bad"]), now=NOW)
+    status = render.next_status(invalid, full(render.JOB_SUBMITTED), now=LATER)
+    assert status["phase"] == "Pending"
+
+
+def test_next_status_leaves_unobserved_fields_alone() -> None:
+    before = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    after = render.next_status(before, Observation(), now=LATER)
+    assert after == before
+
+
+@pytest.mark.parametrize(("topics", "job", "phase"), [
+    pytest.param(TOPICS_OK, ConditionState("True", "Running", ""), "Running", id="running"),
+    pytest.param(ConditionState("False", "BrokerUnavailable", ""), None, "Provisioning", id="provisioning"),
+    pytest.param(TOPICS_OK, render.JOB_SUSPENDED, "Suspended", id="suspended"),
+    pytest.param(TOPICS_OK, render.JOB_RESTARTING, "Restarting", id="restarting"),
+    pytest.param(TOPICS_OK, ConditionState("False", "Failed", ""), "Failed", id="failed"),
+    pytest.param(TOPICS_OK, ConditionState("False", "Completed", ""), "Failed", id="completed"),
+    pytest.param(TOPICS_OK, render.JOB_SUBMITTED, "Pending", id="pending"),
+])
+def test_phase(topics: ConditionState, job: ConditionState | None, phase: str) -> None:
+    observation = Observation(generation=1, topics=topics, job=job)
+    assert render.next_status({}, observation, now=NOW)["phase"] == phase
