@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 #: Condition reasons worth a Warning event when a condition turns to them.
 _WARNING_REASONS: Final = frozenset({
     "BrokerUnavailable", "SourceTopicMissing", "CreateFailed", "StrimziClusterMissing", "Conflict",
-    "Failed", "InvalidSpec",
+    "Failed", "InvalidSpec", "KafkaTopicError",
 })
 
 
@@ -90,6 +90,7 @@ class Services:
 
     async def close(self) -> None:
         self.admin.close()
+        await self.events.close()
         await self.api.close()
 
 
@@ -106,18 +107,29 @@ def now() -> str:
 
 
 async def write_status(services: Services, owner: Owner,
-                       observe: Callable[[Mapping[str, Any]], Observation],
+                       observe: Callable[[Mapping[str, Any]], Observation], *,
+                       known: Mapping[str, Any] | None = None,
                        ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Read the policy, apply ``observe(old status)``, write the result through the status
-    subresource unless nothing changed; ``(old, new)``, or None when the policy is gone."""
+    subresource unless nothing changed; ``(old, new)``, or None when the policy is gone.
+
+    ``known`` is the policy as the caller last saw it: the first attempt writes on top of it
+    without a read (the ``resourceVersion`` precondition catches a stale one); "no change" is
+    only believed after a fresh read."""
     for _ in range(10):
-        current = await services.api.get(POLICIES, owner.namespace, owner.name)
+        current: Mapping[str, Any] | None = known
+        fresh = current is None
+        known = None
+        if current is None:
+            current = await services.api.get(POLICIES, owner.namespace, owner.name)
         if current is None or current["metadata"].get("uid") != owner.uid:
             return None
         old = dict(current.get("status") or {})
         new = render.next_status(old, observe(old), now=now())
         if new == old:
-            return old, new
+            if fresh:
+                return old, new
+            continue
         patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": new}
         try:
             await services.api.patch(POLICIES, owner.namespace, owner.name, patch, subresource="status")
@@ -165,12 +177,13 @@ async def report_invalid(services: Services, owner: Owner, *, generation: int, i
 
 
 async def reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
-                    trigger: str) -> None:
-    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady."""
+                    trigger: str, known: Mapping[str, Any] | None = None) -> None:
+    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady.
+    ``known``: the policy object as the caller has it (saves a read when writing the status)."""
     async with services.lock(owner.uid):
         with metrics.observe(trigger) as outcome:
             try:
-                await _reconcile(services, policy, owner=owner, generation=generation)
+                await _reconcile(services, policy, owner=owner, generation=generation, known=known)
             except TopicsNotReady as error:
                 outcome.result, outcome.reason = "waiting", error.condition.reason
                 raise
@@ -187,7 +200,8 @@ class _Job:
     restarted: bool = False
 
 
-async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int) -> None:
+async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
+                     known: Mapping[str, Any] | None) -> None:
     config_map = await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
     topics = await _provision_topics(services, policy, owner=owner, generation=generation,
@@ -210,7 +224,7 @@ async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Own
                            retry_topic=policy.retry_topic, dead_letter_topic=policy.dead_letter_topic,
                            spark_application=policy.name, config_hash=digest, restarted=restarted)
 
-    await write_status(services, owner, observe)
+    await write_status(services, owner, observe, known=known)
 
 
 async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, config_map: Obj | None) -> str:
@@ -243,6 +257,10 @@ async def _provision_topics(services: Services, policy: DeadLetterPolicy, *, own
         condition = ConditionState("False", "BrokerUnavailable", str(error))
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
         raise TopicsNotReady(condition, delay=config.broker_retry_delay, backoff=True) from None
+    except ApiError as error:  # a KafkaTopic refused: no such namespace, no RBAC there, ...
+        condition = ConditionState("False", "KafkaTopicError", str(error))
+        await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+        raise TopicsNotReady(condition, delay=config.topics_retry_delay, backoff=True) from None
     for name in report.created:
         await services.events.info(owner, "TopicCreated", f"created topic {name!r} ({provisioner})")
     condition = ConditionState("True" if report.ready else "False", report.reason, report.message)
@@ -406,7 +424,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
         return
     if policy.suspend:
         return
-    await services.events.warn(owner, "SparkApplicationDeleted",
+    await services.events.warn(owner, "SparkApplicationMissing",
                                f"SparkApplication {policy.name} was deleted: creating it again")
     try:
         await reconcile(services, policy, owner=owner, generation=int(body["metadata"].get("generation", 0)),

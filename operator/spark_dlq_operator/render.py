@@ -66,6 +66,9 @@ RESTART_POLICY: Final[Mapping[str, Any]] = {
 }
 
 _LABEL_VALUE_MAX: Final = 63
+#: The CRD's bounds on a condition's reason and message.
+_REASON_MAX: Final = 1024
+_MESSAGE_MAX: Final = 32768
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -377,8 +380,8 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
         previous = conditions.get(kind)
         since = previous.get("lastTransitionTime", now) \
             if previous is not None and previous.get("status") == state.status else now
-        condition: Condition = {"type": kind, "status": state.status, "reason": state.reason,
-                                "message": state.message, "lastTransitionTime": since}
+        condition: Condition = {"type": kind, "status": state.status, "reason": state.reason[:_REASON_MAX],
+                                "message": state.message[:_MESSAGE_MAX], "lastTransitionTime": since}
         if generation is not None:
             condition["observedGeneration"] = int(generation)
         conditions[kind] = condition

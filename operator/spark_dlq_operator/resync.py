@@ -81,7 +81,7 @@ class Resync:
             return False
         try:
             await reconcile.reconcile(self._services, policy, owner=owner, generation=generation,
-                                      trigger="resync")
+                                      trigger="resync", known=body)
         except reconcile.TopicsNotReady as error:
             logger.info("resync of %s/%s: %s", owner.namespace, owner.name, error)
             return False

@@ -26,6 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master, e.g. local[2] (default: from spark-submit)")
     run.add_argument("--checkpoint", help="checkpoint folder (default: spec.spark.checkpointLocation)")
     run.add_argument("--once", action="store_true", help="process what is available, then exit")
+    run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    run.add_argument("--kafka-client-dir", default=None,
+                     help="Kafka client properties, one file each (default: the mounted "
+                          "broker.secretRef at /etc/spark-dlq/kafka-client, if present)")
     check = commands.add_parser("check", help="validate a policy file and print it normalised")
     check.add_argument("-f", "--file", required=True)
     return parser
@@ -45,11 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(yaml.safe_dump(to_document(policy), sort_keys=False), end="")
         return 0
-    return _run(policy, master=args.master, checkpoint=args.checkpoint, once=args.once)
+    return _run(policy, args)
 
 
-def _run(policy: object, *, master: str | None, checkpoint: str | None, once: bool) -> int:
-    from dlq_engine.job.pipeline import RunOptions
+def _run(policy: object, args: argparse.Namespace) -> int:
+    from dlq_engine.job.metrics import EngineMetrics
+    from dlq_engine.job.pipeline import KAFKA_CLIENT_DIR, RunOptions, client_properties
     from dlq_engine.job.preflight import PreflightError, check_topics
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
     from dlq_engine.job.runner import Run, install_sigterm
@@ -57,7 +62,7 @@ def _run(policy: object, *, master: str | None, checkpoint: str | None, once: bo
     from dlq_engine.model.policy import DeadLetterPolicy
 
     assert isinstance(policy, DeadLetterPolicy)
-    location = checkpoint or policy.spark.checkpoint_location
+    location = args.checkpoint or policy.spark.checkpoint_location
     if not location:
         print("dlq-engine: no checkpoint: give --checkpoint or spec.spark.checkpointLocation",
               file=sys.stderr)
@@ -67,14 +72,20 @@ def _run(policy: object, *, master: str | None, checkpoint: str | None, once: bo
     except ProcessorLoadError as error:
         print(f"dlq-engine: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    spark = build_session(policy, master=master)
+    options = RunOptions(checkpoint=location, once=args.once,
+                         kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR)
+    metrics = None
+    if args.metrics_port:
+        metrics = EngineMetrics(policy.qualified_name)
+        metrics.serve(args.metrics_port)
+    spark = build_session(policy, master=args.master)
     try:
         try:
-            check_topics(spark, policy)
+            check_topics(spark, policy, client_properties(options.kafka_client_dir))
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return 1
-        run = Run(spark, policy, RunOptions(checkpoint=location, once=once))
+        run = Run(spark, policy, options, metrics)
         install_sigterm(run)
         run.start()
         status = run.wait()

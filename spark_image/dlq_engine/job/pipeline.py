@@ -12,6 +12,7 @@ is lost and duplicates are possible (at-least-once). No record passes through th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -31,21 +32,45 @@ from dlq_engine.routing.outcomes import Route
 METRICS = "dlq"
 
 
+#: Where the SparkApplication mounts the Secret named by ``broker.secretRef``: one file per
+#: Kafka client property (``security.protocol``, ``sasl.jaas.config``, ...).
+KAFKA_CLIENT_DIR = "/etc/spark-dlq/kafka-client"
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     checkpoint: str
-    once: bool = False  # stop after the first batch that reads and routes nothing
+    once: bool = False  # stop after the batches that read and route nothing (see runner)
     query_name: str | None = None
+    kafka_client_dir: str | None = None
 
 
-def kafka_options(policy: DeadLetterPolicy) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": policy.broker.bootstrap_servers}
+def client_properties(directory: str | None) -> dict[str, str]:
+    """Kafka client properties from a mounted Secret: file name = property, content = value.
+    Kubernetes' ``..data`` links and hidden files are skipped."""
+    if not directory or not os.path.isdir(directory):
+        return {}
+    properties: dict[str, str] = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.startswith(".") or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as handle:
+            properties[name] = handle.read().strip()
+    return properties
 
 
-def read_topic(spark: SparkSession, policy: DeadLetterPolicy, topic: str, starting: str) -> DataFrame:
+def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -> dict[str, str]:
+    directory = options.kafka_client_dir if options is not None else None
+    extra = {f"kafka.{k}": v for k, v in client_properties(directory).items()}
+    return {**extra, "kafka.bootstrap.servers": policy.broker.bootstrap_servers}
+
+
+def read_topic(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions, topic: str,
+               starting: str) -> DataFrame:
     return (
         spark.readStream.format("kafka")
-        .options(**kafka_options(policy))
+        .options(**kafka_options(policy, options))
         .option("subscribe", topic)
         .option("startingOffsets", starting)
         .option("includeHeaders", "true")
@@ -56,11 +81,11 @@ def read_topic(spark: SparkSession, policy: DeadLetterPolicy, topic: str, starti
     )
 
 
-def routed(spark: SparkSession, policy: DeadLetterPolicy) -> DataFrame:
+def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> DataFrame:
     """Source and due retries, each routed by the processor: the input columns plus
     ``route``, ``out_value``, ``dlq_headers``, ``attempt`` and ``lateness_ms``."""
-    source = read_topic(spark, policy, policy.source.topic, policy.source.starting_offsets)
-    retries = hold_until_due(read_topic(spark, policy, policy.retry_topic, "earliest"))
+    source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
+    retries = hold_until_due(read_topic(spark, policy, options, policy.retry_topic, "earliest"))
     records = source.unionByName(retries)
 
     settings = RoutingSettings.from_policy(policy)
@@ -116,10 +141,10 @@ def kept_type() -> str:
 
 def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> StreamingQuery:
     load_processor(policy.processor.entrypoint)  # fail before consuming anything
-    frame = sink_records(observed(routed(spark, policy)), policy)
+    frame = sink_records(observed(routed(spark, policy, options)), policy)
     writer = (
         frame.writeStream.format("kafka")
-        .options(**kafka_options(policy))
+        .options(**kafka_options(policy, options))
         .option("kafka.acks", "all")
         .option("kafka.enable.idempotence", "true")
         .option("kafka.max.request.size", str(8 * 1024 * 1024))

@@ -18,10 +18,13 @@ class PreflightError(RuntimeError):
     pass
 
 
-def check_topics(spark: SparkSession, policy: DeadLetterPolicy) -> None:
+def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
+                 client: dict[str, str] | None = None) -> None:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
+    for key, value in (client or {}).items():
+        props.put(key, value)
     props.put("bootstrap.servers", policy.broker.bootstrap_servers)
     props.put("request.timeout.ms", str(TIMEOUT_MS))
     props.put("default.api.timeout.ms", str(TIMEOUT_MS))

@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import METRICS, RunOptions, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing.batches import StopPipeline
@@ -89,12 +90,14 @@ class Totals:
 class Run:
     """One run of the engine on a session: start, watch, stop, explain."""
 
-    def __init__(self, spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> None:
+    def __init__(self, spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions,
+                 metrics: EngineMetrics | None = None) -> None:
         self.spark = spark
         self.policy = policy
         self.options = options
         self.totals = Totals()
         self.window = ErrorWindow(policy.error_window.size, policy.error_window.threshold)
+        self.metrics = metrics
         self.stop_reason: str | None = None
         self.once_done = False
         self.query: StreamingQuery | None = None
@@ -103,6 +106,8 @@ class Run:
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
+        if self.metrics is not None:
+            self.metrics.add(row)
         failed = int(row.get("retried") or 0) + int(row.get("dead") or 0) + int(row.get("ignored") or 0)
         share = self.window.add(int(row.get("total") or 0), failed)
         if share is not None and self.stop_reason is None:
@@ -146,8 +151,8 @@ class Run:
         terminated = False
         while not terminated:
             try:
-                terminated = bool(self.query.awaitTermination(0.5))
-            except Exception:  # noqa: BLE001 - the reason is read from query.exception() below
+                terminated = bool(self.query.awaitTermination(1))
+            except Exception:
                 terminated = True
             self._drain_progress()
         if self.stop_reason is not None:

@@ -113,8 +113,8 @@ def test_create_provisions_topics_configmap_and_application(
     assert "sparkdlq.io/last-handled-configuration" in metadata["annotations"]
     assert not metadata.get("finalizers")
     assert "status" not in cluster.policy("billing")["spec"]
-    assert {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"} <= \
-        cluster.event_reasons("billing")
+    wait_for(lambda: {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"} <=
+             cluster.event_reasons("billing"), what="the events")
 
 
 def test_running_operator_serves_metrics_and_liveness(
@@ -162,7 +162,7 @@ def test_spec_change_restarts_the_job_with_a_new_hash(
     assert status["phase"] == "Restarting"
     assert status["configHash"] == new_hash
     assert status["lastRestartTime"]
-    assert "SparkApplicationRestarted" in cluster.event_reasons("billing")
+    wait_for(lambda: "SparkApplicationRestarted" in cluster.event_reasons("billing"), what="the event")
 
     # The spark-operator resubmits: a new submission comes up RUNNING.
     cluster.set_application_state("billing", "PENDING_RERUN", submission="1")
@@ -238,6 +238,24 @@ def test_spec_the_apiserver_accepts_but_the_model_refuses_is_invalid(
     cluster.patch_policy("billing", {"spec": {"retry": {"backoff": {"delay": "1s"}}}})
     wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "SourceTopicMissing",
              what="the fixed policy to get to its topics")
+
+
+def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    source = make_topic("orders", partitions=3)
+    for future in kafka_admin.create_topics([NewTopic(f"{source}-billing-RETRY", 1, 1)]).values():
+        future.result(timeout=30)
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
+
+    topics = wait_for(lambda: (c := cluster.condition("billing", "TopicsReady"))
+                      and c["status"] == "True" and c, what="TopicsReady")
+    assert "has 1 partitions, 3 wanted" in topics["message"]
+    wait_for(lambda: "TopicPartitionsDrift" in cluster.event_reasons("billing"), what="the drift event")
+    assert topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 1
+    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 3, what="the DLQ topic")
 
 
 def test_unreachable_broker_is_reported_and_retried(
@@ -324,6 +342,14 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
     # Never both: nothing went through the Admin API.
     assert topic_partitions(kafka_admin, "Orders_EU-billing-RETRY") is None
 
+    # Topics go with the policy only when asked; then a finalizer deletes the KafkaTopics in the
+    # other namespace, where no owner reference can reach.
+    cluster.patch_policy("billing", {"spec": {"topics": {"deleteWithPolicy": True}}})
+    wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
+    cluster.delete_policy("billing")
+    wait_for(lambda: cluster.policy("billing") is None, what="the policy to go")
+    assert cluster.kafka_topics(kafka_namespace) == []
+
 
 # ---------------------------------------------------------------------------------------------
 # Drift and deletion
@@ -340,7 +366,7 @@ def test_drift_is_repaired(operator: RunningOperator, cluster: Cluster, namespac
     again = wait_for(lambda: (a := cluster.application("billing")) and
                      a["metadata"]["uid"] != first["metadata"]["uid"] and a, what="a new SparkApplication")
     assert again["metadata"]["annotations"] == first["metadata"]["annotations"]
-    assert "SparkApplicationDeleted" in cluster.event_reasons("billing")
+    wait_for(lambda: "SparkApplicationMissing" in cluster.event_reasons("billing"), what="the event")
 
     dlq = f"{source}-billing-DLQ"
     for future in kafka_admin.delete_topics([dlq]).values():
@@ -385,4 +411,4 @@ def test_finalizer_gives_up_when_the_broker_is_gone(
 
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, timeout=30, what="deletion despite the broker")
-    assert "CleanupAbandoned" in cluster.event_reasons("billing")
+    wait_for(lambda: "CleanupAbandoned" in cluster.event_reasons("billing"), what="the event")

@@ -75,8 +75,8 @@ def test_operator_runs_with_only_the_documented_rbac(
     first_uid = first["metadata"]["uid"]
     wait_for(lambda: (a := cluster.application("billing")) and a["metadata"]["uid"] != first_uid,
              what="the SparkApplication recreated")
-    assert {"TopicCreated", "SparkApplicationCreated", "SparkApplicationRestarted"} <= \
-        cluster.event_reasons("billing")
+    wait_for(lambda: {"TopicCreated", "SparkApplicationCreated", "SparkApplicationRestarted"} <=
+             cluster.event_reasons("billing"), what="the events")
 
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, what="the policy to go")

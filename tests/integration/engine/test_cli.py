@@ -1,0 +1,126 @@
+"""``dlq-engine run -f policy.yaml`` as a user runs it: a separate process with local Spark."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.processes import free_port
+from spark_dlq_devtools.spark import submit_env
+from tests.helpers import policy_document, produce, read_all
+
+ENGINE = [sys.executable, "-m", "dlq_engine.cli"]
+
+
+def _env() -> dict[str, str]:
+    env = submit_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def _write_policy(tmp_path: Path, names: dict[str, str], bootstrap: str, **spec: Any) -> Path:
+    document = policy_document(**spec)
+    s = document["spec"]
+    s["source"]["topic"] = names["source"]
+    s["broker"]["bootstrapServers"] = bootstrap
+    s["retry"]["topic"] = names["retry"]
+    s.setdefault("deadLetter", {})["topic"] = names["dlq"]
+    s.setdefault("output", {})["topic"] = names["output"]
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_a_broken_policy_file_gets_one_line_per_problem(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text((REPO_ROOT / "examples" / "orders-billing.yaml").read_text()
+                    .replace("jitter: 0.1", "jitter: 1.5").replace("maxRedeliverCount: 3", "maxRedeliverCount: -1"))
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines == [
+        f"{path}:21: spec.retry.maxRedeliverCount: must be at least 0, got -1",
+        f"{path}:27: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5",
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_processor_that_cannot_be_imported_stops_before_spark_starts(tmp_path: Path) -> None:
+    names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
+    path = _write_policy(tmp_path, names, "127.0.0.1:1", processor={"entrypoint": "no_such_module:process"})
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "dlq-engine: spec.processor.entrypoint 'no_such_module:process': cannot import module "
+        "'no_such_module': ModuleNotFoundError: No module named 'no_such_module'")
+
+
+def test_a_missing_source_topic_is_named(tmp_path: Path, bootstrap_servers: str,
+                                         make_topic: Callable[..., str]) -> None:
+    names = {"source": "no-such-topic", "retry": make_topic("r"), "dlq": make_topic("d"),
+             "output": make_topic("o")}
+    path = _write_policy(tmp_path, names, bootstrap_servers)
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]",
+                           "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=_env(), timeout=180)
+    assert done.returncode == 1
+    assert (f"dlq-engine: missing on {bootstrap_servers}: spec.source.topic 'no-such-topic'"
+            in done.stderr)
+
+
+def test_once_drains_and_prints_a_summary(tmp_path: Path, bootstrap_servers: str,
+                                          make_topic: Callable[..., str]) -> None:
+    names = {k: make_topic(k) for k in ("source", "retry", "dlq", "output")}
+    produce(bootstrap_servers, names["source"],
+            [(b"1", b"ok:a"), (b"2", b"ack"), (b"3", b"terminate:x"), (b"4", b"ok:b")])
+    path = _write_policy(tmp_path, names, bootstrap_servers)
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[2]", "--once",
+                           "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = [line for line in done.stdout.splitlines() if line.startswith("dlq-engine:")]
+    assert summary == ["dlq-engine: processed=4 output=2 acked=1 retried=0 dead=1 ignored=0 redelivered=0"]
+    assert len(read_all(bootstrap_servers, names["output"], expect=2, timeout=10)) == 2
+
+
+def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_servers: str,
+                                                      make_topic: Callable[..., str]) -> None:
+    names = {k: make_topic(k) for k in ("source", "retry", "dlq", "output")}
+    produce(bootstrap_servers, names["source"], [(str(i).encode(), b"ok:x") for i in range(10)]
+            + [(b"f", b"nonretry:k")])
+    path = _write_policy(tmp_path, names, bootstrap_servers, retry={"nonRetryableErrors": ["KeyError"]})
+    port = free_port()
+    engine = subprocess.Popen([*ENGINE, "run", "-f", str(path), "--master", "local[2]",
+                               "--metrics-port", str(port), "--checkpoint", str(tmp_path / "cp")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        scraped = ""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and 'outcome="output",policy="tests/test-policy"} 10.0' not in scraped:
+            time.sleep(1)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                    scraped = response.read().decode()
+            except OSError:
+                continue
+        assert 'spark_dlq_messages_total{outcome="output",policy="tests/test-policy"} 10.0' in scraped
+        assert 'spark_dlq_messages_total{outcome="dead_letter",policy="tests/test-policy"} 1.0' in scraped
+        engine.send_signal(signal.SIGTERM)
+        stdout, stderr = engine.communicate(timeout=120)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+    assert engine.returncode == 0, stderr[-2000:]
+    assert "dlq-engine: processed=11 output=10" in stdout

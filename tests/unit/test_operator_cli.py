@@ -1,0 +1,69 @@
+"""``dlq-operator run``: flags, their environment variables, and what is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_dlq_operator.cli import config_from_args
+from spark_dlq_operator.config import SPARK_VERSION
+
+
+def test_defaults_with_one_namespace() -> None:
+    config = config_from_args(["run", "--namespace", "payments"], environ={})
+    assert config.namespaces == ("payments",)
+    assert not config.all_namespaces
+    assert config.spark_version == SPARK_VERSION
+    assert config.peering is None
+    assert config.provisioner == "auto"
+    assert config.resync_interval == 60.0
+    assert config.finalizer_timeout == 300.0
+
+
+def test_flags_fill_the_config() -> None:
+    config = config_from_args([
+        "run", "-n", "a", "-n", "b", "--spark-image", "img:1", "--checkpoint-base", "s3a://cp",
+        "--spark-service-account", "sa", "--provisioner", "strimzi", "--liveness", "http://0.0.0.0:8080/healthz",
+        "--metrics-port", "0", "--peering", "spark-dlq", "--priority", "10", "--resync-interval", "5",
+        "--finalizer-timeout", "30"], environ={})
+    assert config.namespaces == ("a", "b")
+    assert (config.spark_image, config.checkpoint_base, config.spark_service_account) == \
+        ("img:1", "s3a://cp", "sa")
+    assert (config.provisioner, config.liveness, config.metrics_port) == \
+        ("strimzi", "http://0.0.0.0:8080/healthz", 0)
+    assert (config.peering, config.priority) == ("spark-dlq", 10)
+    assert (config.resync_interval, config.finalizer_timeout) == (5.0, 30.0)
+
+
+def test_environment_fills_what_flags_do_not_say() -> None:
+    environ = {"SPARK_DLQ_NAMESPACES": "a, b", "SPARK_DLQ_SPARK_IMAGE": "env:1",
+               "SPARK_DLQ_METRICS_PORT": "9999", "SPARK_DLQ_PEERING": "spark-dlq"}
+    config = config_from_args(["run", "--spark-image", "flag:1"], environ=environ)
+    assert config.namespaces == ("a", "b")
+    assert config.spark_image == "flag:1"
+    assert config.metrics_port == 9999
+    assert config.peering == "spark-dlq"
+
+
+def test_standalone_overrides_a_peering_from_the_environment() -> None:
+    config = config_from_args(["run", "-A", "--standalone"], environ={"SPARK_DLQ_PEERING": "spark-dlq"})
+    assert config.all_namespaces
+    assert config.peering is None
+
+
+def test_kafka_config_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "kafka.properties"
+    path.write_text("# the operator's own credentials\nsecurity.protocol=SASL_SSL\nsasl.mechanism = PLAIN\n")
+    config = config_from_args(["run", "-A", "--kafka-config", str(path)], environ={})
+    assert config.kafka_config == (("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"))
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param(["run"], id="no-namespace"),
+    pytest.param(["run", "-A", "-n", "a"], id="both"),
+    pytest.param(["run", "-A", "--provisioner", "kafka"], id="unknown-provisioner"),
+])
+def test_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        config_from_args(argv, environ={})
