@@ -1,0 +1,355 @@
+"""The local demo: the whole spark-dlq loop on one machine, with the real parts.
+
+It starts etcd + kube-apiserver, a Kafka broker, the spark-dlq operator and the local
+spark-operator runner; applies the CRD and an example DeadLetterPolicy with an example
+processor; produces orders (mostly good, some flaky, some poison, some fraud, some not JSON);
+shows progress live; changes the policy (``maxRedeliverCount``) to show the restart from the
+checkpoint; then prints a summary, a few dead letters with their headers, and the check that
+every produced order is accounted for. Ctrl-C or the end stops everything it started.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_dlq_devtools.kafka import KafkaBroker
+from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
+from spark_dlq_devtools.paths import REPO_ROOT, work_dir
+from spark_dlq_devtools.processes import Service
+
+NAMESPACE = "demo"
+POLICY = "orders-billing"
+CRDS = [
+    REPO_ROOT / "crds" / "sparkdlq.io_deadletterpolicies.yaml",
+    # The spark-operator's CRD is not available offline: a minimal stand-in with its names.
+    REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml",
+]
+KINDS = (("normal", 0.84), ("flaky", 0.08), ("poison", 0.03), ("fraud", 0.02), ("ignore", 0.02),
+         ("garbage", 0.01))
+
+BOLD, DIM, GREEN, YELLOW, RED, CYAN, RESET = (
+    ("\033[1m", "\033[2m", "\033[32m", "\033[33m", "\033[31m", "\033[36m", "\033[0m")
+    if sys.stdout.isatty() else ("",) * 7)
+
+
+def say(text: str) -> None:
+    print(f"{BOLD}{CYAN}==>{RESET} {BOLD}{text}{RESET}", flush=True)
+
+
+def note(text: str) -> None:
+    print(f"    {DIM}{text}{RESET}", flush=True)
+
+
+@dataclass
+class Tally:
+    """What the demo has seen on the output and dead-letter topics, by order id."""
+
+    produced: dict[int, str] = field(default_factory=dict)
+    output: collections.Counter[int] = field(default_factory=collections.Counter)
+    dead: collections.Counter[int] = field(default_factory=collections.Counter)
+    dead_records: list[Any] = field(default_factory=list)
+    retries: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def accounted(self) -> tuple[int, list[int]]:
+        """How many produced orders ended where they should; which are missing."""
+        missing = []
+        for order_id, kind in self.produced.items():
+            if kind == "ignore":
+                continue  # acknowledged without output: the processor returned None
+            if not (self.output[order_id] or self.dead[order_id]):
+                missing.append(order_id)
+        return len(self.produced) - len(missing), missing
+
+
+class Demo:
+    def __init__(self, *, orders: int, seed: int) -> None:
+        self.orders = orders
+        self.random = random.Random(seed)
+        self.root = work_dir("demo")
+        self.kube = ControlPlane(name="demo-kube")
+        self.kafka = KafkaBroker(name="demo-kafka", log_level="WARN")
+        self.operator: Service | None = None
+        self.runner: LocalSparkOperator | None = None
+        self.tally = Tally()
+        self._stop = threading.Event()
+        self.topics: dict[str, str] = {}
+
+    # -- setup ----------------------------------------------------------------------------
+
+    def start_services(self) -> None:
+        say("Starting a Kubernetes control plane (etcd + kube-apiserver) and a Kafka broker")
+        started = time.monotonic()
+        self.kube.start()
+        self.kafka.start()
+        note(f"kube-apiserver {self.kube.server}, Kafka {self.kafka.bootstrap_servers} "
+             f"({time.monotonic() - started:.0f}s)")
+        from kubernetes import client, config
+
+        self.api = config.new_client_from_config(config_file=str(self.kube.admin_kubeconfig))
+        self.core = client.CoreV1Api(self.api)
+        self.objects = client.CustomObjectsApi(self.api)
+        self._install_crds()
+        self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
+
+        say("Starting the spark-dlq operator and the local spark-operator runner")
+        env = {**os.environ, "KUBECONFIG": str(self.kube.admin_kubeconfig)}
+        self.operator = Service("dlq-operator", [
+            sys.executable, "-m", "spark_dlq_operator.cli", "run", "--namespace", NAMESPACE,
+            "--provisioner", "admin", "--checkpoint-base", str(self.root / "checkpoints"),
+            "--resync-interval", "15", "--metrics-port", "0",
+        ], log=self.root / "operator.log", env=env)
+        self.operator.start()
+        self.runner = LocalSparkOperator(
+            kubeconfig=str(self.kube.admin_kubeconfig), workdir=self.root / "spark-apps",
+            namespaces=[NAMESPACE], path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")},
+            python_path=[str(REPO_ROOT / "examples" / "processors")], master="local[2]")
+        self.runner.start()
+        note(f"logs: {self.root}")
+
+    def _install_crds(self) -> None:
+        from kubernetes import client
+
+        ext = client.ApiextensionsV1Api(self.api)
+        for path in CRDS:
+            ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+        for path in CRDS:
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            self._until(lambda n=name: any(  # type: ignore[misc]
+                c.type == "Established" and c.status == "True"
+                for c in (ext.read_custom_resource_definition(n).status.conditions or [])),
+                30, f"CRD {name} established")
+
+    def create_team_topics(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        say("The team's topics: orders (3 partitions) and orders-billed")
+        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers})
+        for future in admin.create_topics([NewTopic("orders", 3, 1), NewTopic("orders-billed", 3, 1)]).values():
+            future.result(30)
+
+    def apply_policy(self) -> dict[str, Any]:
+        document = yaml.safe_load((REPO_ROOT / "examples" / "orders-billing.yaml").read_text())
+        document["metadata"]["namespace"] = NAMESPACE
+        document["spec"]["broker"]["bootstrapServers"] = self.kafka.bootstrap_servers
+        say(f"kubectl apply -f examples/orders-billing.yaml  (DeadLetterPolicy {NAMESPACE}/{POLICY})")
+        note(f"maxRedeliverCount={document['spec']['retry']['maxRedeliverCount']}, exponential backoff "
+             f"1s x2 (jitter 10%), dead letters to a topic, processor {document['spec']['processor']['entrypoint']}")
+        self.objects.create_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE,
+                                                     "deadletterpolicies", document)
+        return document
+
+    # -- watching ---------------------------------------------------------------------------
+
+    def policy_status(self) -> dict[str, Any]:
+        policy = self.objects.get_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE,
+                                                           "deadletterpolicies", POLICY)
+        return dict(policy.get("status") or {})
+
+    def wait_running(self, *, restart_count: int = 0, timeout: float = 240) -> dict[str, Any]:
+        started = time.monotonic()
+        last = ""
+        while time.monotonic() - started < timeout:
+            status = self.policy_status()
+            phase = status.get("phase", "")
+            if phase != last:
+                note(f"policy phase: {phase or '(none yet)'}")
+                last = phase
+            if phase == "Running" and int(status.get("restartCount", 0) or 0) >= restart_count:
+                return status
+            if phase in ("Failed", "Invalid"):
+                raise RuntimeError(f"policy {phase}: {json.dumps(status.get('conditions'))}")
+            time.sleep(0.5)
+        raise RuntimeError(f"policy not Running after {timeout:.0f}s; operator log: {self.root / 'operator.log'}")
+
+    def consume(self) -> None:
+        """Follow the output, retry and dead-letter topics in the background."""
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({"bootstrap.servers": self.kafka.bootstrap_servers, "group.id": "demo-watcher",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["orders-billed", self.topics["retry"], self.topics["dlq"]])
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.3)
+                if message is None or message.error() is not None:
+                    continue
+                with self.tally.lock:
+                    if message.topic() == "orders-billed":
+                        self.tally.output[int(json.loads(message.value())["id"])] += 1
+                    elif message.topic() == self.topics["retry"]:
+                        self.tally.retries += 1
+                    else:
+                        order_id = int((message.key() or b"-1").decode())
+                        self.tally.dead[order_id] += 1
+                        self.tally.dead_records.append(message)
+        finally:
+            consumer.close()
+
+    def produce(self, first: int, count: int) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.kafka.bootstrap_servers, "linger.ms": 20})
+        kinds, weights = zip(*KINDS, strict=True)
+        for order_id in range(first, first + count):
+            kind = self.random.choices(kinds, weights)[0]
+            self.tally.produced[order_id] = kind
+            if kind == "garbage":
+                value = b"{not json"
+            else:
+                value = json.dumps({"id": order_id, "amount": self.random.randint(5, 500), "kind": kind}).encode()
+            producer.produce("orders", key=str(order_id).encode(), value=value)
+        producer.flush(30)
+
+    def progress(self, until: Callable[[], bool], timeout: float, label: str) -> None:
+        started = time.monotonic()
+        tty = sys.stdout.isatty()
+        last = ""
+        while time.monotonic() - started < timeout:
+            with self.tally.lock:
+                out, dead, retries = (sum(self.tally.output.values()), sum(self.tally.dead.values()),
+                                      self.tally.retries)
+                done, _ = self.tally.accounted()
+            line = (f"    {label} {time.monotonic() - started:4.0f}s: {GREEN}output {out:5d}{RESET}  "
+                    f"{YELLOW}retried {retries:5d}{RESET}  {RED}dead letters {dead:4d}{RESET}  "
+                    f"accounted {done}/{len(self.tally.produced)}")
+            counts = line.split(":", 1)[1]
+            if tty:
+                print(f"\r{line}   ", end="", flush=True)
+            elif counts != last:
+                print(line, flush=True)
+            last = counts
+            if until():
+                if tty:
+                    print()
+                return
+            time.sleep(0.5)
+        if tty:
+            print()
+        raise RuntimeError(f"{label}: not done after {timeout:.0f}s")
+
+    def all_accounted(self) -> bool:
+        with self.tally.lock:
+            return not self.tally.accounted()[1]
+
+    # -- the story --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        started = time.monotonic()
+        self.start_services()
+        self.create_team_topics()
+        self.apply_policy()
+        status = self.wait_running()
+        self.topics = {"retry": status["retryTopic"], "dlq": status["deadLetterTopic"]}
+        say(f"The operator created {status['retryTopic']} and {status['deadLetterTopic']}, "
+            f"ConfigMap {POLICY}-policy and SparkApplication {status['sparkApplication']}")
+        note(f"config hash {status['configHash']}; the Spark job is running")
+        threading.Thread(target=self.consume, daemon=True).start()
+
+        say(f"Producing {self.orders} orders: ~84% normal, 8% flaky, 3% poison, 2% fraud, 2% ignored, 1% not JSON")
+        self.produce(0, self.orders)
+        self.progress(self.all_accounted, 240, "routing")
+
+        say("Changing the policy: maxRedeliverCount 3 -> 1 (kubectl patch)")
+        self.objects.patch_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies",
+                                                    POLICY, {"spec": {"retry": {"maxRedeliverCount": 1}}})
+        status = self.wait_running(restart_count=1)
+        note(f"new config hash {status['configHash']}, restartCount {status['restartCount']}: "
+             "the job restarted from its checkpoint")
+        second = max(50, self.orders // 2)
+        say(f"Producing {second} more orders to the restarted job")
+        before_output = sum(self.tally.output.values())
+        self.produce(self.orders, second)
+        self.progress(self.all_accounted, 240, "routing")
+
+        self.summary(before_output, time.monotonic() - started)
+        _, missing = self.tally.accounted()
+        return 0 if not missing else 1
+
+    def summary(self, output_before_restart: int, seconds: float) -> None:
+        with self.tally.lock:
+            tally = self.tally
+            by_kind = collections.Counter(tally.produced.values())
+            reasons = collections.Counter(
+                dict(r.headers() or []).get("dlq.reason", b"?").decode() for r in tally.dead_records)
+            duplicates = sum(n - 1 for n in tally.output.values() if n > 1) + \
+                sum(n - 1 for n in tally.dead.values() if n > 1)
+            done, missing = tally.accounted()
+        say("Summary")
+        print(f"    produced     {len(tally.produced):5d}  " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())))
+        print(f"    {GREEN}output{RESET}       {sum(tally.output.values()):5d}  (orders-billed)")
+        print(f"    acknowledged {by_kind['ignore']:5d}  (processor returned None)")
+        print(f"    {YELLOW}retried{RESET}      {tally.retries:5d}  (records written to the retry topic)")
+        print(f"    {RED}dead letters{RESET} {sum(tally.dead.values()):5d}  " +
+              ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+        print(f"    duplicates   {duplicates:5d}  (at-least-once; counted, not lost)")
+        say("A few dead letters, with their headers")
+        shown: set[str] = set()
+        for record in tally.dead_records:
+            headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers() or []}
+            reason = headers.get("dlq.reason", "")
+            if reason in shown:
+                continue
+            shown.add(reason)
+            print(f"    {BOLD}key={record.key().decode()} value={record.value()[:60]!r}{RESET}")
+            for name in ("dlq.reason", "dlq.attempt", "dlq.error.class", "dlq.error.message",
+                         "dlq.original.topic", "dlq.original.partition", "dlq.original.offset",
+                         "dlq.policy", "dlq.subscription", "dlq.first.failure.at", "dlq.failed.at", "team"):
+                if name in headers:
+                    print(f"      {name:24s} {headers[name][:90]}")
+            if "dlq.error.stacktrace" in headers:
+                last = headers["dlq.error.stacktrace"].strip().splitlines()[-1]
+                print(f"      {'dlq.error.stacktrace':24s} ... {last[:80]}")
+        verdict = (f"{GREEN}every produced order is accounted for ({done}/{len(tally.produced)}){RESET}"
+                   if not missing else f"{RED}MISSING {len(missing)} orders: {missing[:20]}{RESET}")
+        say(f"Check: {verdict}")
+        note(f"demo took {seconds:.0f}s")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.runner is not None:
+            self.runner.stop()
+        if self.operator is not None:
+            self.operator.stop()
+        self.kafka.stop()
+        self.kube.stop()
+
+    def _until(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: BLE001 - not there yet
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"timed out waiting for {what}")
+
+
+def main(orders: int = 400, seed: int = 7) -> int:
+    demo = Demo(orders=orders, seed=seed)
+    try:
+        return demo.run()
+    except KeyboardInterrupt:
+        print()
+        say("Interrupted: stopping everything the demo started")
+        return 130
+    finally:
+        demo.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

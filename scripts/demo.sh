@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The local demo: sets up what is missing (cached afterwards), then runs the whole spark-dlq
+# loop on this machine (etcd + kube-apiserver, Kafka, the operator, a local stand-in for the
+# spark-operator, a PySpark job) and prints what happened. Extra arguments go to the demo,
+# e.g. scripts/demo.sh --orders 1000.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+venv="$(bash scripts/setup.sh)"
+exec "$venv/bin/spark-dlq-dev" demo "$@"
