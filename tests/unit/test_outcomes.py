@@ -1,0 +1,125 @@
+"""What a processor call becomes (results, acks, failures) and where the message goes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dlq_engine import Message, Retry, Terminate
+from dlq_engine.routing.outcomes import (
+    MAX_STACK_CHARS,
+    Decision,
+    Kind,
+    Outcome,
+    Route,
+    classify,
+    decide,
+    encode_result,
+    invoke,
+    outcome_of,
+)
+
+MESSAGE = Message(key=b"k", value=b"v")
+
+
+class BillingError(Exception):
+    pass
+
+
+class CardDeclined(BillingError):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("result", "encoded"),
+    [
+        pytest.param(b"raw", b"raw", id="bytes"),
+        pytest.param(bytearray(b"ba"), b"ba", id="bytearray"),
+        pytest.param("héllo", "héllo".encode(), id="str-utf8"),
+        pytest.param({"b": 1, "a": [1, 2]}, b'{"b":1,"a":[1,2]}', id="dict-json"),
+        pytest.param(None, None, id="none-acks"),
+    ],
+)
+def test_results_are_encoded_for_the_output_topic(result: Any, encoded: bytes | None) -> None:
+    assert encode_result(result) == encoded
+
+
+def test_an_unsupported_result_type_is_a_failure_naming_the_type() -> None:
+    outcome = invoke(lambda m: 42, MESSAGE, frozenset(), with_stack=False)
+    assert outcome.kind is Kind.TRANSIENT
+    assert outcome.error_class == "dlq_engine.routing.outcomes.UnsupportedResult"
+    assert outcome.error_message == "processor returned int; return bytes, str, dict or None"
+
+
+def test_terminate_retry_and_listed_errors_are_classified() -> None:
+    assert invoke(lambda m: (_ for _ in ()).throw(Terminate("no")), MESSAGE, frozenset(),
+                  with_stack=False).kind is Kind.TERMINATED
+    retry = classify(Retry(delay="30s"), frozenset(), with_stack=False)
+    assert (retry.kind, retry.delay_ms) == (Kind.TRANSIENT, 30_000)
+    assert classify(CardDeclined("x"), frozenset({"BillingError"}), with_stack=False).kind is Kind.NON_RETRYABLE
+    qualified = f"{__name__}.BillingError"
+    assert classify(CardDeclined("x"), frozenset({qualified}), with_stack=False).kind is Kind.NON_RETRYABLE
+    assert classify(CardDeclined("x"), frozenset({"KeyError"}), with_stack=False).kind is Kind.TRANSIENT
+
+
+def test_builtin_errors_are_named_without_module_and_others_with_it() -> None:
+    assert classify(KeyError("k"), frozenset(), with_stack=False).error_class == "KeyError"
+    assert classify(CardDeclined("x"), frozenset(), with_stack=False).error_class == f"{__name__}.CardDeclined"
+
+
+def test_an_exception_whose_str_raises_is_still_routed() -> None:
+    class Nasty(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("boom")
+
+    outcome = classify(Nasty(), frozenset(), with_stack=True)
+    assert outcome.error_message == "<unprintable Nasty: str() raised RuntimeError>"
+    assert outcome.kind is Kind.TRANSIENT
+
+
+def test_stack_traces_are_bounded_and_keep_the_raise_site() -> None:
+    error: BaseException | None = None
+    for level in range(200):  # a long chain of causes: a trace far over the bound
+        try:
+            raise ValueError(f"level {level}") from error
+        except ValueError as raised:
+            error = raised
+    assert error is not None
+    outcome = classify(error, frozenset(), with_stack=True)
+    assert outcome.stacktrace is not None
+    assert len(outcome.stacktrace) == MAX_STACK_CHARS + len("...(truncated)...\n")
+    assert outcome.stacktrace.startswith("...(truncated)...")
+    assert outcome.stacktrace.rstrip().endswith("ValueError: level 199")
+
+
+def test_batch_items_may_be_results_or_exceptions() -> None:
+    assert outcome_of("ok", frozenset(), with_stack=False) == Outcome(Kind.RESULT, result=b"ok")
+    assert outcome_of(None, frozenset(), with_stack=False).kind is Kind.ACK
+    assert outcome_of(Terminate("t"), frozenset(), with_stack=False).kind is Kind.TERMINATED
+    assert outcome_of(object(), frozenset(), with_stack=False).kind is Kind.TRANSIENT
+
+
+@pytest.mark.parametrize(
+    ("kind", "failures", "strategy", "has_output", "expected"),
+    [
+        pytest.param(Kind.RESULT, 1, "topic", True, Decision(Route.OUTPUT), id="result-out"),
+        pytest.param(Kind.RESULT, 1, "topic", False, Decision(Route.ACK), id="result-no-output-topic"),
+        pytest.param(Kind.ACK, 1, "topic", True, Decision(Route.ACK), id="ack"),
+        pytest.param(Kind.TRANSIENT, 1, "topic", True, Decision(Route.RETRY), id="first-failure-retries"),
+        pytest.param(Kind.TRANSIENT, 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"),
+        pytest.param(Kind.TRANSIENT, 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"),
+        pytest.param(Kind.TERMINATED, 1, "topic", True, Decision(Route.DEAD, "terminated"), id="terminated"),
+        pytest.param(Kind.NON_RETRYABLE, 1, "topic", True, Decision(Route.DEAD, "non-retryable"), id="non-retryable"),
+        pytest.param(Kind.TERMINATED, 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"),
+        pytest.param(Kind.TRANSIENT, 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"),
+    ],
+)
+def test_decide(kind: Kind, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
+    assert decide(Outcome(kind), failures=failures, max_redeliver=3, strategy=strategy,
+                  has_output=has_output) == expected
+
+
+def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
+    assert decide(Outcome(Kind.TRANSIENT), failures=1, max_redeliver=0, strategy="topic",
+                  has_output=True) == Decision(Route.DEAD, "exhausted")
