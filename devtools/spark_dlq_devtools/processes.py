@@ -8,6 +8,7 @@ stopped with everything it started, and a failed start can show the end of its l
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -67,7 +68,7 @@ class Service:
             try:
                 if ready():
                     return
-            except Exception:
+            except Exception:  # noqa: BLE001 - not ready yet, whatever the reason
                 pass
             time.sleep(0.2)
         raise ServiceError(f"{self.name}: no {what} after {timeout:.0f}s:\n{self.tail()}")
@@ -98,10 +99,8 @@ class Service:
             except ProcessLookupError:
                 pass
         # Children that outlived the leader.
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         if self in _running:
             _running.remove(self)
 

@@ -32,7 +32,7 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
     try:
         try:
             names = set(admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
             raise PreflightError(
                 f"cannot reach the broker at {policy.broker.bootstrap_servers} "
                 f"(spec.broker.bootstrapServers) within {TIMEOUT_MS // 1000}s: "

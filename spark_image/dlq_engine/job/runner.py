@@ -152,7 +152,7 @@ class Run:
         while not terminated:
             try:
                 terminated = bool(self.query.awaitTermination(1))
-            except Exception:
+            except Exception:  # noqa: BLE001 - the reason is read from query.exception()
                 terminated = True
             self._drain_progress()
         if self.stop_reason is not None:

@@ -193,7 +193,7 @@ def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
         return []
     try:
         results = list(processor(list(messages)))
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - the team's code failed for the whole batch
         return [outcome_of(error, settings.non_retryable, with_stack=settings.include_stack)] * len(messages)
     if len(results) != len(messages):
         mismatch = ValueError(f"batch processor returned {len(results)} outcomes for {len(messages)} messages")

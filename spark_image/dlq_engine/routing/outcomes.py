@@ -95,7 +95,7 @@ def invoke(process: Callable[[Message], Any], message: Message, non_retryable: f
     try:
         result = process(message)
         encoded = encode_result(result)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - every failure of the team's code is routed
         return classify(error, non_retryable, with_stack=with_stack)
     return Outcome(kind=Kind.ACK if encoded is None else Kind.RESULT, result=encoded)
 
@@ -146,14 +146,14 @@ def _names(cls: type) -> set[str]:
 def _safe_str(error: BaseException) -> str:
     try:
         return str(error)
-    except Exception as inner:
+    except Exception as inner:  # noqa: BLE001 - a broken __str__ must not lose the message
         return f"<unprintable {type(error).__name__}: str() raised {type(inner).__name__}>"
 
 
 def _stack(error: BaseException) -> str:
     try:
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    except Exception:
+    except Exception:  # noqa: BLE001 - formatting must not lose the message
         text = f"<stack trace unavailable for {type(error).__name__}>"
     if len(text) > MAX_STACK_CHARS:
         text = "...(truncated)...\n" + text[-MAX_STACK_CHARS:]

@@ -26,7 +26,8 @@ def test_every_outcome_reaches_its_topic(bootstrap_servers: str, topics: Callabl
     by_reason = {r.header("dlq.reason"): r for r in dead}
     assert set(by_reason) == {"exhausted", "terminated", "non-retryable"}
     exhausted = by_reason["exhausted"]
-    assert exhausted.value == b"fail:x" and exhausted.key == b"k3"
+    assert exhausted.value == b"fail:x"
+    assert exhausted.key == b"k3"
     assert exhausted.header("dlq.attempt") == "3"
     assert exhausted.header("dlq.original.topic") == names["source"]
     assert exhausted.header("dlq.original.offset") == "3"
