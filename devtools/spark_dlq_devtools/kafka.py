@@ -97,7 +97,9 @@ class KafkaBroker:
         )
 
     def _format(self) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's own Uuid does: "-" would read as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config)),
             check=True, capture_output=True, timeout=120,

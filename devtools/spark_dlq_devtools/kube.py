@@ -1,8 +1,9 @@
 """A real Kubernetes control plane on 127.0.0.1, envtest style: etcd and kube-apiserver.
 
-There is no kubelet, scheduler or controller manager: objects are stored, validated (schemas,
-CEL, admission), authorised (RBAC is on) and watched, but no pod runs and no garbage
-collector deletes owned objects. That is what an operator's tests need. ``kubeconfig()``
+A kube-controller-manager runs only its garbage collector and namespace controller, so owned
+objects are really collected and namespaces really deleted. There is no kubelet or
+scheduler: objects are stored, validated (schemas, CEL, admission), authorised (RBAC is on)
+and watched, but no pod runs. That is what an operator's tests need. ``kubeconfig()``
 writes a kubeconfig for any user, signed by the test CA, so tests can act as the admin or as
 a restricted identity.
 """
@@ -34,6 +35,7 @@ class ControlPlane:
         self.port = free_port()
         self.etcd: Service | None = None
         self.apiserver: Service | None = None
+        self.controller_manager: Service | None = None
 
     @property
     def server(self) -> str:
@@ -51,6 +53,7 @@ class ControlPlane:
         self._start_etcd(timeout)
         self._start_apiserver(timeout)
         self.kubeconfig(ADMIN_USER, ("system:masters",), path=self.admin_kubeconfig)
+        self._start_controller_manager()
 
     def _start_etcd(self, timeout: float) -> None:
         client = f"http://127.0.0.1:{self.etcd_port}"
@@ -91,6 +94,22 @@ class ControlPlane:
         self.apiserver.start()
         self.apiserver.wait_until(self._ready, timeout=timeout, what="/readyz")
 
+    def _start_controller_manager(self) -> None:
+        # Its controllers would each need a service-account token (no token controller runs
+        # here); as one identity it needs the rights of all of them: the masters group.
+        config = self.kubeconfig("system:kube-controller-manager", ("system:masters",))
+        self.controller_manager = Service("kube-controller-manager", [
+            str(kubernetes_bin("kube-controller-manager")),
+            f"--kubeconfig={config}",
+            "--controllers=garbagecollector,namespace",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--use-service-account-credentials=false",
+            "--concurrent-gc-syncs=5",
+            "--v=1",
+        ], log=self.root / "controller-manager.log")
+        self.controller_manager.start()
+
     def _ready(self) -> bool:
         return _get(f"{self.server}/readyz", self._ssl_context()) == 200
 
@@ -121,7 +140,7 @@ class ControlPlane:
         self._start_apiserver(timeout)
 
     def stop(self) -> None:
-        for service in (self.apiserver, self.etcd):
+        for service in (self.controller_manager, self.apiserver, self.etcd):
             if service is not None:
                 service.stop()
 

@@ -56,6 +56,11 @@ def kubernetes_bin(name: str) -> Path:
     return _need(cache_dir() / "kubernetes" / f"v{v}" / "bin" / name, f"{name} {v}", "kubernetes.sh")
 
 
+def helm_bin() -> Path:
+    v = versions()["HELM_VERSION"]
+    return _need(cache_dir() / "helm" / v / "bin" / "helm", f"helm {v}", "helm.sh")
+
+
 def etcd_bin() -> Path:
     for folder in ("/usr/bin", "/usr/local/bin"):
         candidate = Path(folder) / "etcd"

@@ -72,5 +72,5 @@ class EventRecorder:
         }
         try:
             await self._api.create(EVENTS, event)
-        except Exception as error:  # an event is never worth failing a reconcile for
+        except Exception as error:  # noqa: BLE001 - an event is never worth failing a reconcile for
             logger.warning("could not post event %s on %s/%s: %s", reason, owner.namespace, owner.name, error)

@@ -101,7 +101,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             raise kopf.PermanentError(f"invalid policy: {error}") from None
         try:
             await reconcile.reconcile(services, policy, owner=owner, generation=_generation(body),
-                                      trigger=str(reason), known=body)
+                                      trigger=str(reason), seen=reconcile.Seen(policy=body))
         except reconcile.TopicsNotReady as error:
             delay = error.delay * min(2 ** retry, 8) if error.backoff else error.delay
             raise kopf.TemporaryError(str(error), delay=delay) from None

@@ -106,19 +106,32 @@ def now() -> str:
 # --- status ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the caller already read, to save the reconcile a few reads. ``policy`` is the policy
+    as last seen; ``listed`` means all three come from a resync's lists (``config_map`` and
+    ``application`` None: absent then). Every write still carries a ``resourceVersion`` or
+    tolerates a 409, so something that changed since costs a retry, never a wrong write."""
+
+    policy: Mapping[str, Any]
+    listed: bool = False
+    config_map: Obj | None = None
+    application: Obj | None = None
+
+
 async def write_status(services: Services, owner: Owner,
                        observe: Callable[[Mapping[str, Any]], Observation], *,
-                       known: Mapping[str, Any] | None = None,
+                       known: Mapping[str, Any] | None = None, trust: bool = False,
                        ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Read the policy, apply ``observe(old status)``, write the result through the status
     subresource unless nothing changed; ``(old, new)``, or None when the policy is gone.
 
     ``known`` is the policy as the caller last saw it: the first attempt writes on top of it
     without a read (the ``resourceVersion`` precondition catches a stale one); "no change" is
-    only believed after a fresh read."""
+    believed only after a fresh read, or when the caller ``trust``s ``known`` as one."""
     for _ in range(10):
         current: Mapping[str, Any] | None = known
-        fresh = current is None
+        fresh = current is None or trust
         known = None
         if current is None:
             current = await services.api.get(POLICIES, owner.namespace, owner.name)
@@ -177,13 +190,12 @@ async def report_invalid(services: Services, owner: Owner, *, generation: int, i
 
 
 async def reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
-                    trigger: str, known: Mapping[str, Any] | None = None) -> None:
-    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady.
-    ``known``: the policy object as the caller has it (saves a read when writing the status)."""
+                    trigger: str, seen: Seen | None = None) -> None:
+    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady."""
     async with services.lock(owner.uid):
         with metrics.observe(trigger) as outcome:
             try:
-                await _reconcile(services, policy, owner=owner, generation=generation, known=known)
+                await _reconcile(services, policy, owner=owner, generation=generation, seen=seen)
             except TopicsNotReady as error:
                 outcome.result, outcome.reason = "waiting", error.condition.reason
                 raise
@@ -201,13 +213,16 @@ class _Job:
 
 
 async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
-                     known: Mapping[str, Any] | None) -> None:
-    config_map = await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
+                     seen: Seen | None) -> None:
+    listed = seen is not None and seen.listed
+    config_map = seen.config_map if seen is not None and listed else \
+        await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
     topics = await _provision_topics(services, policy, owner=owner, generation=generation,
                                      provisioner=provisioner)
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
-    job = await _ensure_application(services, policy, owner=owner)
+    job = await _ensure_application(services, policy, owner=owner,
+                                    seen=seen.application if seen is not None and listed else _UNREAD)
     digest = config_hash(policy)
 
     def observe(old: Mapping[str, Any]) -> Observation:
@@ -224,7 +239,8 @@ async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Own
                            retry_topic=policy.retry_topic, dead_letter_topic=policy.dead_letter_topic,
                            spark_application=policy.name, config_hash=digest, restarted=restarted)
 
-    await write_status(services, owner, observe, known=known)
+    await write_status(services, owner, observe, known=seen.policy if seen is not None else None,
+                       trust=listed)
 
 
 async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, config_map: Obj | None) -> str:
@@ -313,10 +329,15 @@ def _managed(app: Obj) -> bool:
     return bool(labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY)
 
 
-async def _ensure_application(services: Services, policy: DeadLetterPolicy, *, owner: Owner) -> _Job:
+#: "Not read yet" for an object that may also be known to be absent (None).
+_UNREAD: Final[Obj] = {}
+
+
+async def _ensure_application(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
+                              seen: Obj | None = _UNREAD) -> _Job:
     api = services.api
     name = policy.name
-    current = await api.get(SPARK_APPLICATIONS, policy.namespace, name)
+    current = await api.get(SPARK_APPLICATIONS, policy.namespace, name) if seen is _UNREAD else seen
     if policy.suspend:
         if current is not None and _managed(current) and \
                 await api.delete(SPARK_APPLICATIONS, policy.namespace, name):

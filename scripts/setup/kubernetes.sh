@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kubectl of $KUBERNETES_VERSION from the Go module proxy and
+# Builds kube-apiserver, kube-controller-manager (for its garbage collector and namespace
+# controller) and kubectl of $KUBERNETES_VERSION from the Go module proxy and
 # installs etcd from Debian. k8s.io/kubernetes cannot be `go install`ed directly: its go.mod
 # replaces the staging modules (k8s.io/api, ...) with local paths. A wrapper module requires
 # k8s.io/kubernetes and replaces every staging module with its published v0.X.Y instead.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 bin="$SPARK_DLQ_CACHE/kubernetes/v$KUBERNETES_VERSION/bin"
-if [[ -f "$bin/.complete" ]]; then
-  log "kube-apiserver and kubectl $KUBERNETES_VERSION: cached in $bin"
+if [[ -f "$bin/.complete-v2" ]]; then
+  log "kube-apiserver, kube-controller-manager and kubectl $KUBERNETES_VERSION: cached in $bin"
 else
-  log "building kube-apiserver and kubectl $KUBERNETES_VERSION (first run: several minutes)"
+  log "building kube-apiserver, kube-controller-manager and kubectl $KUBERNETES_VERSION (first run: several minutes)"
   work="$SPARK_DLQ_CACHE/kubernetes/v$KUBERNETES_VERSION/wrapper"
   mkdir -p "$work" "$bin"
   export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
@@ -36,6 +37,7 @@ package kubebuild
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
@@ -46,8 +48,9 @@ GO
   ldflags+=" -X $pkg.gitMinor=$(cut -d. -f2 <<<"$KUBERNETES_VERSION") -X $pkg.gitTreeState=clean"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=v$KUBERNETES_VERSION"
   go build -ldflags "$ldflags" -o "$bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  go build -ldflags "$ldflags" -o "$bin/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
   go build -ldflags "$ldflags" -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl
-  touch "$bin/.complete"
+  touch "$bin/.complete-v2"
   log "built into $bin"
 fi
 

@@ -67,7 +67,7 @@ class RunningOperator:
     def _main(self) -> None:
         try:
             asyncio.run(runner.run(self.config, stop_flag=self._stop, ready_flag=self._ready))
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - reported by stop() in the test's thread
             self.error = error
 
     def alive(self) -> bool:

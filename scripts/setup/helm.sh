@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds helm $HELM_VERSION from the Go module proxy (`go install helm.sh/helm/v3/cmd/helm@...`)
+# into $SPARK_DLQ_CACHE/helm/$HELM_VERSION/bin, for the chart's tests (lint, template). Stamped
+# the way helm's own Makefile does: its version, and the Kubernetes version of its client-go as
+# the default .Capabilities.KubeVersion. Built with $GO_TOOLCHAIN, which Go fetches from the
+# proxy too. Idempotent: a second run only says where it is.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+bin="$SPARK_DLQ_CACHE/helm/$HELM_VERSION/bin"
+if [[ -f "$bin/.complete" ]]; then
+  log "helm $HELM_VERSION: cached in $bin"
+  exit 0
+fi
+log "building helm $HELM_VERSION (first run: a few minutes)"
+mkdir -p "$bin"
+export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
+export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOTOOLCHAIN="$GO_TOOLCHAIN" GOFLAGS=-mod=mod
+# The Kubernetes minor helm reports by default follows the client-go it is built with (v0.31.x -> 1.31).
+helm_mod="$(GOTOOLCHAIN=local go mod download -json "helm.sh/helm/v3@$HELM_VERSION" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
+k8s_minor="$(awk '$1 == "k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "$helm_mod")"
+ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+done
+GOBIN="$bin" CGO_ENABLED=0 go install -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+"$bin/helm" version --short >&2
+touch "$bin/.complete"
+log "built into $bin"

@@ -1,0 +1,101 @@
+"""The whole flow: the real apiserver (with its garbage collector), Kafka and Spark, the
+operator as its own process, and the local spark-operator runner running the engine with
+spark-submit. One namespace for the e2e tier, watched by this tier's operator only."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
+from spark_dlq_devtools.paths import REPO_ROOT, work_dir
+from spark_dlq_devtools.processes import Service
+from tests.conftest import unique
+from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds
+
+SPARKAPP_CRD = REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
+
+
+@pytest.fixture(scope="session")
+def e2e_namespace(kube_api: Any) -> str:
+    install_crds(kube_api, [DEADLETTERPOLICY_CRD, SPARKAPP_CRD])
+    name = unique("e2e")
+    client.CoreV1Api(kube_api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    return name
+
+
+@pytest.fixture(scope="session")
+def e2e_workdir(e2e_namespace: str) -> Path:
+    return work_dir(f"e2e-{os.getpid()}")
+
+
+@pytest.fixture(scope="session")
+def spark_operator(kube: ControlPlane, e2e_namespace: str, e2e_workdir: Path) -> Iterator[LocalSparkOperator]:
+    runner = LocalSparkOperator(
+        kubeconfig=str(kube.admin_kubeconfig), workdir=e2e_workdir / "spark-apps", namespaces=[e2e_namespace],
+        path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")}, python_path=[str(REPO_ROOT)],
+        master="local[2]", stop_grace=30)
+    runner.start()
+    yield runner
+    runner.stop()
+
+
+@pytest.fixture(scope="session")
+def dlq_operator(kube: ControlPlane, kafka: Any, e2e_namespace: str, e2e_workdir: Path,
+                 spark_operator: LocalSparkOperator) -> Iterator[Service]:
+    operator = Service("dlq-operator", [
+        sys.executable, "-m", "spark_dlq_operator.cli", "run", "--namespace", e2e_namespace,
+        "--provisioner", "admin", "--checkpoint-base", str(e2e_workdir / "checkpoints"),
+        "--resync-interval", "5", "--metrics-port", "0",
+    ], log=e2e_workdir / "operator.log", env={**os.environ, "KUBECONFIG": str(kube.admin_kubeconfig)})
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+class Policies:
+    """Reads and changes DeadLetterPolicies in the e2e namespace."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        self.objects = client.CustomObjectsApi(api)
+        self.namespace = namespace
+
+    def create(self, document: dict[str, Any]) -> None:
+        self.objects.create_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
+                                                     "deadletterpolicies", document)
+
+    def get(self, name: str) -> dict[str, Any]:
+        return dict(self.objects.get_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
+                                                              "deadletterpolicies", name))
+
+    def patch(self, name: str, body: dict[str, Any]) -> None:
+        self.objects.patch_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
+                                                    "deadletterpolicies", name, body)
+
+    def delete(self, name: str) -> None:
+        self.objects.delete_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
+                                                     "deadletterpolicies", name)
+
+    def wait_status(self, name: str, check: Callable[[dict[str, Any]], bool], *, timeout: float = 240,
+                    what: str = "status") -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            status = dict(self.get(name).get("status") or {})
+            if check(status):
+                return status
+            time.sleep(0.5)
+        raise AssertionError(f"{name}: {what} not reached in {timeout:.0f}s; last status {status}")
+
+
+@pytest.fixture
+def policies(kube_api: Any, e2e_namespace: str, dlq_operator: Service) -> Policies:
+    return Policies(kube_api, e2e_namespace)
