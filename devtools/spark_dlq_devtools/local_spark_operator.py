@@ -37,6 +37,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -229,7 +230,7 @@ class LocalSparkOperator:
                                               stdin=subprocess.DEVNULL, start_new_session=True)
         driver.started_at = time.monotonic()
         driver.extra_status = {
-            "submissionID": f"{driver.name}-{driver.attempts}",
+            "submissionID": str(uuid.uuid4()),
             "sparkApplicationId": f"local-{driver.process.pid}",
             "driverInfo": {"podName": f"{driver.name}-driver"},
             "lastSubmissionAttemptTime": _now(),

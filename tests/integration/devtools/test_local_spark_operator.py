@@ -126,10 +126,20 @@ def test_a_spec_change_resubmits_and_a_metadata_change_does_not(
     time.sleep(2)
     assert runner.drivers[(namespace, "server")].process.pid == first_pid  # type: ignore[union-attr]
 
+    first_submission = objects.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "server")["status"]["submissionID"]
     objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server",
                                            {"spec": {"sparkConf": {"spark.app.generation": "2"}}})
-    _states(kube_api, namespace, "server", "PENDING_RERUN")
-    _states(kube_api, namespace, "server", "RUNNING")
+    # INVALIDATING and PENDING_RERUN pass quickly; what lasts is a new submission, running.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server")["status"]
+        if status["submissionID"] != first_submission and status["applicationState"]["state"] == "RUNNING":
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no new running submission after the spec change: {status}")
+    assert status["submissionAttempts"] == 1  # attempts restart with the new spec
     driver = runner.drivers[(namespace, "server")]
     assert driver.process is not None
     assert driver.process.pid != first_pid

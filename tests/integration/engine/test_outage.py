@@ -45,7 +45,7 @@ def test_unwritable_dead_letter_topic_fails_the_batch_and_loses_nothing(
     _set_max_message_bytes(bootstrap_servers, names["dlq"], "16")
     produce(bootstrap_servers, names["source"],
             [(b"c", b"terminate:x"), (b"d", b"ok:3"), (b"e", b"terminate:y"), (b"f", b"ok:4")])
-    assert first.join(180) == EXIT_FAILED
+    assert first.join(300) == EXIT_FAILED
     assert "RecordTooLarge" in str(first.run.query.exception())
     assert first.run.totals.counts["total"] == 2  # the failed batch was never committed
 
