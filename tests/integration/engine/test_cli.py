@@ -124,3 +124,14 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_
             engine.kill()
     assert engine.returncode == 0, stderr[-2000:]
     assert "dlq-engine: processed=11 output=10" in stdout
+
+
+def test_an_unreachable_broker_is_named(tmp_path: Path) -> None:
+    names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
+    path = _write_policy(tmp_path, names, f"127.0.0.1:{free_port()}")
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]",
+                           "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=_env(), timeout=180)
+    assert done.returncode == 1
+    assert "dlq-engine: cannot reach the broker at 127.0.0.1:" in done.stderr
+    assert "(spec.broker.bootstrapServers) within 15s" in done.stderr
