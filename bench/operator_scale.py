@@ -40,6 +40,7 @@ from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds  # noqa: E
 SPARK_CRD = REPO / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 NAMESPACE = "bench"
 POLICIES = ("sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies")
+APPLICATIONS = ("sparkoperator.k8s.io", "v1beta2", NAMESPACE, "sparkapplications")
 
 
 def policy(name: str, *, bootstrap: str, topics: bool) -> dict[str, Any]:
@@ -66,12 +67,16 @@ class AppWatcher:
 
     def _run(self) -> None:
         objects = client.CustomObjectsApi(self._api)
-        for event in watch.Watch().stream(objects.list_namespaced_custom_object, "sparkoperator.k8s.io",
-                                          "v1beta2", NAMESPACE, "sparkapplications", timeout_seconds=3600):
-            name = event["object"]["metadata"]["name"]
-            with self._cond:
-                self.seen.setdefault(name, time.monotonic())
-                self._cond.notify_all()
+        while True:  # a watch ends now and then: start another (a re-list only repeats names)
+            try:
+                for event in watch.Watch().stream(objects.list_namespaced_custom_object, *APPLICATIONS,
+                                                  timeout_seconds=60):
+                    name = event["object"]["metadata"]["name"]
+                    with self._cond:
+                        self.seen.setdefault(name, time.monotonic())
+                        self._cond.notify_all()
+            except Exception:  # noqa: BLE001 - a broken watch is simply started again
+                time.sleep(0.1)
 
     def wait(self, name: str, timeout: float = 60) -> float:
         with self._cond:
@@ -79,10 +84,12 @@ class AppWatcher:
                 raise TimeoutError(name)
             return self.seen[name]
 
-    def wait_count(self, count: int, timeout: float) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self.seen) >= count, timeout):
-                raise TimeoutError(f"{len(self.seen)} of {count}")
+
+
+def count(objects: Any, group: str, version: str, namespace: str, plural: str) -> int:
+    """How many objects there are, from a one-item list page."""
+    page = objects.list_namespaced_custom_object(group, version, namespace, plural, limit=1)
+    return len(page["items"]) + int(page["metadata"].get("remainingItemCount") or 0)
 
 
 def rss_mib(pid: int) -> float:
@@ -151,14 +158,15 @@ def main() -> int:
         with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
             list(pool.map(create, range(args.total)))
         created = time.monotonic() - started
-        watcher.wait_count(args.latency + args.total, timeout=900)
+        while count(objects, *APPLICATIONS) < args.latency + args.total:
+            time.sleep(0.25)
         apps = time.monotonic() - started
         while True:
             items = objects.list_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE,
                                                           "deadletterpolicies")["items"]
             if all((i.get("status") or {}).get("configHash") for i in items):
                 break
-            time.sleep(0.5)
+            time.sleep(1)
         statuses = time.monotonic() - started
         print(f"{args.total} policies: created by the client in {created:.1f} s, all SparkApplications after "
               f"{apps:.1f} s, all statuses after {statuses:.1f} s")

@@ -9,6 +9,7 @@ expressions then pick the topic, value and headers for the Kafka sink.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -28,8 +29,9 @@ from dlq_engine.routing.outcomes import (
     Route,
     decide,
     frozen_names,
-    invoke,
+    item_result_or_failure,
     outcome_of,
+    result_or_failure,
 )
 
 log = logging.getLogger("dlq_engine.routing")
@@ -105,21 +107,18 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
     n = batch.num_rows
     keys = batch.column("key").to_pylist()
     values = batch.column("value").to_pylist()
-    header_lists = batch.column("headers").to_pylist()
     topics = batch.column("topic").to_pylist()
     partitions = batch.column("partition").to_pylist()
     offsets = batch.column("offset").to_pylist()
     timestamps = _epoch_ms(batch.column("timestamp"))
 
-    headers: list[list[tuple[str, bytes | None]]] = [
-        [(e["key"], e["value"]) for e in hl] if hl else [] for hl in header_lists
-    ]
-    from_retry = [t == settings.retry_topic for t in topics]
-    attempts = [_attempt(hs) if r else 0 for hs, r in zip(headers, from_retry, strict=True)]
+    retry_topic = settings.retry_topic
+    from_retry = [t == retry_topic for t in topics]
+    header_dicts, headers = _headers(batch.column("headers"), from_retry)
+    attempts = [_attempt(hs) if hs is not None else 0 for hs in headers]  # hs: retry records only
+    new = _new_message
     messages = [
-        Message(key=keys[i], value=values[i], headers=_header_dict(headers[i]), topic=topics[i],
-                partition=partitions[i], offset=offsets[i], timestamp=timestamps[i],
-                attempt=attempts[i])
+        new(keys[i], values[i], header_dicts[i], topics[i], partitions[i], offsets[i], timestamps[i], attempts[i])
         for i in range(n)
     ]
     outcomes = _outcomes(messages, settings, processor)
@@ -129,13 +128,25 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
     new_headers: list[list[tuple[str, bytes]] | None] = []
     lateness: list[int | None] = []
     now = clock()
+    output, ack = int(Route.OUTPUT), int(Route.ACK)
+    success_route = output if settings.has_output else ack
     for i, outcome in enumerate(outcomes):
+        lateness.append(_lateness(headers[i], now) if from_retry[i] else None)
+        if not isinstance(outcome, Outcome):
+            # A success: the encoded result, or None to acknowledge (``decide`` for RESULT/ACK).
+            if outcome is None or success_route == ack:
+                routes.append(ack)
+                out_values.append(None)
+            else:
+                routes.append(output)
+                out_values.append(outcome)
+            new_headers.append(None)
+            continue
         failures = attempts[i] + 1
         decision = decide(outcome, failures=failures, max_redeliver=settings.max_redeliver,
                           strategy=settings.strategy, has_output=settings.has_output)
         routes.append(int(decision.route))
         out_values.append(outcome.result if decision.route is Route.OUTPUT else None)
-        lateness.append(_lateness(headers[i], now) if from_retry[i] else None)
         if decision.route in (Route.OUTPUT, Route.ACK):
             new_headers.append(None)
             continue
@@ -167,6 +178,78 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
     )
 
 
+def _headers(column: pa.Array, from_retry: list[bool]
+             ) -> tuple[list[dict[str, bytes]], list[list[tuple[str, bytes | None]] | None]]:
+    """Each row's headers as the processor sees them (a dict: the first of repeated keys wins,
+    a null value reads as b""), and, for retry records only, as the list of (key, value) pairs
+    that attempts, lateness and carried headers are read from (None for other rows).
+
+    Read from the flattened key and value columns, without building a dict per header entry."""
+    n = len(column)
+    bounds = column.offsets.to_pylist()
+    valid = column.is_valid().to_pylist() if column.null_count else None
+    entries = column.values
+    if len(entries):
+        key_array, value_array = entries.flatten()
+        names = key_array.to_pylist()
+        contents = value_array.to_pylist()
+        has_null_value = value_array.null_count > 0
+    else:
+        names, contents, has_null_value = [], [], False
+    dicts: list[dict[str, bytes]] = []
+    pairs: list[list[tuple[str, bytes | None]] | None] = []
+    for i in range(n):
+        start, stop = bounds[i], bounds[i + 1]
+        if start == stop or (valid is not None and not valid[i]):
+            dicts.append({})
+            pairs.append([] if from_retry[i] else None)
+            continue
+        if stop - start == 1 and not has_null_value:
+            dicts.append({names[start]: contents[start]})
+        else:
+            row: dict[str, bytes] = {}
+            for j in range(start, stop):
+                value = contents[j]
+                row.setdefault(names[j], value if value is not None else b"")
+            dicts.append(row)
+        pairs.append(list(zip(names[start:stop], contents[start:stop], strict=True)) if from_retry[i] else None)
+    return dicts, pairs
+
+
+def _message_constructor() -> Callable[..., Message]:
+    """``Message(key, value, headers, topic, partition, offset, timestamp, attempt)``, built
+    the fast way: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, which costs more than the rest of routing a message; setting the
+    slots directly makes the very same object (same type, equal, still frozen). Used only
+    while ``Message`` is a plain slotted dataclass with exactly these fields and no
+    ``__post_init__``; otherwise it is simply ``Message``."""
+    fields = ("key", "value", "headers", "topic", "partition", "offset", "timestamp", "attempt")
+    declared = tuple(f.name for f in dataclasses.fields(Message))
+    if declared != fields or hasattr(Message, "__post_init__") or not hasattr(Message, "__slots__"):
+        return Message
+    setters = [getattr(Message, name).__set__ for name in fields]
+    sk, sv, sh, st, sp, so, sts, sa = setters
+    new = object.__new__
+
+    def make(key: bytes | None, value: bytes | None, headers: dict[str, bytes], topic: str,
+             partition: int, offset: int, timestamp: int, attempt: int) -> Message:
+        m = new(Message)
+        sk(m, key)
+        sv(m, value)
+        sh(m, headers)
+        st(m, topic)
+        sp(m, partition)
+        so(m, offset)
+        sts(m, timestamp)
+        sa(m, attempt)
+        return m
+
+    return make
+
+
+_new_message = _message_constructor()
+
+
 def output_schema(input_schema: pa.Schema) -> pa.Schema:
     return _output_schema(input_schema)
 
@@ -178,15 +261,18 @@ def _output_schema(input_schema: pa.Schema) -> pa.Schema:
     return schema
 
 
-def _outcomes(messages: Sequence[Message], settings: RoutingSettings, processor: Processor) -> list[Outcome]:
+def _outcomes(messages: Sequence[Message], settings: RoutingSettings,
+              processor: Processor) -> list[bytes | Outcome | None]:
+    """One entry per message: the encoded result of a success (None acknowledges), or the
+    ``Outcome`` of a failure."""
     if settings.mode == "batch":
         return _batch_outcomes(messages, settings, processor)
-    return [invoke(processor, m, settings.non_retryable, with_stack=settings.include_stack)
-            for m in messages]
+    non_retryable, with_stack = settings.non_retryable, settings.include_stack
+    return [result_or_failure(processor, m, non_retryable, with_stack=with_stack) for m in messages]
 
 
 def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
-                    processor: Processor) -> list[Outcome]:
+                    processor: Processor) -> list[bytes | Outcome | None]:
     """A batch processor takes the list of messages and returns one result or exception per
     message. If it raises, every message of the batch fails with that exception."""
     if not messages:
@@ -198,10 +284,11 @@ def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
     if len(results) != len(messages):
         mismatch = ValueError(f"batch processor returned {len(results)} outcomes for {len(messages)} messages")
         return [outcome_of(mismatch, settings.non_retryable, with_stack=False)] * len(messages)
-    return [outcome_of(r, settings.non_retryable, with_stack=settings.include_stack) for r in results]
+    non_retryable, with_stack = settings.non_retryable, settings.include_stack
+    return [item_result_or_failure(r, non_retryable, with_stack=with_stack) for r in results]
 
 
-def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]], from_retry: bool,
+def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]] | None, from_retry: bool,
                      outcome: Outcome, decision: Decision, failures: int,
                      settings: RoutingSettings, now: int,
                      rand: Callable[[], float]) -> list[tuple[str, bytes]]:
@@ -229,7 +316,7 @@ def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]], 
     return built
 
 
-def _attempt(headers: list[tuple[str, bytes | None]]) -> int:
+def _attempt(headers: list[tuple[str, bytes | None]] | None) -> int:
     raw = h.first_header(headers, h.ATTEMPT)
     try:
         value = int(_text(raw))
@@ -238,18 +325,11 @@ def _attempt(headers: list[tuple[str, bytes | None]]) -> int:
     return min(max(value, 0), MAX_ATTEMPT_HEADER)
 
 
-def _lateness(headers: list[tuple[str, bytes | None]], now: int) -> int | None:
+def _lateness(headers: list[tuple[str, bytes | None]] | None, now: int) -> int | None:
     try:
         return now - int(_text(h.first_header(headers, h.DELIVER_AT)))
     except ValueError:
         return None
-
-
-def _header_dict(headers: list[tuple[str, bytes | None]]) -> dict[str, bytes]:
-    result: dict[str, bytes] = {}
-    for key, value in headers:
-        result.setdefault(key, value if value is not None else b"")
-    return result
 
 
 def _text(value: bytes | None) -> str:

@@ -92,23 +92,44 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
 def invoke(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *,
            with_stack: bool) -> Outcome:
     """Call the processor on one message; never raises (but for KeyboardInterrupt/SystemExit)."""
-    try:
-        result = process(message)
-        encoded = encode_result(result)
-    except Exception as error:  # noqa: BLE001 - every failure of the team's code is routed
-        return classify(error, non_retryable, with_stack=with_stack)
-    return Outcome(kind=Kind.ACK if encoded is None else Kind.RESULT, result=encoded)
+    return _wrap(result_or_failure(process, message, non_retryable, with_stack=with_stack))
 
 
 def outcome_of(item: object, non_retryable: frozenset[str], *, with_stack: bool) -> Outcome:
     """The outcome for one element of a batch processor's answer (a result or an exception)."""
+    return _wrap(item_result_or_failure(item, non_retryable, with_stack=with_stack))
+
+
+def result_or_failure(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str],
+                      *, with_stack: bool) -> bytes | Outcome | None:
+    """``invoke`` for the routing hot path: a success is the encoded result itself (bytes, or
+    None to acknowledge), so no object is built for it; a failure is its ``Outcome``."""
+    try:
+        result = process(message)
+        if type(result) is bytes:  # the common case; encode_result would return it as it is
+            return result
+        return encode_result(result)
+    except Exception as error:  # noqa: BLE001 - every failure of the team's code is routed
+        return classify(error, non_retryable, with_stack=with_stack)
+
+
+def item_result_or_failure(item: object, non_retryable: frozenset[str], *,
+                           with_stack: bool) -> bytes | Outcome | None:
+    """``outcome_of`` for the routing hot path, as ``result_or_failure`` is for ``invoke``."""
+    if type(item) is bytes:
+        return item
     if isinstance(item, BaseException):
         return classify(item, non_retryable, with_stack=with_stack)
     try:
-        encoded = encode_result(item)
+        return encode_result(item)
     except UnsupportedResult as error:
         return classify(error, non_retryable, with_stack=False)
-    return Outcome(kind=Kind.ACK if encoded is None else Kind.RESULT, result=encoded)
+
+
+def _wrap(value: bytes | Outcome | None) -> Outcome:
+    if isinstance(value, Outcome):
+        return value
+    return Outcome(kind=Kind.ACK if value is None else Kind.RESULT, result=value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +173,51 @@ def _safe_str(error: BaseException) -> str:
 
 def _stack(error: BaseException) -> str:
     try:
-        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        text = _stack_from_cache(error)
+        if text is None:
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     except Exception:  # noqa: BLE001 - formatting must not lose the message
         text = f"<stack trace unavailable for {type(error).__name__}>"
     if len(text) > MAX_STACK_CHARS:
         text = "...(truncated)...\n" + text[-MAX_STACK_CHARS:]
+    return text
+
+
+#: Formatted frames of a traceback, by the code positions it passes through. Formatting frames
+#: (reading source lines, placing the ``^^^`` markers) costs far more than routing a message, and
+#: a processor fails at the same few places again and again: the text is the same each time, so
+#: it is formatted once. Bounded: cleared when full.
+_FRAMES: dict[tuple[tuple[Any, int, int], ...], str | None] = {}
+_FRAMES_MAX = 256
+_TRACEBACK_HEADER = "Traceback (most recent call last):\n"
+
+
+def _stack_from_cache(error: BaseException) -> str | None:
+    """``format_exception``'s text from cached frames, or None when the slow way must be taken:
+    no traceback, a chained exception (cause or context), or an exception group."""
+    tb = error.__traceback__
+    if (tb is None or error.__cause__ is not None or isinstance(error, BaseExceptionGroup)
+            or (error.__context__ is not None and not error.__suppress_context__)):
+        return None
+    positions = []
+    while tb is not None:
+        positions.append((tb.tb_frame.f_code, tb.tb_lineno, tb.tb_lasti))
+        tb = tb.tb_next
+    key = tuple(positions)
+    if key in _FRAMES:
+        frames = _FRAMES[key]
+        if frames is None:
+            return None  # this traceback does not format as header + frames + exception
+        return _TRACEBACK_HEADER + frames + "".join(traceback.format_exception_only(type(error), error))
+    # First time here: format the usual way, and keep the frames only if the whole text is
+    # exactly header + frames + exception (as it is for an unchained exception).
+    exc = traceback.TracebackException(type(error), error, error.__traceback__)
+    text = "".join(exc.format())
+    frames = "".join(exc.stack.format())
+    only = "".join(traceback.format_exception_only(type(error), error))
+    if len(_FRAMES) >= _FRAMES_MAX:
+        _FRAMES.clear()
+    _FRAMES[key] = frames if text == _TRACEBACK_HEADER + frames + only else None
     return text
 
 
