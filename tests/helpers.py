@@ -86,6 +86,19 @@ BASE_POLICY: dict[str, Any] = {
 }
 
 
+def engine_policy(names: Mapping[str, str], bootstrap: str, **spec: Any) -> dict[str, Any]:
+    """A policy document for an engine test: ``names`` holds the source, retry, dlq and output
+    topics; ``spec`` sections are merged as in ``policy_document``."""
+    document = policy_document(**spec)
+    s = document["spec"]
+    s["source"]["topic"] = names["source"]
+    s["broker"]["bootstrapServers"] = bootstrap
+    s["retry"]["topic"] = names["retry"]
+    s.setdefault("deadLetter", {})["topic"] = names["dlq"]
+    s.setdefault("output", {})["topic"] = names["output"]
+    return document
+
+
 def policy_document(**spec: Mapping[str, Any] | Any) -> dict[str, Any]:
     """BASE_POLICY with top-level spec sections merged in (one level deep)."""
     document = copy.deepcopy(BASE_POLICY)

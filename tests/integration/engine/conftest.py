@@ -13,7 +13,7 @@ from pyspark import InheritableThread
 from dlq_engine.job.pipeline import RunOptions
 from dlq_engine.job.runner import Run
 from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
-from tests.helpers import policy_document
+from tests.helpers import engine_policy
 
 
 class Engine:
@@ -75,14 +75,7 @@ def engine(spark: Any, bootstrap_servers: str, tmp_path: Path) -> Iterator[Calla
 
     def start(names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None,
               **spec: Any) -> Engine:
-        document = policy_document(**spec)
-        s = document["spec"]
-        s["source"]["topic"] = names["source"]
-        s["broker"]["bootstrapServers"] = bootstrap_servers
-        s["retry"]["topic"] = names["retry"]
-        s.setdefault("deadLetter", {})["topic"] = names["dlq"]
-        s.setdefault("output", {})["topic"] = names["output"]
-        policy = parse_policy(document)
+        policy = parse_policy(engine_policy(names, bootstrap_servers, **spec))
         running = Engine(spark, policy, checkpoint or tmp_path / "checkpoint", once)
         started.append(running)
         return running

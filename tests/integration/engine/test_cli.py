@@ -17,7 +17,7 @@ import yaml
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.spark import submit_env
-from tests.helpers import policy_document, produce, read_all
+from tests.helpers import engine_policy, produce, read_all
 
 ENGINE = [sys.executable, "-m", "dlq_engine.cli"]
 
@@ -29,15 +29,8 @@ def _env() -> dict[str, str]:
 
 
 def _write_policy(tmp_path: Path, names: dict[str, str], bootstrap: str, **spec: Any) -> Path:
-    document = policy_document(**spec)
-    s = document["spec"]
-    s["source"]["topic"] = names["source"]
-    s["broker"]["bootstrapServers"] = bootstrap
-    s["retry"]["topic"] = names["retry"]
-    s.setdefault("deadLetter", {})["topic"] = names["dlq"]
-    s.setdefault("output", {})["topic"] = names["output"]
     path = tmp_path / "policy.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    path.write_text(yaml.safe_dump(engine_policy(names, bootstrap, **spec), sort_keys=False))
     return path
 
 
