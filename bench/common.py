@@ -50,19 +50,6 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None
         future.result(timeout=60)
 
 
-def delete_topics(bootstrap: str, names: Iterable[str]) -> None:
-    names = list(names)
-    if not names:
-        return
-    client = admin(bootstrap)
-    futures = client.delete_topics(names, operation_timeout=30)
-    for future in futures.values():
-        try:
-            future.result(timeout=60)
-        except Exception as error:  # noqa: BLE001 - a benchmark's clean-up must not fail the run
-            log(f"could not delete a topic: {error}")
-
-
 def bucket(i: int) -> int:
     """A well-spread bucket 0..9999 for message ``i``: exact shares when n is a multiple of 10,000."""
     return (i * 7919) % 10_000
@@ -126,8 +113,11 @@ def topic_size(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def read_values(bootstrap: str, topic: str, expect: int, timeout: float) -> list[bytes]:
-    """Every value of ``topic`` from the beginning, waiting up to ``timeout`` s for ``expect``."""
+def read_values(
+    bootstrap: str, topic: str, expect: int, timeout: float, stall: float | None = None
+) -> list[bytes]:
+    """Every value of ``topic`` from the beginning, waiting up to ``timeout`` s for ``expect``,
+    or less if nothing new arrived for ``stall`` s."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -143,10 +133,14 @@ def read_values(bootstrap: str, topic: str, expect: int, timeout: float) -> list
         consumer.assign([TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions])
         values: list[bytes] = []
         deadline = time.monotonic() + timeout
+        last_new = time.monotonic()
         while len(values) < expect and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=10_000, timeout=0.5):
                 if message.error() is None:
                     values.append(message.value())
+                    last_new = time.monotonic()
+            if stall is not None and time.monotonic() - last_new > stall:
+                break
         return values
     finally:
         consumer.close()

@@ -132,9 +132,69 @@ def _cpu_ticks(pid: int) -> int:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return 0
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     # fields[0] is the state (field 3 of stat): utime is field 14, so index 11 here.
     return sum(int(fields[i]) for i in (11, 12, 13, 14))
+
+
+def _own_cpu_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` itself, in clock ticks (0 once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+class CpuSampler:
+    """CPU seconds used by process trees (``roots``: name -> pid), between ``mark`` and
+    ``since_mark``. Every process of each tree is sampled every ``interval`` s and keeps its last
+    reading when it exits, so a Python worker that ends (and is not reaped into its parent's
+    child times) still counts, less at most one interval."""
+
+    def __init__(self, roots: dict[str, int], interval: float = 0.2) -> None:
+        self.roots = roots
+        self.interval = interval
+        self.latest: dict[tuple[str, int], int] = {}
+        self.start: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="cpu-sampler")
+        self.sample()
+        self._thread.start()
+
+    def sample(self) -> None:
+        readings = {}
+        for name, root in self.roots.items():
+            for pid in [root, *descendants(root)]:
+                ticks = _own_cpu_ticks(pid)
+                if ticks:
+                    readings[(name, pid)] = ticks
+        with self._lock:
+            for key, ticks in readings.items():
+                self.latest[key] = max(ticks, self.latest.get(key, 0))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def mark(self) -> None:
+        self.sample()
+        with self._lock:
+            self.start = dict(self.latest)
+
+    def since_mark(self) -> dict[str, float]:
+        self.sample()
+        used = dict.fromkeys(self.roots, 0.0)
+        with self._lock:
+            for (name, pid), ticks in self.latest.items():
+                used[name] += (ticks - self.start.get((name, pid), 0)) / _TICKS
+        return {name: round(value, 2) for name, value in used.items()}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 def tree_cpu_seconds(pid: int) -> float:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import create_topics, delete_topics, log, progress_summary, read_values, unique
+from bench.common import create_topics, log, progress_summary, read_values, unique
 from bench.processors import decode_timed
 from bench.spark_runs import EngineRun
 
@@ -89,8 +89,8 @@ def one(
         )
         producer.start()
         producer.join()
-        longest = 60.0 + sum(2**k for k in range(max(spec["failures"]))) * 5
-        values = read_values(bootstrap, engine.topics["out"], m, timeout=longest + m / rate)
+        # Generous: a backlog in the delay stage shows as lateness, not as missing messages.
+        values = read_values(bootstrap, engine.topics["out"], m, timeout=900.0, stall=180.0)
         counts = engine.counts()
         lateness_range = (engine.run.totals.min_lateness_ms, engine.run.totals.max_lateness_ms)
         query = engine.run.query
@@ -121,7 +121,6 @@ def one(
         "batches": batches,
         "lateness_ms": [round(x, 1) for x in lateness],
     }
-    delete_topics(bootstrap, [source, *engine.topics.values()])
     log(
         f"precision {kind}: delivered {len(results)}/{m} p50={summary['p50_ms']}ms "
         f"p99={summary['p99_ms']}ms max={summary['max_ms']}ms early={early}"

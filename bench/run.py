@@ -5,6 +5,7 @@
 Starts its own Kafka broker (KRaft, on a free port) and local SparkSessions; nothing needs to
 be running. Benchmarks, in order:
 
+0. routing: the Python routing code alone on Arrow batches (no Spark, CPU time);
 1. throughput (and 4, memory, sampled during it) on one ``local[2]`` session;
 2. retry precision on the same session;
 3. scaling, one subprocess per (cores, partitions) point.
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import precision, report, scaling, throughput
+from bench import precision, report, routing, scaling, throughput
 from bench.common import (
     RESULTS,
     bench_session,
@@ -41,7 +42,7 @@ from dlq_engine.model.durations import parse_duration_ms
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.paths import REPO_ROOT, work_dir
 
-BENCHMARKS = ("throughput", "precision", "scaling")
+BENCHMARKS = ("routing", "throughput", "precision", "scaling")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,13 +51,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=2, help="source partitions for benchmark 1")
     p.add_argument("--mixes", default=",".join(MIXES), help=f"failure mixes, of {', '.join(MIXES)}")
     p.add_argument("--modes", default="batch,message", help="engine modes (batch, message)")
-    p.add_argument("--warmup-n", type=int, default=20_000, help="messages in the warm-up topic")
+    p.add_argument("--warmup-n", type=int, default=200_000, help="messages in the warm-up topic")
     p.add_argument("--no-baselines", action="store_true", help="skip the confluent-kafka baselines")
     p.add_argument("--scaling-n", type=int, default=500_000, help="messages per scaling point")
     p.add_argument("--scaling-cores", default="1,2")
     p.add_argument("--scaling-partitions", default="1,4,12")
     p.add_argument("--retry-m", type=int, default=10_000, help="retried messages per delay kind")
-    p.add_argument("--retry-rate", type=float, default=1_000.0, help="messages/s produced in benchmark 3")
+    p.add_argument("--retry-rate", type=float, default=200.0, help="messages/s produced in benchmark 3")
     p.add_argument("--retry-kinds", default=",".join(precision.DELAYS))
     p.add_argument("--trigger", default="1s", help="the engine's trigger in benchmark 3")
     p.add_argument("--driver-memory", default="1g", help="spark.driver.memory (the engine's default)")
@@ -104,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     broker.start()
     bootstrap = broker.bootstrap_servers
     try:
+        if "routing" in only:
+            result = routing.run(mixes)
+            write_json(args.results, "routing", result)
+            print_routing(result)
         if "throughput" in only or "precision" in only:
             spark = bench_session("local[2]", driver_memory=args.driver_memory)
             try:
@@ -164,12 +169,33 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(broker.root, ignore_errors=True)  # gigabytes of benchmark topics
     meta["minutes"] = round((time.time() - started) / 60, 1)
     meta["loadavg_end"] = os.getloadavg()
-    write_json(args.results, "meta", meta)
+    write_json(args.results, "meta", merge_meta(args.results / "meta.json", meta, only))
     doc = report.write(args.doc, args.results, analysis=analysis)
     log(f"wrote {doc} and {args.results}/*.json in {meta['minutes']} minutes")
     return 0
+
+
+def merge_meta(path: Path, meta: dict[str, Any], only: list[str]) -> dict[str, Any]:
+    """A run of every benchmark replaces the description of the run; a run of some of them is
+    added to it under ``partial_runs`` (their JSON files replace the earlier ones)."""
+    if set(only) == set(BENCHMARKS) or not path.exists():
+        return meta
+    import json
+
+    earlier: dict[str, Any] = json.loads(path.read_text())
+    partial = {k: meta[k] for k in ("benchmarks", "command", "started", "minutes", "loadavg_end")}
+    partial["loadavg_start"] = meta["machine"].get("loadavg")
+    earlier.setdefault("partial_runs", []).append(partial)
+    return earlier
+
+
+def print_routing(result: dict[str, Any]) -> None:
+    print(f"\n== Python routing alone ({result['rows_per_batch']:,}-row Arrow batches)")
+    for r in result["runs"]:
+        print(f"{r['mode']:<8} {r['mix']:<8} {r['cpu_us_per_message']:6.2f} CPU-us/msg")
 
 
 def print_throughput(result: dict[str, Any]) -> None:

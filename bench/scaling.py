@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import delete_topics, log
+from bench.common import log
 from spark_dlq_devtools.paths import REPO_ROOT
 
 CORES = (1, 2)
@@ -96,7 +96,6 @@ def run(
                 f"scaling: local[{c}] p={p}: engine {point['engine_rate']:,.0f} msg/s, "
                 f"copy {point['copy_rate']:,.0f} msg/s"
             )
-        delete_topics(bootstrap, [source, warm])
     return {"n": n, "mode": mode, "mix": mix, "points": points, "estimate": estimate(points)}
 
 
@@ -153,7 +152,6 @@ def worker(args: argparse.Namespace) -> None:
                 entrypoint=ep,
                 checkpoint=checkpoints / f"{name}-engine",
             )
-            delete_topics(args.bootstrap, [*copy["topics"].values(), *engine["topics"].values()])
         point = {
             "cores": args.cores,
             "partitions": args.partitions,
