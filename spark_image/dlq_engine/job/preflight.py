@@ -7,11 +7,17 @@ with the connector, through the session's JVM, so the engine needs no second Kaf
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import SparkSession
 
 from dlq_engine.model.policy import DeadLetterPolicy
 
 TIMEOUT_MS = 15_000
+
+#: Client property names whose values are secrets: never echoed in a message.
+_SECRET_KEY = re.compile(r"password|jaas|secret|token|credential|key", re.IGNORECASE)
+_QUOTED = re.compile(r'"([^"]{4,})"')
 
 
 class PreflightError(RuntimeError):
@@ -28,7 +34,14 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
     props.put("bootstrap.servers", policy.broker.bootstrap_servers)
     props.put("request.timeout.ms", str(TIMEOUT_MS))
     props.put("default.api.timeout.ms", str(TIMEOUT_MS))
-    admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
+    try:
+        admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
+    except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+        keys = ", ".join(sorted(client or {})) or "none"
+        raise PreflightError(
+            f"cannot create a Kafka client from the client properties ({keys}): "
+            f"{redact(root_cause(error), client)}"
+        ) from None
     try:
         try:
             names = set(admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
@@ -36,7 +49,7 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
             raise PreflightError(
                 f"cannot reach the broker at {policy.broker.bootstrap_servers} "
                 f"(spec.broker.bootstrapServers) within {TIMEOUT_MS // 1000}s: "
-                f"{str(error).splitlines()[0][:300]}"
+                f"{redact(root_cause(error), client)[:300]}"
             ) from None
     finally:
         admin.close()
@@ -51,3 +64,29 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
             f"missing on {policy.broker.bootstrap_servers}: {', '.join(missing)} "
             "(the operator creates retry and dead-letter topics; run it, or create them)"
         )
+
+
+def root_cause(error: BaseException) -> str:
+    """``Class: message`` of the innermost Java cause of a py4j error, else the first line."""
+    java = getattr(error, "java_exception", None)
+    try:
+        while java is not None and java.getCause() is not None:
+            java = java.getCause()
+        if java is not None:
+            message = (str(java.getMessage() or "").strip().splitlines() or [""])[0]
+            return f"{java.getClass().getSimpleName()}: {message}"
+    except Exception:  # noqa: BLE001 - the JVM side is gone: fall back to the Python text
+        pass
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def redact(text: str, client: dict[str, str] | None) -> str:
+    """``text`` with the values of secret client properties (and the quoted parts of them, such
+    as a JAAS ``password="..."``) replaced by ``[redacted]``."""
+    for key, value in (client or {}).items():
+        if not _SECRET_KEY.search(key) or not value:
+            continue
+        for secret in sorted({value, *_QUOTED.findall(value)}, key=len, reverse=True):
+            text = text.replace(secret, "[redacted]")
+    return text

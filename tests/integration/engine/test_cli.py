@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from spark_dlq_devtools.paths import REPO_ROOT
@@ -47,6 +48,39 @@ def test_a_broken_policy_file_gets_one_line_per_problem(tmp_path: Path) -> None:
         f"{path}:27: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5",
     ]
     assert "Traceback" not in done.stderr
+
+
+EXAMPLE = REPO_ROOT / "examples" / "orders-billing.yaml"
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    pytest.param("subscription: billing\n", "subscription: billing: x\n",
+                 ":11: (yaml): mapping values are not allowed here", id="yaml-syntax"),
+    pytest.param("maxRedeliverCount: 3", "maxRedeliverCount: three",
+                 ":21: spec.retry.maxRedeliverCount: must be a whole number, got 'three'",
+                 id="wrong-type"),
+    pytest.param("maxRedeliverCount: 3", "maxRedeliveryCount: 3",
+                 ":21: spec.retry.maxRedeliveryCount: unknown field (did you mean 'maxRedeliverCount'?)",
+                 id="unknown-field"),
+    pytest.param("    bootstrapServers: 127.0.0.1:9092\n", "",
+                 ":13: spec.broker.bootstrapServers: is required", id="missing-required-field"),
+    pytest.param("strategy: topic", "strategy: drop",
+                 ":30: spec.deadLetter.strategy: must be one of topic, ignore, stop, got 'drop'",
+                 id="enum"),
+])
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_broken_policy_file_is_one_line_naming_field_and_line(
+        tmp_path: Path, command: str, old: str, new: str, expected: str) -> None:
+    path = tmp_path / "policy.yaml"
+    text = EXAMPLE.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+    done = subprocess.run([*ENGINE, command, "-f", str(path), *(["--checkpoint", str(tmp_path / "cp")]
+                                                                if command == "run" else [])],
+                          capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"{path}{expected}"]
+    assert done.stdout == ""
 
 
 def test_a_processor_that_cannot_be_imported_stops_before_spark_starts(tmp_path: Path) -> None:
@@ -128,3 +162,34 @@ def test_an_unreachable_broker_is_named(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "dlq-engine: cannot reach the broker at 127.0.0.1:" in done.stderr
     assert "(spec.broker.bootstrapServers) within 15s" in done.stderr
+
+
+def test_kafka_client_secrets_are_never_printed(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The mounted broker.secretRef holds a JAAS password; a client that cannot be built from it
+    gets one line naming the properties and the cause, and the password appears nowhere."""
+    secret = "Zebra-Secret-4711"
+    client = tmp_path / "kafka-client"
+    client.mkdir()
+    (client / "security.protocol").write_text("SASL_PLAINTEXT\n")
+    (client / "sasl.mechanism").write_text("PLAIN\n")
+    (client / "sasl.jaas.config").write_text(  # no closing semicolon: the Kafka client refuses it
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="{secret}"\n')
+    names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
+    path = _write_policy(tmp_path, names, bootstrap_servers, broker={"bootstrapServers": bootstrap_servers,
+                                                                    "secretRef": {"name": "kafka-client"}})
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--kafka-client-dir",
+                           str(client), "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=_env(), timeout=180)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    mine = [line for line in done.stderr.splitlines() if line.startswith("dlq-engine:")]
+    assert mine == [
+        "dlq-engine: cannot create a Kafka client from the client properties (sasl.jaas.config, "
+        "sasl.mechanism, security.protocol): IllegalArgumentException: JAAS config entry not "
+        "terminated by semi-colon"]
+    assert secret not in done.stdout + done.stderr
+    checked = subprocess.run([*ENGINE, "check", "-f", str(path)], capture_output=True, text=True, env=_env(),
+                             timeout=60)
+    assert checked.returncode == 0
+    assert "secretRef:\n      name: kafka-client" in checked.stdout
+    assert secret not in checked.stdout + checked.stderr
