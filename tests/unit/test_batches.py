@@ -11,7 +11,7 @@ import pytest
 
 from dlq_engine import Message, Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.routing.batches import HEADER_TYPE, RoutingSettings, StopPipeline, route_batch
+from dlq_engine.routing.batches import HEADER_TYPE, MAX_DELIVER_AT, RoutingSettings, StopPipeline, route_batch
 from dlq_engine.routing.outcomes import Route
 
 NOW = 1_800_000_000_000
@@ -149,3 +149,47 @@ def test_batch_mode_gets_all_messages_once_and_a_length_mismatch_fails_them_all(
     rows = route([{}, {}], lambda ms: [b"only one"], settings)
     assert [r["route"] for r in rows] == [Route.RETRY, Route.RETRY]
     assert rows[0]["dlq"]["dlq.error.message"] == "batch processor returned 1 outcomes for 2 messages"
+
+
+@pytest.mark.parametrize(
+    "deliver_at",
+    [pytest.param(b"99999999999999999999999", id="beyond-int64"), pytest.param(b"-5", id="negative"),
+     pytest.param(b"soon", id="not-a-number"), pytest.param(b"\xff", id="not-utf8")],
+)
+def test_an_unreadable_deliver_at_on_a_retry_record_gives_no_lateness(deliver_at: bytes) -> None:
+    (row,) = route([{"topic": SETTINGS.retry_topic, "headers": [("dlq.deliver.at", deliver_at)]}],
+                   lambda m: None)
+    assert (row["route"], row["lateness_ms"]) == (Route.ACK, None)
+
+
+def test_a_huge_explicit_retry_delay_is_held_to_a_representable_time() -> None:
+    (row,) = route([{}], lambda m: (_ for _ in ()).throw(Retry(delay=1e30)))
+    assert row["dlq"]["dlq.deliver.at"] == str(MAX_DELIVER_AT)
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [pytest.param(None, "batch processor returned NoneType; return a list with one result or exception "
+                  "per message", id="none"),
+     pytest.param({"a": 1}, "batch processor returned dict; return a list with one result or exception "
+                  "per message", id="dict"),
+     pytest.param(b"ab", "batch processor returned bytes; return a list with one result or exception "
+                  "per message", id="bytes")],
+)
+def test_a_batch_processor_that_returns_no_list_fails_every_message(returned: object, message: str) -> None:
+    settings = dataclasses.replace(SETTINGS, mode="batch")
+    rows = route([{}, {}], lambda ms: returned, settings)
+    assert [(r["route"], r["dlq"]["dlq.error.message"]) for r in rows] == [(Route.RETRY, message)] * 2
+
+
+def test_a_batch_processor_raising_system_exit_fails_every_message_and_unpublishable_items_fail_alone() -> None:
+    settings = dataclasses.replace(SETTINGS, mode="batch")
+
+    def exits(messages: list[Message]) -> list[object]:
+        raise SystemExit(1)
+
+    rows = route([{}, {}], exits, settings)
+    assert [(r["route"], r["dlq"]["dlq.error.class"]) for r in rows] == [(Route.RETRY, "SystemExit")] * 2
+    rows = route([{}, {}, {}], lambda ms: ["\udcff", {"x": float("inf")}, "fine"], settings)
+    assert [r["route"] for r in rows] == [Route.RETRY, Route.RETRY, Route.OUTPUT]
+    assert rows[0]["dlq"]["dlq.error.class"] == "dlq_engine.routing.outcomes.UnsupportedResult"

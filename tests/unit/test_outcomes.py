@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
 
 from dlq_engine import Message, Retry, Terminate
+from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 from dlq_engine.routing.outcomes import (
     MAX_STACK_CHARS,
     Decision,
     Kind,
     Outcome,
     Route,
+    UnsupportedResult,
     classify,
     decide,
     encode_result,
@@ -123,3 +126,74 @@ def test_decide(kind: Kind, failures: int, strategy: str, has_output: bool, expe
 def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
     assert decide(Outcome(Kind.TRANSIENT), failures=1, max_redeliver=0, strategy="topic",
                   has_output=True) == Decision(Route.DEAD, "exhausted")
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        pytest.param(42, "processor returned int; return bytes, str, dict or None", id="int"),
+        pytest.param({1, 2}, "processor returned set; return bytes, str, dict or None", id="set"),
+        pytest.param({"when": datetime.date(2026, 1, 2)},
+                     "processor returned a dict that is not JSON: Object of type date is not JSON serializable",
+                     id="dict-with-an-object"),
+        pytest.param({(1, 2): "x"}, "processor returned a dict that is not JSON: keys must be str, int, "
+                     "float, bool or None, not tuple", id="dict-with-a-tuple-key"),
+        pytest.param({"x": float("nan")}, "processor returned a dict that is not JSON: Out of range float "
+                     "values are not JSON compliant", id="dict-with-nan"),
+        pytest.param("\udcff", "processor returned a str that is not valid Unicode text: 'utf-8' codec can't "
+                     "encode character '\\udcff' in position 0: surrogates not allowed", id="lone-surrogate"),
+    ],
+)
+def test_unpublishable_results_are_failures_naming_the_problem(result: Any, message: str) -> None:
+    outcome = invoke(lambda m: result, MESSAGE, frozenset(), with_stack=False)
+    assert (outcome.kind, outcome.error_class, outcome.error_message) == (
+        Kind.TRANSIENT, "dlq_engine.routing.outcomes.UnsupportedResult", message)
+    # The same item in a batch processor's answer fails that message, and nothing is raised.
+    assert outcome_of(result, frozenset(), with_stack=False).error_message == message
+
+
+def test_a_cyclic_dict_is_not_json() -> None:
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(UnsupportedResult, match="not JSON: Circular reference detected"):
+        encode_result(cyclic)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [pytest.param(SystemExit(3), id="sys-exit"), pytest.param(KeyboardInterrupt(), id="keyboard-interrupt"),
+     pytest.param(GeneratorExit(), id="generator-exit")],
+)
+def test_base_exceptions_from_the_processor_are_failures_of_that_message(error: BaseException) -> None:
+    def raise_it(m: Message) -> None:
+        raise error
+
+    outcome = invoke(raise_it, MESSAGE, frozenset(), with_stack=True)
+    assert (outcome.kind, outcome.error_class) == (Kind.TRANSIENT, type(error).__name__)
+    assert outcome.stacktrace is not None
+    assert "in raise_it" in outcome.stacktrace
+
+
+def test_an_exception_whose_str_raises_a_base_exception_is_still_routed() -> None:
+    class Nastier(Exception):
+        def __str__(self) -> str:
+            raise SystemExit("from __str__")
+
+    outcome = classify(Nastier(), frozenset(), with_stack=True)
+    assert outcome.error_message == "<unprintable Nastier: str() raised SystemExit>"
+    assert outcome.stacktrace is not None
+    assert "Nastier: <exception str() failed>" in outcome.stacktrace
+
+
+def test_a_huge_error_message_is_cut_with_a_marker_and_the_trace_keeps_its_frames() -> None:
+    def huge(m: Message) -> None:
+        raise ValueError("x" * 5_000_000)
+
+    outcome = invoke(huge, MESSAGE, frozenset(), with_stack=True)
+    assert len(outcome.error_message) == MAX_MESSAGE_CHARS
+    assert outcome.error_message.endswith("...(truncated from 5000000 chars)")
+    assert outcome.error_message.startswith("xxxx")
+    assert outcome.stacktrace is not None
+    assert len(outcome.stacktrace) <= MAX_STACK_CHARS
+    assert "in huge" in outcome.stacktrace
+    assert outcome.stacktrace.endswith("...(truncated from 5000013 chars)\n")  # "ValueError: ...\n"

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dlq_engine.model.durations import format_ms
 from dlq_engine.model.policy import BackoffSpec, DeadLetterPolicy
 from dlq_engine.model.processor_api import Message
 from dlq_engine.routing import headers as h
@@ -27,12 +28,15 @@ from dlq_engine.routing.outcomes import (
     Decision,
     Outcome,
     Route,
+    UnsupportedResult,
+    classify,
     decide,
     frozen_names,
     item_result_or_failure,
     outcome_of,
     result_or_failure,
 )
+from dlq_engine.routing.time_limit import Raised, map_with_limit
 
 log = logging.getLogger("dlq_engine.routing")
 
@@ -49,6 +53,10 @@ ADDED_FIELDS = [
 #: An attempt count read from a header is clamped to this: a forged huge number must neither
 #: overflow nor make the arithmetic misbehave; it still means "exhausted".
 MAX_ATTEMPT_HEADER = 1_000_000
+
+#: ``dlq.deliver.at`` is written no later than this (9999-12-31T23:59:59.999Z): a huge explicit
+#: ``Retry(delay=...)`` still means "much later" but stays a number the delay stage can hold.
+MAX_DELIVER_AT = 253_402_300_799_999
 
 
 class StopPipeline(RuntimeError):
@@ -73,6 +81,7 @@ class RoutingSettings:
     mode: str
     non_retryable: frozenset[str] = field(default_factory=frozenset)
     static_headers: tuple[tuple[str, str], ...] = ()
+    timeout_ms: int = 0  # processor.timeout; 0: none
 
     @classmethod
     def from_policy(cls, policy: DeadLetterPolicy) -> RoutingSettings:
@@ -88,6 +97,7 @@ class RoutingSettings:
             mode=policy.processor.mode,
             non_retryable=frozen_names(policy.retry.non_retryable_errors),
             static_headers=tuple(sorted(policy.dead_letter.headers.items())),
+            timeout_ms=policy.processor.timeout_ms,
         )
 
 
@@ -268,24 +278,53 @@ def _outcomes(messages: Sequence[Message], settings: RoutingSettings,
     if settings.mode == "batch":
         return _batch_outcomes(messages, settings, processor)
     non_retryable, with_stack = settings.non_retryable, settings.include_stack
-    return [result_or_failure(processor, m, non_retryable, with_stack=with_stack) for m in messages]
+    if settings.timeout_ms <= 0:
+        return [result_or_failure(processor, m, non_retryable, with_stack=with_stack) for m in messages]
+
+    def one(message: Message) -> bytes | Outcome | None:
+        return result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+
+    results = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
+    return [classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r
+            for r in results]
 
 
 def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
                     processor: Processor) -> list[bytes | Outcome | None]:
     """A batch processor takes the list of messages and returns one result or exception per
-    message. If it raises, every message of the batch fails with that exception."""
+    message. If it raises (any ``BaseException``, as in message mode), or overruns
+    ``processor.timeout`` times the number of messages, every message of the batch fails with
+    that exception."""
     if not messages:
         return []
+    n = len(messages)
     try:
-        results = list(processor(list(messages)))
-    except Exception as error:  # noqa: BLE001 - the team's code failed for the whole batch
+        if settings.timeout_ms > 0:
+            [answer] = map_with_limit(
+                lambda batch: _batch_results(processor, batch), [list(messages)],
+                timeout_ms=settings.timeout_ms * n, what=f"the batch processor ({n} messages)",
+                limit=f"processor.timeout {format_ms(settings.timeout_ms)} per message")
+            if type(answer) is Raised:
+                raise answer.error
+            results = answer
+        else:
+            results = _batch_results(processor, list(messages))
+    except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
         return [outcome_of(error, settings.non_retryable, with_stack=settings.include_stack)] * len(messages)
     if len(results) != len(messages):
         mismatch = ValueError(f"batch processor returned {len(results)} outcomes for {len(messages)} messages")
         return [outcome_of(mismatch, settings.non_retryable, with_stack=False)] * len(messages)
     non_retryable, with_stack = settings.non_retryable, settings.include_stack
     return [item_result_or_failure(r, non_retryable, with_stack=with_stack) for r in results]
+
+
+def _batch_results(processor: Processor, messages: list[Message]) -> list[Any]:
+    """A batch processor's answer as a list (it may return any iterable but a str, bytes or dict)."""
+    returned = processor(messages)
+    if isinstance(returned, str | bytes | bytearray | dict) or not isinstance(returned, Iterable):
+        raise UnsupportedResult(f"batch processor returned {type(returned).__name__}; return a list "
+                                f"with one result or exception per message")
+    return list(returned)
 
 
 def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]] | None, from_retry: bool,
@@ -305,7 +344,7 @@ def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]] |
     deliver_at = None
     if decision.route is Route.RETRY:
         wait = outcome.delay_ms if outcome.delay_ms is not None else delay_ms(settings.backoff, failures, rand())
-        deliver_at = now + wait
+        deliver_at = min(now + wait, MAX_DELIVER_AT)
     built = h.failure_headers(
         origin=origin, attempt=failures, error_class=outcome.error_class,
         error_message=outcome.error_message, stacktrace=outcome.stacktrace,
@@ -326,10 +365,15 @@ def _attempt(headers: list[tuple[str, bytes | None]] | None) -> int:
 
 
 def _lateness(headers: list[tuple[str, bytes | None]] | None, now: int) -> int | None:
+    """How late a retry is, from its ``dlq.deliver.at``; None when that is unreadable or out of
+    range (the lateness column is an int64, and a forged header must not overflow it)."""
     try:
-        return now - int(_text(h.first_header(headers, h.DELIVER_AT)))
+        due = int(_text(h.first_header(headers, h.DELIVER_AT)))
     except ValueError:
         return None
+    if not 0 <= due <= MAX_DELIVER_AT:
+        return None
+    return now - due
 
 
 def _text(value: bytes | None) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dlq_engine.model.processor_api import Message, Retry, Terminate
+from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 
 #: Stack traces are cut to this many characters (the end is kept: it names the raise site).
 MAX_STACK_CHARS: Final = 8_000
@@ -54,15 +55,30 @@ class UnsupportedResult(TypeError):
 
 
 def encode_result(result: object) -> bytes | None:
-    """bytes as they are, str as UTF-8, dict/list as JSON; None means acknowledge."""
+    """bytes as they are, str as UTF-8, dict/list as JSON; None means acknowledge.
+
+    Anything else, a str that is not valid Unicode (lone surrogates) and a dict or list that is
+    not JSON (an object JSON cannot hold, a key that is not a string or number, a cycle, NaN or
+    infinity) raise ``UnsupportedResult`` naming the problem: nothing is published that the
+    output topic's readers could not parse.
+    """
     if result is None:
         return None
     if isinstance(result, bytes | bytearray | memoryview):
         return bytes(result)
     if isinstance(result, str):
-        return result.encode("utf-8")
+        try:
+            return result.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise UnsupportedResult(f"processor returned a str that is not valid Unicode text: {error}") from None
     if isinstance(result, dict | list):
-        return json.dumps(result, separators=(",", ":"), default=str).encode("utf-8")
+        try:
+            text = json.dumps(result, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise UnsupportedResult(
+                f"processor returned a {type(result).__name__} that is not JSON: {_safe_str(error)}"
+            ) from None
+        return text.encode("ascii")  # json.dumps escapes everything else (ensure_ascii)
     raise UnsupportedResult(
         f"processor returned {type(result).__name__}; return bytes, str, dict or None"
     )
@@ -83,7 +99,7 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
     return Outcome(
         kind=kind,
         error_class=f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__,
-        error_message=_safe_str(error),
+        error_message=bounded_message(_safe_str(error)),
         stacktrace=_stack(error) if with_stack else None,
         delay_ms=delay_ms,
     )
@@ -91,7 +107,7 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
 
 def invoke(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *,
            with_stack: bool) -> Outcome:
-    """Call the processor on one message; never raises (but for KeyboardInterrupt/SystemExit)."""
+    """Call the processor on one message; never raises."""
     return _wrap(result_or_failure(process, message, non_retryable, with_stack=with_stack))
 
 
@@ -103,13 +119,18 @@ def outcome_of(item: object, non_retryable: frozenset[str], *, with_stack: bool)
 def result_or_failure(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str],
                       *, with_stack: bool) -> bytes | Outcome | None:
     """``invoke`` for the routing hot path: a success is the encoded result itself (bytes, or
-    None to acknowledge), so no object is built for it; a failure is its ``Outcome``."""
+    None to acknowledge), so no object is built for it; a failure is its ``Outcome``.
+
+    Every ``BaseException`` the processor raises is a failure of that message, ``SystemExit``
+    and ``KeyboardInterrupt`` included: a processor calling ``sys.exit()`` must not end the
+    Python worker and fail the whole batch. (Spark stops its Python workers with SIGKILL, never
+    through an exception, so nothing the engine needs is swallowed.)"""
     try:
         result = process(message)
         if type(result) is bytes:  # the common case; encode_result would return it as it is
             return result
         return encode_result(result)
-    except Exception as error:  # noqa: BLE001 - every failure of the team's code is routed
+    except BaseException as error:  # noqa: BLE001 - every failure of the team's code is routed
         return classify(error, non_retryable, with_stack=with_stack)
 
 
@@ -122,7 +143,7 @@ def item_result_or_failure(item: object, non_retryable: frozenset[str], *,
         return classify(item, non_retryable, with_stack=with_stack)
     try:
         return encode_result(item)
-    except UnsupportedResult as error:
+    except Exception as error:  # noqa: BLE001 - an unpublishable item fails its message only
         return classify(error, non_retryable, with_stack=False)
 
 
@@ -164,10 +185,22 @@ def _names(cls: type) -> set[str]:
     return names
 
 
+#: What ``bounded_message`` appends to a message it cut.
+TRUNCATED: Final = "...(truncated from {} chars)"
+
+
+def bounded_message(text: str) -> str:
+    """``text``, or its start and a marker naming its length, within ``MAX_MESSAGE_CHARS``."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    marker = TRUNCATED.format(len(text))
+    return text[: MAX_MESSAGE_CHARS - len(marker)] + marker
+
+
 def _safe_str(error: BaseException) -> str:
     try:
         return str(error)
-    except Exception as inner:  # noqa: BLE001 - a broken __str__ must not lose the message
+    except BaseException as inner:  # noqa: BLE001 - a broken __str__ must not lose the message
         return f"<unprintable {type(error).__name__}: str() raised {type(inner).__name__}>"
 
 
@@ -176,7 +209,7 @@ def _stack(error: BaseException) -> str:
         text = _stack_from_cache(error)
         if text is None:
             text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    except Exception:  # noqa: BLE001 - formatting must not lose the message
+    except BaseException:  # noqa: BLE001 - formatting must not lose the message
         text = f"<stack trace unavailable for {type(error).__name__}>"
     if len(text) > MAX_STACK_CHARS:
         text = "...(truncated)...\n" + text[-MAX_STACK_CHARS:]
@@ -208,7 +241,7 @@ def _stack_from_cache(error: BaseException) -> str | None:
         frames = _FRAMES[key]
         if frames is None:
             return None  # this traceback does not format as header + frames + exception
-        return _TRACEBACK_HEADER + frames + "".join(traceback.format_exception_only(type(error), error))
+        return _TRACEBACK_HEADER + frames + _exception_only(error)
     # First time here: format the usual way, and keep the frames only if the whole text is
     # exactly header + frames + exception (as it is for an unchained exception).
     exc = traceback.TracebackException(type(error), error, error.__traceback__)
@@ -218,7 +251,20 @@ def _stack_from_cache(error: BaseException) -> str | None:
     if len(_FRAMES) >= _FRAMES_MAX:
         _FRAMES.clear()
     _FRAMES[key] = frames if text == _TRACEBACK_HEADER + frames + only else None
+    if _FRAMES[key] is not None:
+        return _TRACEBACK_HEADER + frames + _exception_only(error)
     return text
+
+
+def _exception_only(error: BaseException) -> str:
+    """The trace's last part ("ValueError: ..." and any notes), cut to half of
+    ``MAX_STACK_CHARS`` so that a huge message leaves room for the frames above it."""
+    only = "".join(traceback.format_exception_only(type(error), error))
+    limit = MAX_STACK_CHARS // 2
+    if len(only) <= limit:
+        return only
+    marker = TRUNCATED.format(len(only)) + "\n"
+    return only[: limit - len(marker)] + marker
 
 
 def frozen_names(names: Iterable[str]) -> frozenset[str]:
