@@ -1,14 +1,23 @@
-"""The RBAC rules in operator/README.md are enough for the whole life of a policy.
+"""The operator's rights: enough for the whole life of a policy, and nothing more.
 
-The operator runs as a user that has only the rules of the README's RBAC block (bound by a
-ClusterRole), so the Helm chart can copy that block and trust it: nothing the operator or kopf
-does may be refused (no 403 in the logs), from creation to deletion with topic clean-up.
+- The operator runs as a user that has only the rules of operator/README.md's RBAC block (bound
+  by a ClusterRole), so the Helm chart can copy that block and trust it: nothing the operator or
+  kopf does may be refused (no 403 in the logs), from creation to deletion with topic clean-up.
+- The real ``dlq-operator run`` process runs as the chart's own ServiceAccount (``helm install``
+  of the chart, a token from the TokenRequest API, the environment of the rendered Deployment):
+  a policy reconciles fully under it, and what the role does not grant is refused (403).
+- Under that identity, the values of the Secret a policy's ``broker.secretRef`` names appear
+  nowhere the operator writes or logs.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import json
 import logging
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +25,13 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
-from kubernetes import client
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.paths import work_dir
+from spark_dlq_devtools.processes import Service, free_port
+from tests.chart import CHART, helm, one, render
 from tests.conftest import unique
 from tests.integration.operator.conftest import (
     Cluster,
@@ -85,3 +98,174 @@ def test_operator_runs_with_only_the_documented_rbac(
     refused = [r.getMessage() for r in caplog.records
                if re.search(r"\b403\b|[Ff]orbidden", r.getMessage())]
     assert not refused, refused
+
+
+# ---------------------------------------------------------------------------------------------
+# The real process, as the chart's ServiceAccount
+
+
+@dataclasses.dataclass
+class ChartOperator:
+    """``dlq-operator run`` installed by the chart: its namespace, identity and log."""
+
+    namespace: str
+    account: str
+    kubeconfig: str
+    service: Service
+
+    def api(self) -> Any:
+        """An API client authenticated as the operator's ServiceAccount."""
+        return config.new_client_from_config(config_file=self.kubeconfig)
+
+    def log(self) -> str:
+        return self.service.log.read_text(errors="replace")
+
+
+def token_kubeconfig(kube: ControlPlane, path: Path, token: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "testbed", "cluster": {"server": kube.server,
+                                                     "certificate-authority": str(kube.pki / "ca.crt")}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "testbed", "user": "sa"}}],
+    }))
+    return path
+
+
+@pytest.fixture(scope="module")
+def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterator[ChartOperator]:
+    """The chart installed with helm (watching one namespace, which is also the release's), and
+    the operator process started with its Deployment's command, arguments and environment,
+    logged in with a token of the chart's ServiceAccount."""
+    namespace, release = unique("chart-op"), unique("dlq")
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    folder = work_dir(f"chart-operator-{namespace}")
+    values = {"operator": {"watch": {"allNamespaces": False, "namespaces": [namespace]},
+                           "liveness": {"port": free_port()}, "metrics": {"port": 0}},
+              "topics": {"provisioner": "admin"}}
+    values_file = folder / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    helm("install", release, str(CHART), "--namespace", namespace, "--values", str(values_file),
+         "--kubeconfig", str(kube.admin_kubeconfig))
+    service: Service | None = None
+    try:
+        deployment = one(render(values, namespace=namespace, release=release), "Deployment")
+        pod = deployment["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        account = pod["serviceAccountName"]
+        token = core.create_namespaced_service_account_token(
+            account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        kubeconfig = token_kubeconfig(kube, folder / "operator.kubeconfig", token)
+        env = {"PATH": str(Path(sys.executable).parent), "HOME": str(folder),
+               "SPARK_DLQ_KUBECONFIG": str(kubeconfig)}
+        env.update({e["name"]: e["value"] for e in container["env"]})
+        assert container["command"] == ["dlq-operator"]
+        program = str(Path(sys.executable).parent / "dlq-operator")
+        service = Service("dlq-operator", [program, *container["args"]], log=folder / "operator.log", env=env)
+        service.start()
+        operator = ChartOperator(namespace, account, str(kubeconfig), service)
+        wait_for(lambda: "Initial authentication has finished" in operator.log() or not service.alive(), timeout=60,
+                 what="the operator to start")
+        assert service.alive(), service.tail()
+        yield operator
+    finally:
+        if service is not None:
+            service.stop()
+        helm("uninstall", release, "--namespace", namespace, "--kubeconfig", str(kube.admin_kubeconfig))
+        core.delete_namespace(namespace)
+
+
+def forbidden(call: Callable[[], object]) -> str:
+    """The apiserver's message for ``call``, which must be refused with 403."""
+    with pytest.raises(ApiException) as refused:
+        call()
+    assert refused.value.status == 403, refused.value
+    return str(json.loads(refused.value.body)["message"])
+
+
+def test_operator_process_reconciles_as_the_charts_service_account(
+        chart_operator: ChartOperator, kube_api: Any, make_topic: Callable[..., str],
+        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    cluster = Cluster(kube_api, chart_operator.namespace)
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(chart_operator.namespace, "billing", source=source,
+                                          bootstrap=bootstrap_servers))
+
+    app = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    assert cluster.config_map("billing-policy") is not None
+    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 1, what="the DLQ topic")
+    wait_for(lambda: cluster.status("billing").get("configHash") == app["metadata"]["annotations"][
+        "sparkdlq.io/config-hash"], what="the status")
+    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+    cluster.set_application_state("billing", "RUNNING")
+    wait_for(lambda: cluster.status("billing").get("phase") == "Running", what="phase Running")
+    wait_for(lambda: {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"} <=
+             cluster.event_reasons("billing"), what="the events")
+    assert chart_operator.service.alive()
+    refused = [line for line in chart_operator.log().splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)]
+    assert not refused, refused
+
+
+def test_the_charts_service_account_is_refused_outside_its_role(
+        chart_operator: ChartOperator, kube_api: Any, namespace: str) -> None:
+    """``namespace`` is one the operator does not watch."""
+    api = chart_operator.api()
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    user = f"system:serviceaccount:{chart_operator.namespace}:{chart_operator.account}"
+    # It works where the role says (the control for the refusals below).
+    core.list_namespaced_config_map(chart_operator.namespace)
+
+    assert f'User "{user}" cannot get resource "secrets"' in forbidden(
+        lambda: core.read_namespaced_secret("anything", chart_operator.namespace))
+    assert 'cannot list resource "secrets"' in forbidden(lambda: core.list_namespaced_secret(namespace))
+    assert 'cannot list resource "configmaps"' in forbidden(lambda: core.list_namespaced_config_map(namespace))
+    assert 'cannot create resource "configmaps"' in forbidden(lambda: core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "intruder"}, "data": {}}))
+    assert 'cannot delete resource "namespaces"' in forbidden(lambda: core.delete_namespace(namespace))
+    assert 'cannot create resource "clusterroles"' in forbidden(lambda: rbac.create_cluster_role(
+        {"metadata": {"name": unique("escalate")}, "rules": [{"apiGroups": ["*"], "resources": ["*"],
+                                                               "verbs": ["*"]}]}))
+    assert 'cannot create resource "pods"' in forbidden(lambda: core.create_namespaced_pod(
+        chart_operator.namespace, {"metadata": {"name": "intruder"},
+                                   "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    assert 'cannot delete resource "deadletterpolicies"' in forbidden(
+        lambda: client.CustomObjectsApi(api).delete_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", chart_operator.namespace, "deadletterpolicies", "anything"))
+
+
+def test_secret_values_never_leak(chart_operator: ChartOperator, kube_api: Any, make_topic: Callable[..., str],
+                                  bootstrap_servers: str) -> None:
+    namespace = chart_operator.namespace
+    password, username = f"Zebra-{unique('pw')}", f"user-{unique('u')}"
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{username}" '
+            f'password="{password}";')
+    secret_name = unique("kafka-client")
+    client.CoreV1Api(kube_api).create_namespaced_secret(namespace, {
+        "metadata": {"name": secret_name},
+        "stringData": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                       "sasl.jaas.config": jaas}})
+    cluster = Cluster(kube_api, namespace)
+    source = make_topic("orders")
+    cluster.create_policy(policy_document(
+        namespace, "secured", source=source, bootstrap=bootstrap_servers,
+        broker={"bootstrapServers": bootstrap_servers, "secretRef": {"name": secret_name}}))
+    app = wait_for(lambda: cluster.application("secured"), what="the SparkApplication")
+    wait_for(lambda: cluster.status("secured").get("configHash"), what="the status")
+    wait_for(lambda: "SparkApplicationCreated" in cluster.event_reasons("secured"), what="the events")
+
+    # The SparkApplication only names the secret: a volume and its mounts.
+    assert {"name": "kafka-client", "secret": {"secretName": secret_name}} in app["spec"]["volumes"]
+    serialize = kube_api.sanitize_for_serialization
+    written = {
+        "ConfigMap": json.dumps(serialize(cluster.config_map("secured-policy"))),
+        "SparkApplication": json.dumps(app),
+        "policy": json.dumps(cluster.policy("secured")),
+        "Events": json.dumps(serialize(cluster.core.list_namespaced_event(namespace))),
+        "operator log": chart_operator.log(),
+    }
+    values = [password, username, jaas]
+    values += [base64.b64encode(v.encode()).decode() for v in values]
+    leaks = [(where, value) for where, text in written.items() for value in values if value in text]
+    assert not leaks, leaks
+    assert secret_name in written["ConfigMap"]  # the control: the name is there, the values are not
