@@ -65,6 +65,20 @@ RESTART_POLICY: Final[Mapping[str, Any]] = {
     "onSubmissionFailureRetryInterval": 20,
 }
 
+#: The restricted Pod Security Standard for the driver and executor pods (the spark-operator
+#: copies ``podSecurityContext`` and ``securityContext`` onto them). The engine image runs as the
+#: Spark image's numeric non-root user (uid 185), so ``runAsNonRoot`` can be verified.
+POD_SECURITY_CONTEXT: Final[Mapping[str, Any]] = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY_CONTEXT: Final[Mapping[str, Any]] = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
 _LABEL_VALUE_MAX: Final = 63
 #: The CRD's bounds on a condition's reason and message.
 _REASON_MAX: Final = 1024
@@ -206,6 +220,8 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                 "labels": dict(own_labels),
                 "annotations": {CONFIG_HASH_ANNOTATION: digest},
                 "volumeMounts": copy.deepcopy(mounts),
+                "podSecurityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
+                "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
             },
             "executor": {
                 "instances": executor.instances,
@@ -213,6 +229,8 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                 "memory": executor.memory,
                 "labels": dict(own_labels),
                 "volumeMounts": copy.deepcopy(mounts),
+                "podSecurityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
+                "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
             },
         },
     }

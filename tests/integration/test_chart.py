@@ -179,6 +179,36 @@ def test_restricted_pod_security_is_really_enforced(chart_cluster: Any, make_nam
     assert "violates PodSecurity" in str(refused.value.body)
 
 
+@pytest.mark.parametrize("role", ["driver", "executor"])
+def test_spark_pods_are_admitted_under_restricted_pod_security(
+        role: str, chart_cluster: Any, make_namespace: Callable[..., str]) -> None:
+    """The driver and executor pods, as the spark-operator builds them from the SparkApplication
+    the operator renders (pod and container security contexts, the policy and secret volumes)."""
+    from spark_dlq_operator import render as operator_render
+    from spark_dlq_operator.config import OperatorConfig
+    from tests.unit.policy_builder import policy
+
+    restricted = make_namespace("restricted", labels={
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"})
+    spec = operator_render.spark_application(
+        policy({"spec.broker.secretRef": {"name": "kafka-client"}}), config=OperatorConfig(),
+        owner=operator_render.Owner(name="billing", namespace=restricted, uid="uid-1"))["spec"]
+    part = spec[role]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique(role), "namespace": restricted},
+           "spec": {"securityContext": part["podSecurityContext"], "volumes": spec["volumes"],
+                    "containers": [{"name": f"spark-kubernetes-{role}", "image": spec["image"],
+                                    "securityContext": part["securityContext"],
+                                    "volumeMounts": part["volumeMounts"]}]}}
+    core = client.CoreV1Api(chart_cluster)
+    core.create_namespaced_pod(restricted, pod, dry_run="All")
+    # The control: without the container's security context the same pod is refused.
+    del pod["spec"]["containers"][0]["securityContext"]
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(restricted, pod, dry_run="All")
+    assert refused.value.status == 403
+    assert "violates PodSecurity" in str(refused.value.body)
+
+
 # --- a real install: RBAC as the authorizer sees it --------------------------------------------------
 
 

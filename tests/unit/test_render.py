@@ -20,6 +20,10 @@ OWNER = Owner(name="orders-billing", namespace="payments", uid="uid-1")
 LABELS = {"app.kubernetes.io/managed-by": "spark-dlq-operator", "sparkdlq.io/policy": "orders-billing"}
 REFERENCE = {"apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy", "name": "orders-billing",
              "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}
+#: The restricted Pod Security Standard on the driver and executor pods.
+POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                      "seccompProfile": {"type": "RuntimeDefault"}}
 NOW = "2026-11-22T01:00:00Z"
 LATER = "2026-11-22T02:00:00Z"
 
@@ -106,8 +110,10 @@ def test_spark_application_spec() -> None:
                           "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20},
         "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
         "driver": {"cores": 2, "memory": "2g", "serviceAccount": "spark-driver", "labels": LABELS,
-                   "annotations": {"sparkdlq.io/config-hash": digest}, "volumeMounts": mounts},
-        "executor": {"instances": 3, "cores": 4, "memory": "4g", "labels": LABELS, "volumeMounts": mounts},
+                   "annotations": {"sparkdlq.io/config-hash": digest}, "volumeMounts": mounts,
+                   "podSecurityContext": POD_SECURITY, "securityContext": CONTAINER_SECURITY},
+        "executor": {"instances": 3, "cores": 4, "memory": "4g", "labels": LABELS, "volumeMounts": mounts,
+                     "podSecurityContext": POD_SECURITY, "securityContext": CONTAINER_SECURITY},
     }
 
 
