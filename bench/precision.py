@@ -55,6 +55,18 @@ def produce_steadily(bootstrap: str, topic: str, m: int, rate: float, failures: 
         raise RuntimeError(f"precision: could not produce to {topic}")
 
 
+def warm_up(engine: EngineRun, batches: int = 3, timeout: float = 180.0) -> None:
+    """Wait for the query's first (cold) micro-batches, so lateness measures the steady state:
+    the first batch of a fresh query plans, starts Python workers and opens the state store."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        query = engine.run.query
+        if query is not None and len(query.recentProgress) >= batches:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"precision: the engine ran fewer than {batches} batches in {timeout:.0f}s")
+
+
 def one(
     spark: Any,
     bootstrap: str,
@@ -84,6 +96,7 @@ def one(
     )
     try:
         engine.start()
+        warm_up(engine)
         producer = threading.Thread(
             target=produce_steadily, args=(bootstrap, source, m, rate, spec["failures"]), daemon=True
         )

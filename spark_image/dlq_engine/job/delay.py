@@ -1,20 +1,32 @@
 """The delay stage: retry records wait in checkpointed state until ``dlq.deliver.at``.
 
 Records read from the retry topic are grouped by their due time, rounded up to
-``BUCKET_MS``; a record that is already due passes straight through, the others are appended
-to the group's list state with a processing-time timer at the group's due time. When the
-timer fires the records are emitted into the same micro-batch as the source records and
-processed. Nothing is re-published while it waits and nothing polls the broker; the state is
-part of the checkpoint, so pending retries survive a crash (the retry topic's offsets are
-committed together with the state that holds its records).
+``BUCKET_MS``. A group that falls due within the next ``lookahead_ms`` (one trigger interval)
+passes on in this micro-batch; the others are appended to the group's list state with a
+processing-time timer at ``due - lookahead``. When the timer fires the records are emitted
+into the same micro-batch as the source records.
+
+Released records carry their exact ``deliver_at``, and :func:`release_when_due` (run in the
+routing task, just before the processor) holds each one back until that moment. So a retry is
+never processed early, yet it does not wait for the micro-batch *after* its due time: a
+timer that only fired then would make every retry about a whole batch late, and a batch of
+this pipeline costs several hundred milliseconds even when it is empty. The price is that a
+routing task may sleep up to one trigger interval (bounded by ``MAX_WAIT_MS``).
+
+Nothing is re-published while it waits and nothing polls the broker; the state is part of
+the checkpoint, so pending retries survive a crash (the retry topic's offsets are committed
+together with the state that holds its records; a record released into a batch that then
+fails is still in the last committed state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
@@ -29,6 +41,11 @@ from dlq_engine.routing.headers import DELIVER_AT
 
 BUCKET_MS = 100
 RECORD_COLUMNS = ["key", "value", "headers", "topic", "partition", "offset", "timestamp"]
+#: The exact due time of a released retry (epoch ms); null for source records.
+DELIVER_AT_COLUMN = "deliver_at"
+#: The longest a routing task waits for one released record (a guard against clock skew
+#: between the driver, whose clock fires the timers, and the executor).
+MAX_WAIT_MS = 5_000
 
 
 def deliver_at_column() -> Column:
@@ -37,9 +54,17 @@ def deliver_at_column() -> Column:
     return F.coalesce(F.expr(f"try_cast(cast({raw} as string) as bigint)"), F.lit(0).cast("bigint"))
 
 
+def lookahead(trigger_ms: int) -> int:
+    """How far ahead of its due time a retry is released: one trigger interval, at most
+    ``MAX_WAIT_MS``."""
+    return max(0, min(trigger_ms, MAX_WAIT_MS))
+
+
 class HoldUntilDue(StatefulProcessor):
-    def __init__(self, record_schema: StructType) -> None:
+    def __init__(self, record_schema: StructType, lookahead_ms: int) -> None:
         self.record_schema = record_schema
+        self.lookahead_ms = lookahead_ms
+        self.columns = [*RECORD_COLUMNS, DELIVER_AT_COLUMN]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -48,16 +73,16 @@ class HoldUntilDue(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
                         timerValues: TimerValues) -> Iterator[pd.DataFrame]:
         now = timerValues.getCurrentProcessingTimeInMs()
-        due_at = int(key[0])
+        release_at = int(key[0]) - self.lookahead_ms
         waiting = False
         for frame in rows:
-            if due_at <= now:
-                yield frame[RECORD_COLUMNS]
+            if release_at <= now:
+                yield frame[self.columns]
             else:
                 self.held.appendList(frame)
                 waiting = True
         if waiting:
-            self.handle.registerTimer(due_at)
+            self.handle.registerTimer(release_at)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:
@@ -65,19 +90,60 @@ class HoldUntilDue(StatefulProcessor):
         self.held.clear()
         if rows:
             frame = pd.DataFrame(rows, columns=self.record_schema.fieldNames())
-            yield frame[RECORD_COLUMNS]
+            yield frame[self.columns]
 
     def close(self) -> None:
         pass
 
 
-def hold_until_due(retries: DataFrame) -> DataFrame:
-    """The retry stream, each record released no earlier than its ``dlq.deliver.at``."""
-    with_due = retries.select(*RECORD_COLUMNS, deliver_at_column().alias("deliver_at"))
+def hold_until_due(retries: DataFrame, lookahead_ms: int) -> DataFrame:
+    """The retry stream, each record released no earlier than ``lookahead_ms`` before its
+    ``dlq.deliver.at``, with that time in a ``deliver_at`` column."""
+    with_due = retries.select(*RECORD_COLUMNS, deliver_at_column().alias(DELIVER_AT_COLUMN))
     with_due = with_due.withColumn(
-        "due", (F.ceil(F.col("deliver_at") / BUCKET_MS) * BUCKET_MS).cast("bigint"))
-    output_schema = retries.select(*RECORD_COLUMNS).schema
+        "due", (F.ceil(F.col(DELIVER_AT_COLUMN) / BUCKET_MS) * BUCKET_MS).cast("bigint"))
+    output_schema = with_due.select(*RECORD_COLUMNS, DELIVER_AT_COLUMN).schema
     return with_due.groupBy("due").transformWithStateInPandas(
-        HoldUntilDue(with_due.schema), outputStructType=output_schema,
+        HoldUntilDue(with_due.schema, lookahead_ms), outputStructType=output_schema,
         outputMode="Append", timeMode="ProcessingTime",
     )
+
+
+def release_when_due(batches: Iterable[pa.RecordBatch], *,
+                     clock: Callable[[], float] = time.time,
+                     sleep: Callable[[float], None] = time.sleep,
+                     max_wait_ms: int = MAX_WAIT_MS) -> Iterator[pa.RecordBatch]:
+    """The batches again, cut so that no record is handed on before its ``deliver_at``.
+
+    A slice is yielded as soon as every record in it is due; the generator sleeps before the
+    next record that is not (records leave the delay stage in about due order). Batches with
+    no future due time (all source batches) pass through untouched."""
+    max_wait = max_wait_ms / 1000.0
+    for batch in batches:
+        if DELIVER_AT_COLUMN not in batch.schema.names or batch.num_rows == 0:
+            yield batch
+            continue
+        column = batch.column(DELIVER_AT_COLUMN)
+        now_ms = clock() * 1000.0
+        if column.null_count == len(column) or _max(column) <= now_ms:
+            yield batch
+            continue
+        dues = column.to_pylist()
+        start = 0
+        for i, due in enumerate(dues):
+            if due is None:
+                continue
+            wait = min((due - clock() * 1000.0) / 1000.0, max_wait)
+            if wait > 0:
+                if i > start:
+                    yield batch.slice(start, i - start)
+                    start = i
+                sleep(wait)
+        yield batch.slice(start)
+
+
+def _max(column: pa.Array) -> float:
+    import pyarrow.compute as pc
+
+    value = pc.max(column).as_py()
+    return float("-inf") if value is None else float(value)

@@ -1,8 +1,9 @@
 """The streaming query: source and retry topics in, output, retry and dead-letter topics out.
 
     source topic ─────────────────────────────┐
-                                               ├─ mapInArrow(route_batches) ─ observe ─ Kafka sink
-    retry topic ── hold_until_due (state) ─────┘        (processor called once per message)
+                                               ├─ mapInArrow(release_when_due, route_batches)
+    retry topic ── hold_until_due (state) ─────┘    ─ observe ─ Kafka sink
+                                                   (processor called once per message)
 
 One query, one checkpoint: a micro-batch's source and retry offsets, and the delay state,
 are committed only after the Kafka sink has every record of that batch acknowledged
@@ -22,7 +23,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.job.delay import RECORD_COLUMNS, hold_until_due
+from dlq_engine.job.delay import (
+    DELIVER_AT_COLUMN,
+    RECORD_COLUMNS,
+    hold_until_due,
+    lookahead,
+)
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing.batches import RoutingSettings, output_schema, route_batches
@@ -85,7 +91,9 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     """Source and due retries, each routed by the processor: the input columns plus
     ``route``, ``out_value``, ``dlq_headers``, ``attempt`` and ``lateness_ms``."""
     source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
-    retries = hold_until_due(read_topic(spark, policy, options, policy.retry_topic, "earliest"))
+    source = source.withColumn(DELIVER_AT_COLUMN, F.lit(None).cast("bigint"))
+    retries = hold_until_due(read_topic(spark, policy, options, policy.retry_topic, "earliest"),
+                             lookahead(policy.spark.trigger_ms))
     records = source.unionByName(retries)
 
     settings = RoutingSettings.from_policy(policy)
@@ -94,9 +102,10 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     out_schema = from_arrow_schema(output_schema(arrow_in))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dlq_engine.job.delay import release_when_due as due_only
         from dlq_engine.job.processors import load_processor as load
 
-        yield from route_batches(batches, settings, load(entrypoint))
+        yield from route_batches(due_only(batches), settings, load(entrypoint))
 
     return records.mapInArrow(route, out_schema)
 

@@ -17,10 +17,12 @@ REQUIRED_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
-#: Defaults a policy's sparkConf may override. The delay stage's shuffle partitions are fixed
-#: by the first checkpoint, so they are set once here rather than left to Spark's 200.
+#: Defaults a policy's sparkConf may override. The shuffle partitions are the delay stage's
+#: tasks: each costs a stateful Python task in every micro-batch, empty or not (about 0.5 s of
+#: CPU measured here), so the default is small; raise it for heavy retry traffic on many
+#: executors. The first checkpoint fixes the number (Spark ignores later changes).
 DEFAULT_CONF = {
-    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
