@@ -258,10 +258,12 @@ def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
     wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 3, what="the DLQ topic")
 
 
-def test_unreachable_broker_is_reported_and_retried(
-        operator: RunningOperator, cluster: Cluster, namespace: str) -> None:
+def test_unreachable_broker_is_reported_retried_and_recovered(
+        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
+        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    source = make_topic("orders")
     closed = f"127.0.0.1:{free_port()}"
-    cluster.create_policy(policy_document(namespace, "billing", source="orders", bootstrap=closed))
+    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=closed))
 
     wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "BrokerUnavailable",
              timeout=30, what="TopicsReady BrokerUnavailable")
@@ -272,6 +274,25 @@ def test_unreachable_broker_is_reported_and_retried(
     assert cluster.condition("billing", "Ready")["reason"] == "BrokerUnavailable"
     assert cluster.application("billing") is None
     wait_for(lambda: "BrokerUnavailable" in cluster.event_reasons("billing"), what="a Warning event")
+    warnings = [e for e in cluster.events("billing") if e.reason == "BrokerUnavailable"]
+    assert all(e.type == "Warning" and closed in e.message for e in warnings), warnings
+    assert operator.alive()
+
+    # The broker becomes reachable (here: the policy is pointed at the real one): it converges.
+    cluster.patch_policy("billing", {"spec": {"broker": {"bootstrapServers": bootstrap_servers}}})
+    digest = config_hash(parse_policy(cluster.policy("billing")))
+    wait_for(lambda: cluster.status("billing").get("configHash") == digest, timeout=60, what="the status")
+    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+    assert cluster.status("billing")["phase"] == "Pending"
+    assert topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 1
+    [app] = cluster.applications()
+    assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == digest
+    config_maps = cluster.core.list_namespaced_config_map(
+        namespace, label_selector="sparkdlq.io/policy=billing").items
+    assert [c.metadata.name for c in config_maps] == ["billing-policy"]
+    wait_for(lambda: {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated"} <=
+             cluster.event_reasons("billing"), what="the events of the recovery")
+    assert cluster.status("billing")["restartCount"] == 0
     assert operator.alive()
 
 
