@@ -17,7 +17,7 @@ TIMEOUT_MS = 15_000
 
 #: Client property names whose values are secrets: never echoed in a message.
 _SECRET_KEY = re.compile(r"password|jaas|secret|token|credential|key", re.IGNORECASE)
-_QUOTED = re.compile(r'"([^"]{4,})"')
+_QUOTED = re.compile(r'=\s*"([^"]{4,})"')
 
 
 class PreflightError(RuntimeError):
