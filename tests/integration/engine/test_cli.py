@@ -113,13 +113,22 @@ def test_once_drains_and_prints_a_summary(tmp_path: Path, bootstrap_servers: str
     produce(bootstrap_servers, names["source"],
             [(b"1", b"ok:a"), (b"2", b"ack"), (b"3", b"terminate:x"), (b"4", b"ok:b")])
     path = _write_policy(tmp_path, names, bootstrap_servers)
+    # The mounted client properties reach every Kafka client of the query; a PLAINTEXT client
+    # ignores the JAAS config, whose password must not be printed by Spark or the engine.
+    client = tmp_path / "kafka-client"
+    client.mkdir()
+    (client / "security.protocol").write_text("PLAINTEXT\n")
+    secret = "Zebra-Secret-0815"
+    (client / "sasl.jaas.config").write_text(
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="{secret}";')
     done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[2]", "--once",
-                           "--checkpoint", str(tmp_path / "cp")],
+                           "--kafka-client-dir", str(client), "--checkpoint", str(tmp_path / "cp")],
                           capture_output=True, text=True, env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = [line for line in done.stdout.splitlines() if line.startswith("dlq-engine:")]
     assert summary == ["dlq-engine: processed=4 output=2 acked=1 retried=0 dead=1 ignored=0 redelivered=0"]
     assert len(read_all(bootstrap_servers, names["output"], expect=2, timeout=10)) == 2
+    assert secret not in done.stdout + done.stderr
 
 
 def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_servers: str,
