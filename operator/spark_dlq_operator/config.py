@@ -66,5 +66,8 @@ class OperatorConfig:
     #: a little later.
     server_timeout: float = 300.0
     client_timeout: float = 330.0
+    #: How long kopf waits for its own patch of a policy to come back on the watch before it
+    #: acts on the events before it (kopf's default, 5 s, is short for a busy operator).
+    consistency_timeout: float = 30.0
     #: How many policies one resync round reconciles at a time.
     resync_concurrency: int = 8

@@ -43,6 +43,12 @@ def _generation(body: kopf.Body) -> int:
     return int(body.get("metadata", {}).get("generation") or 0)
 
 
+def _new(body: kopf.Body, reason: str) -> bool:
+    """A creation no reconcile has seen yet (kopf may handle a creation again when its own
+    annotation patch reaches it late; by then the status is written)."""
+    return str(reason) == kopf.Reason.CREATE.value and not body.get("status")
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     """Register every handler of the operator on ``registry``."""
 
@@ -101,7 +107,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             raise kopf.PermanentError(f"invalid policy: {error}") from None
         try:
             await reconcile.reconcile(services, policy, owner=owner, generation=_generation(body),
-                                      trigger=str(reason), seen=reconcile.Seen(policy=body))
+                                      trigger=str(reason),
+                                      seen=reconcile.Seen(policy=body, created=_new(body, reason)))
         except reconcile.TopicsNotReady as error:
             delay = error.delay * min(2 ** retry, 8) if error.backoff else error.delay
             raise kopf.TemporaryError(str(error), delay=delay) from None

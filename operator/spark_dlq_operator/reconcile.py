@@ -117,6 +117,9 @@ class Seen:
     listed: bool = False
     config_map: Obj | None = None
     application: Obj | None = None
+    #: kopf saw the policy created just now: its ConfigMap and SparkApplication are created
+    #: without being read first (a create that finds one reads it then).
+    created: bool = False
 
 
 async def write_status(services: Services, owner: Owner,
@@ -215,14 +218,24 @@ class _Job:
 async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
                      seen: Seen | None) -> None:
     listed = seen is not None and seen.listed
-    config_map = seen.config_map if seen is not None and listed else \
-        await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
+    # A policy kopf has just seen created has no objects yet, as a rule: they are created without
+    # reading first (a create that finds one, after a restart, reads it then). The ConfigMap is
+    # still read when it may pin the provisioner.
+    created = seen is not None and seen.created
+    if listed:
+        config_map = seen.config_map if seen is not None else None
+    elif created and not _pinned_provisioner_matters(services, policy):
+        config_map = None
+    else:
+        config_map = await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
     topics = await _provision_topics(services, policy, owner=owner, generation=generation,
                                      provisioner=provisioner)
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
-    job = await _ensure_application(services, policy, owner=owner,
-                                    seen=seen.application if seen is not None and listed else _UNREAD)
+    # (Read when suspended: deleting needs to know whether there is one to delete.)
+    application = seen.application if seen is not None and listed else \
+        None if created and not policy.suspend else _UNREAD
+    job = await _ensure_application(services, policy, owner=owner, seen=application)
     digest = config_hash(policy)
 
     def observe(old: Mapping[str, Any]) -> Observation:
@@ -239,8 +252,17 @@ async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Own
                            retry_topic=policy.retry_topic, dead_letter_topic=policy.dead_letter_topic,
                            spark_application=policy.name, config_hash=digest, restarted=restarted)
 
-    await write_status(services, owner, observe, known=seen.policy if seen is not None else None,
-                       trust=listed)
+    written = await write_status(services, owner, observe, known=seen.policy if seen is not None else None,
+                                 trust=listed)
+    if written is not None and job.app is not None and job.condition is not None:
+        # The JobRunning just written stands for the application's current state: the
+        # SparkApplication watcher need not map that same state again (a read and a write).
+        services.job_states[(policy.namespace, policy.name)] = render.application_state(job.app)
+
+
+def _pinned_provisioner_matters(services: Services, policy: DeadLetterPolicy) -> bool:
+    """Whether the provisioner pinned on the ConfigMap could decide this policy's provisioner."""
+    return policy.topics.create and policy.topics.provisioner == "auto" and services.config.provisioner == "auto"
 
 
 async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, config_map: Obj | None) -> str:
@@ -424,8 +446,10 @@ async def update_job_status(services: Services, app: Mapping[str, Any]) -> None:
         return Observation(job=condition)
 
     async with services.lock(owner.uid):
+        if services.job_states.get(key) == state:  # a reconcile wrote it while we waited
+            return
         await write_status(services, owner, observe)
-    services.job_states[key] = state
+        services.job_states[key] = state
 
 
 async def repair_deleted_application(services: Services, app: Mapping[str, Any]) -> None:

@@ -5,7 +5,8 @@ own prefix (the CRD's structural schema would drop ``status.kopf``), the finaliz
 name, watch requests are bounded in time on both sides, the SparkApplication watch is filtered
 by label on the server, and kopf posts only warnings as events (the operator posts its own for
 every action). ``run`` is what ``dlq-operator run`` calls and what tests run in a thread with a
-stop flag.
+stop flag. kopf waits longer than its default for its own patches to come back on the watch,
+so a busy operator does not handle a creation twice.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def build_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
     settings.persistence.finalizer = FINALIZER
+    # After its own annotation patch kopf waits for that version to come back on the watch;
+    # until then the earlier events of the object (the handler's status write) are not acted on.
+    # When the wait times out (kopf's default, 5 s, is soon reached by a busy operator: the watch
+    # lags behind), kopf handles the creation a second time. A version that never comes back
+    # only happens after a watch is restarted with a fresh list; then a new event ends the wait.
+    settings.persistence.consistency_timeout = config.consistency_timeout
     settings.watching.server_timeout = int(config.server_timeout)  # the API wants whole seconds
     settings.watching.client_timeout = config.client_timeout
     settings.watching.connect_timeout = 30
