@@ -1,0 +1,361 @@
+"""Crash runs: the engine killed with SIGKILL again and again while messages flow, then an audit.
+
+Used by the reliability test (``tests/integration/engine/test_crashes.py``, 10 kills) and the
+soak (``bench/soak.py``, 20 kills and more messages). A run:
+
+1. a producer thread writes ``n`` numbered messages to the source topic at a steady rate;
+   each number's kind (ok, flaky, poison, exhausted) follows from the number (``kind_of``);
+2. the engine runs as a user runs it (``python -m dlq_engine.cli run -f policy.yaml`` with local
+   Spark, its own process group); once it has moved some records the whole group (driver,
+   JVM, Python workers) is killed with SIGKILL at a random moment, then started again on the
+   same checkpoint - as the spark-operator would resubmit it;
+3. optionally the broker is restarted once while the engine runs;
+4. after the last kill the engine runs until every message is accounted for, then SIGTERM;
+5. the audit reads the output and dead-letter topics and checks every number: in the right
+   place at least once, never missing; the extra copies are the duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.processes import Service
+from spark_dlq_devtools.spark import submit_env
+
+ENTRYPOINT = "spark_dlq_devtools.chaos:process"
+
+
+def kind_of(number: int) -> str:
+    """1% flaky (fails its first attempt), 0.1% poison (Terminate), 0.1% always failing."""
+    if number % 1000 == 7:
+        return "poison"
+    if number % 1000 == 13:
+        return "exhausted"
+    if number % 100 == 3:
+        return "flaky"
+    return "ok"
+
+
+def process(message: Any) -> str:
+    """The crash run's processor: the value is ``<number>``; returns ``<number>|<attempt>``."""
+    from dlq_engine import Terminate
+
+    number = int(message.value)
+    kind = kind_of(number)
+    if kind == "poison":
+        raise Terminate(f"poison {number}")
+    if kind == "exhausted" or (kind == "flaky" and message.attempt == 0):
+        raise ConnectionError(f"{kind} {number} attempt {message.attempt}")
+    return f"{number}|{message.attempt}"
+
+
+@dataclass
+class Audit:
+    produced: int
+    output_records: int = 0
+    dead_records: int = 0
+    missing: list[int] = field(default_factory=list)
+    misplaced: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    flaky_retried: int = 0
+
+    @property
+    def lost(self) -> int:
+        return len(self.missing)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "produced": self.produced,
+            "output_records": self.output_records,
+            "dead_records": self.dead_records,
+            "missing": len(self.missing),
+            "missing_sample": self.missing[:20],
+            "misplaced": self.misplaced[:20],
+            "duplicates": self.duplicates,
+            "flaky_retried": self.flaky_retried,
+        }
+
+
+def audit(n: int, output: list[tuple[bytes | None, dict[str, str]]],
+          dead: list[tuple[bytes | None, dict[str, str]]]) -> Audit:
+    """Check where every number ended: ok and flaky in the output (flaky after one retry),
+    poison (``terminated``) and always-failing (``exhausted``) in the dead-letter topic."""
+    result = Audit(produced=n, output_records=len(output), dead_records=len(dead))
+    seen: Counter[int] = Counter()
+    for value, _headers in output:
+        number_text, _, attempt = (value or b"").decode().partition("|")
+        number = int(number_text)
+        seen[number] += 1
+        kind = kind_of(number)
+        if kind not in ("ok", "flaky"):
+            result.misplaced.append(f"{number} ({kind}) in output")
+        elif kind == "flaky" and attempt != "1":
+            result.misplaced.append(f"{number} (flaky) succeeded on attempt {attempt}")
+        elif kind == "flaky" and seen[number] == 1:
+            result.flaky_retried += 1
+    expected_reason = {"poison": "terminated", "exhausted": "exhausted"}
+    for value, headers in dead:
+        number = int(value or b"-1")
+        seen[number] += 1
+        kind = kind_of(number)
+        if headers.get("dlq.reason") != expected_reason.get(kind):
+            result.misplaced.append(f"{number} ({kind}) dead-lettered as {headers.get('dlq.reason')}")
+    result.missing = [i for i in range(n) if seen[i] == 0]
+    result.duplicates = sum(count - 1 for count in seen.values() if count > 1)
+    return result
+
+
+class SteadyProducer(threading.Thread):
+    """Writes ``0 .. n-1`` to ``topic`` at ``rate`` messages per second (acks=all)."""
+
+    def __init__(self, bootstrap: str, topic: str, n: int, rate: float) -> None:
+        super().__init__(daemon=True, name="steady-producer")
+        self.bootstrap, self.topic, self.n, self.rate = bootstrap, topic, n, rate
+        self.sent = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        try:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                                 "enable.idempotence": True, "linger.ms": 20,
+                                 "message.timeout.ms": 300_000})
+            start = time.monotonic()
+            for i in range(self.n):
+                ahead = start + i / self.rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+                while True:
+                    try:
+                        producer.produce(self.topic, key=b"%d" % i, value=b"%d" % i)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                producer.poll(0)
+                self.sent = i + 1
+            if producer.flush(300) != 0:
+                raise RuntimeError(f"could not deliver every message to {self.topic}")
+        except BaseException as error:  # noqa: BLE001 - reported to the run through .error
+            self.error = error
+
+
+def end_offsets(bootstrap: str, topics: list[str], attempts: int = 30) -> int:
+    """The sum of the topics' high watermarks: grows whenever the engine writes. Retried while
+    the broker is not ready (a new topic's leader, a restarting broker)."""
+    from confluent_kafka import KafkaException
+
+    for attempt in range(attempts):
+        try:
+            return _end_offsets(bootstrap, topics)
+        except KafkaException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
+def _end_offsets(bootstrap: str, topics: list[str]) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-watch"})
+    try:
+        total = 0
+        for topic in topics:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            for p in partitions:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                total += high
+        return total
+    finally:
+        consumer.close()
+
+
+def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str, str]]]:
+    """Every record of ``topic`` (value and headers as text), read to its current end."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-audit",
+                         "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        remaining = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                remaining[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in remaining])
+        records = []
+        deadline = time.monotonic() + 300
+        while remaining and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=1.0):
+                if message.error() is not None:
+                    continue
+                headers = {k: (v or b"").decode("utf-8", "replace") for k, v in message.headers() or []}
+                records.append((message.value(), headers))
+                if message.offset() + 1 >= remaining.get(message.partition(), 0):
+                    remaining.pop(message.partition(), None)
+        if remaining:
+            raise TimeoutError(f"could not read {topic} to its end (left: {remaining})")
+        return records
+    finally:
+        consumer.close()
+
+
+def policy_document(names: dict[str, str], bootstrap: str, *, trigger: str = "500ms") -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicy",
+        "metadata": {"name": "chaos", "namespace": "reliability"},
+        "spec": {
+            "source": {"topic": names["source"], "subscription": "chaos", "startingOffsets": "earliest"},
+            "broker": {"bootstrapServers": bootstrap},
+            "processor": {"entrypoint": ENTRYPOINT},
+            "output": {"topic": names["output"]},
+            "retry": {"topic": names["retry"], "maxRedeliverCount": 2,
+                      "backoff": {"type": "fixed", "delay": "2s"}},
+            "deadLetter": {"topic": names["dlq"], "strategy": "topic"},
+            "spark": {"trigger": trigger},
+        },
+    }
+
+
+@dataclass
+class Cycle:
+    started: float
+    killed_after_s: float
+    written_before: int
+    written_at_kill: int
+    exit_status: int | None  # set when the engine had already exited on its own
+
+
+@dataclass
+class CrashReport:
+    kills: int
+    cycles: list[Cycle]
+    broker_restarts: int
+    audit: Audit
+    seconds: float
+    engine_starts: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kills": self.kills,
+            "engine_starts": self.engine_starts,
+            "broker_restarts": self.broker_restarts,
+            "seconds": round(self.seconds, 1),
+            "duplicates_per_crash": round(self.audit.duplicates / max(self.kills, 1), 1),
+            "cycles": [c.__dict__ for c in self.cycles],
+            **self.audit.as_dict(),
+        }
+
+
+class CrashRun:
+    """One crash run against ``bootstrap``; ``names`` holds the source, retry, dlq and output
+    topics (created by the caller)."""
+
+    def __init__(self, bootstrap: str, names: dict[str, str], workdir: Path, *,
+                 n: int, kills: int, rate: float, seed: int = 1,
+                 restart_broker: Callable[[], None] | None = None,
+                 log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+        self.bootstrap, self.names, self.workdir = bootstrap, names, workdir
+        self.n, self.kills, self.rate = n, kills, rate
+        self.random = random.Random(seed)
+        self.restart_broker = restart_broker
+        self.log = log
+        self.policy = workdir / "policy.yaml"
+        self.checkpoint = workdir / "checkpoint"
+        self.starts = 0
+
+    def _engine(self) -> Service:
+        env = submit_env()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        self.starts += 1
+        service = Service(
+            f"engine-{self.starts}",
+            [sys.executable, "-m", "dlq_engine.cli", "run", "-f", str(self.policy),
+             "--master", "local[2]", "--checkpoint", str(self.checkpoint)],
+            log=self.workdir / f"engine-{self.starts}.log", env=env,
+        )
+        service.start()
+        return service
+
+    def _written(self) -> int:
+        return end_offsets(self.bootstrap, [self.names["output"], self.names["retry"], self.names["dlq"]])
+
+    def run(self, *, settle_timeout: float = 600.0) -> CrashReport:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.policy.write_text(yaml.safe_dump(policy_document(self.names, self.bootstrap)))
+        began = time.monotonic()
+        producer = SteadyProducer(self.bootstrap, self.names["source"], self.n, self.rate)
+        producer.start()
+        cycles: list[Cycle] = []
+        broker_restarts = 0
+        killed = 0
+        restart_at = self.kills // 2 if self.restart_broker is not None else -1
+        while killed < self.kills:
+            engine = self._engine()
+            started = time.monotonic()
+            before = self._written()
+            # Kill once this incarnation has written something (or after 150 s regardless), at a
+            # random moment within the next few seconds: mid-batch, between batches, mid-commit.
+            while (self._written() <= before and engine.alive()
+                   and time.monotonic() - started < 150
+                   and not (producer.sent >= self.n and time.monotonic() - started > 30)):
+                time.sleep(0.5)
+            if killed == restart_at and self.restart_broker is not None:
+                self.log("chaos: restarting the broker under the running engine")
+                self.restart_broker()
+                broker_restarts += 1
+                time.sleep(self.random.uniform(5.0, 10.0))
+            time.sleep(self.random.uniform(0.0, 4.0))
+            at_kill = self._written()
+            status = None
+            if engine.alive():
+                engine.kill()
+                killed += 1
+            else:
+                status = engine.process.poll() if engine.process is not None else None
+                self.log(f"chaos: the engine had exited by itself (status {status}):\n{engine.tail(5)}")
+            engine.stop()
+            cycles.append(Cycle(started=round(started - began, 1),
+                                killed_after_s=round(time.monotonic() - started, 1),
+                                written_before=before, written_at_kill=at_kill, exit_status=status))
+            self.log(f"chaos: kill {killed}/{self.kills} after {cycles[-1].killed_after_s}s "
+                     f"(produced {producer.sent}/{self.n}, written {at_kill})")
+            if len(cycles) > 3 * self.kills:
+                raise RuntimeError(f"the engine keeps exiting by itself:\n{engine.tail()}")
+        producer.join(600)
+        if producer.error is not None:
+            raise RuntimeError(f"the producer failed: {producer.error}")
+        result = self._settle(settle_timeout)
+        return CrashReport(kills=killed, cycles=cycles, broker_restarts=broker_restarts, audit=result,
+                           seconds=time.monotonic() - began, engine_starts=self.starts)
+
+    def _settle(self, timeout: float) -> Audit:
+        """Run the engine without faults until every number is accounted for, then stop it."""
+        engine = self._engine()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                time.sleep(5)
+                result = audit(self.n, read_topic(self.bootstrap, self.names["output"]),
+                               read_topic(self.bootstrap, self.names["dlq"]))
+                if not result.missing or time.monotonic() > deadline:
+                    return result
+                if not engine.alive():
+                    raise RuntimeError(f"the engine exited during the final drain:\n{engine.tail()}")
+        finally:
+            engine.stop(timeout=60)
