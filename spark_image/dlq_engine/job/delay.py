@@ -50,7 +50,7 @@ MAX_WAIT_MS = 5_000
 
 def deliver_at_column() -> Column:
     """``dlq.deliver.at`` as a long; a missing or unreadable header means due now (0)."""
-    raw = f"filter(headers, h -> h.key = '{DELIVER_AT}')[0].value"
+    raw = f"get(filter(headers, h -> h.key = '{DELIVER_AT}'), 0).value"
     return F.coalesce(F.expr(f"try_cast(cast({raw} as string) as bigint)"), F.lit(0).cast("bigint"))
 
 

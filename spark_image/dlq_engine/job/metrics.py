@@ -10,6 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from dlq_engine.job.pipeline import DEAD_REASONS
+
 ROUTES = {"output": "output", "acked": "acked", "retried": "retry", "dead": "dead_letter",
           "ignored": "ignored"}
 
@@ -20,6 +22,9 @@ class EngineMetrics:
         self.policy = policy
         self.messages = Counter("spark_dlq_messages", "Messages routed, by outcome",
                                 ["policy", "outcome"], registry=self.registry)
+        self.dead_letters = Counter("spark_dlq_dead_letters",
+                                    "Dead letters (written or ignored), by dlq.reason",
+                                    ["policy", "reason"], registry=self.registry)
         self.redelivered = Counter("spark_dlq_redelivered_messages",
                                    "Retry records processed after their delay", ["policy"],
                                    registry=self.registry)
@@ -36,6 +41,8 @@ class EngineMetrics:
         self.batches.labels(self.policy).inc()
         for name, outcome in ROUTES.items():
             self.messages.labels(self.policy, outcome).inc(int(row.get(name) or 0))
+        for name, reason in DEAD_REASONS.items():
+            self.dead_letters.labels(self.policy, reason).inc(int(row.get(name) or 0))
         self.redelivered.labels(self.policy).inc(int(row.get("redelivered") or 0))
         if row.get("max_lateness_ms") is not None:
             self.lateness.labels(self.policy).set(int(row["max_lateness_ms"]) / 1000)

@@ -32,10 +32,14 @@ from dlq_engine.job.delay import (
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing.batches import RoutingSettings, output_schema, route_batches
+from dlq_engine.routing.headers import REASON
 from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
 METRICS = "dlq"
+#: Dead letters (written or ignored) by ``dlq.reason``: observed-metric name -> reason.
+DEAD_REASONS = {"dead_exhausted": "exhausted", "dead_terminated": "terminated",
+                "dead_non_retryable": "non-retryable"}
 
 
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef``: one file per
@@ -111,8 +115,11 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
 
 
 def observed(frame: DataFrame) -> DataFrame:
-    """Counts per route and the retry lag, visible in each batch's progress."""
+    """Counts per route, dead letters per reason and the retry lag, visible in each batch's
+    progress."""
     route = F.col("route")
+    failed = route.isin(int(Route.DEAD), int(Route.IGNORED))
+    reason = F.expr(f"get(filter(dlq_headers, h -> h.key = '{REASON}'), 0).value").cast("string")
     return frame.observe(
         METRICS,
         F.count(F.lit(1)).alias("total"),
@@ -124,6 +131,8 @@ def observed(frame: DataFrame) -> DataFrame:
         F.count(F.col("lateness_ms")).alias("redelivered"),
         F.max(F.col("lateness_ms")).alias("max_lateness_ms"),
         F.min(F.col("lateness_ms")).alias("min_lateness_ms"),
+        *(F.count(F.when(failed & (reason == value), 1)).alias(name)
+          for name, value in DEAD_REASONS.items()),
     )
 
 

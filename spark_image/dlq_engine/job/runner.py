@@ -23,11 +23,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from dlq_engine.job.metrics import EngineMetrics
-from dlq_engine.job.pipeline import METRICS, RunOptions, start
+from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing.batches import StopPipeline
 
-COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redelivered")
+COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redelivered", *DEAD_REASONS)
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -153,6 +153,8 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_
                 continue
         assert 'spark_dlq_messages_total{outcome="output",policy="tests/test-policy"} 10.0' in scraped
         assert 'spark_dlq_messages_total{outcome="dead_letter",policy="tests/test-policy"} 1.0' in scraped
+        assert 'spark_dlq_dead_letters_total{policy="tests/test-policy",reason="non-retryable"} 1.0' in scraped
+        assert 'spark_dlq_dead_letters_total{policy="tests/test-policy",reason="exhausted"} 0.0' in scraped
         engine.send_signal(signal.SIGTERM)
         stdout, stderr = engine.communicate(timeout=120)
     finally:
