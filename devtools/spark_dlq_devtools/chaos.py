@@ -220,7 +220,10 @@ def policy_document(names: dict[str, str], bootstrap: str, *, trigger: str = "50
         "kind": "DeadLetterPolicy",
         "metadata": {"name": "chaos", "namespace": "reliability"},
         "spec": {
-            "source": {"topic": names["source"], "subscription": "chaos", "startingOffsets": "earliest"},
+            # Bounded batches: a restart after a kill drains the backlog in steps, so the next
+            # kill can land between batches as well as in one.
+            "source": {"topic": names["source"], "subscription": "chaos", "startingOffsets": "earliest",
+                       "maxOffsetsPerTrigger": 5000},
             "broker": {"bootstrapServers": bootstrap},
             "processor": {"entrypoint": ENTRYPOINT},
             "output": {"topic": names["output"]},

@@ -88,6 +88,7 @@ def minimal() -> dict[str, Any]:
 def full() -> dict[str, Any]:
     """Every field the model reads, set (the secret reference is only written when given)."""
     document = minimal()
+    document["spec"]["source"]["maxOffsetsPerTrigger"] = 5000
     document["spec"].update({
         "broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
         "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},

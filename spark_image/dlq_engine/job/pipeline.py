@@ -78,8 +78,12 @@ def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -
 
 def read_topic(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions, topic: str,
                starting: str) -> DataFrame:
+    limit = policy.source.max_offsets_per_trigger
+    reader = spark.readStream.format("kafka")
+    if limit:
+        reader = reader.option("maxOffsetsPerTrigger", str(limit))
     return (
-        spark.readStream.format("kafka")
+        reader
         .options(**kafka_options(policy, options))
         .option("subscribe", topic)
         .option("startingOffsets", starting)

@@ -66,6 +66,10 @@ class Source:
     topic: str
     subscription: str
     starting_offsets: StartingOffsets = "latest"
+    #: The most records one micro-batch reads from the source topic, and from the retry topic
+    #: (Spark's maxOffsetsPerTrigger; 0: no limit). Keeps batches short while a backlog drains,
+    #: e.g. after a restart.
+    max_offsets_per_trigger: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +406,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         topic=_topic(f, "topic", required=True),
         subscription=f.string("subscription"),
         starting_offsets=f.choice("startingOffsets", ("earliest", "latest"), "latest"),
+        max_offsets_per_trigger=f.integer("maxOffsetsPerTrigger", 0, minimum=0),
     )
     if source.subscription and not _TOPIC_RE.match(source.subscription):
         f.fail(f.at("subscription"), "may contain only letters, digits, '.', '_' and '-' "
@@ -646,6 +651,9 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.source.topic,
             "subscription": policy.source.subscription,
             "startingOffsets": policy.source.starting_offsets,
+            # Only when set, so that policies without it keep their config hash.
+            **({"maxOffsetsPerTrigger": policy.source.max_offsets_per_trigger}
+               if policy.source.max_offsets_per_trigger else {}),
         },
         "broker": {"bootstrapServers": policy.broker.bootstrap_servers},
         "processor": {
