@@ -218,6 +218,8 @@ class _Job:
 async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
                      seen: Seen | None) -> None:
     listed = seen is not None and seen.listed
+    if listed and seen is not None and await _listing_is_stale(services, policy, owner=owner, seen=seen):
+        return
     # A policy kopf has just seen created has no objects yet, as a rule: they are created without
     # reading first (a create that finds one, after a restart, reads it then). The ConfigMap is
     # still read when it may pin the provisioner.
@@ -258,6 +260,30 @@ async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Own
         # The JobRunning just written stands for the application's current state: the
         # SparkApplication watcher need not map that same state again (a read and a write).
         services.job_states[(policy.namespace, policy.name)] = render.application_state(job.app)
+
+
+async def _listing_is_stale(services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen) -> bool:
+    """Whether a resync's listed policy is older than the policy now, when the ConfigMap or the
+    SparkApplication would be written from it. The lists are taken one after another and the
+    policy may change in between (and kopf apply the change) before this reconcile holds the
+    lock; written from the stale policy, they would roll the user's change back until the next
+    round. Read only when a write is due (drift is rare); the next round repairs with the new one."""
+    desired = render.config_map(policy, config=services.config, owner=owner)
+    config_map, app = seen.config_map, seen.application
+    due = config_map is None or config_map.get("data") != desired["data"]
+    if policy.suspend:
+        due = due or (app is not None and _managed(app))
+    else:
+        annotations = (app or {}).get("metadata", {}).get("annotations") or {}
+        due = due or app is None or annotations.get(render.CONFIG_HASH_ANNOTATION) != config_hash(policy)
+    if not due:
+        return False
+    current = await services.api.get(POLICIES, owner.namespace, owner.name)
+    listed_version = seen.policy.get("metadata", {}).get("resourceVersion")
+    if current is None or current["metadata"].get("resourceVersion") != listed_version:
+        logger.info("resync of %s/%s skipped: the policy changed since it was listed", owner.namespace, owner.name)
+        return True
+    return False
 
 
 def _pinned_provisioner_matters(services: Services, policy: DeadLetterPolicy) -> bool:
