@@ -140,7 +140,7 @@ def main() -> int:
         results["configmap_create"] = measure("create", lambda i: core.create_namespaced_config_map(
             NAMESPACE, {"metadata": {"name": f"cm-{i}"}, "data": {"policy.json": "{}" * 200}}))
         results["event_create"] = measure("Event create", lambda i: core.create_namespaced_event(
-            NAMESPACE, {"metadata": {"generateName": "p."}, "involvedObject": {"name": f"p-{i}"},
+            NAMESPACE, {"metadata": {"generateName": "p."}, "involvedObject": {"name": f"p-{i}", "namespace": NAMESPACE},
                         "reason": "Created", "message": "created SparkApplication p", "type": "Normal"}))
         install_crds(api, [SPARK_CRD])
         print("reference: SparkApplication (the operator's, as rendered)", flush=True)
