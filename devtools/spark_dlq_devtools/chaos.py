@@ -6,7 +6,7 @@ soak (``bench/soak.py``, 20 kills and more messages). A run:
 1. a producer thread writes ``n`` numbered messages to the source topic at a steady rate;
    each number's kind (ok, flaky, poison, exhausted) follows from the number (``kind_of``);
 2. the engine runs as a user runs it (``python -m dlq_engine.cli run -f policy.yaml`` with local
-   Spark, its own process group); once it has moved some records the whole group (driver,
+   Spark, its own process group); once it has committed a micro-batch the whole group (driver,
    JVM, Python workers) is killed with SIGKILL at a random moment, then started again on the
    same checkpoint - as the spark-operator would resubmit it;
 3. optionally the broker is restarted once while the engine runs;
@@ -295,6 +295,11 @@ class CrashRun:
         service.start()
         return service
 
+    def _committed(self) -> int:
+        """Micro-batches committed so far (the checkpoint's ``commits`` entries)."""
+        commits = self.checkpoint / "commits"
+        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
     def _written(self) -> int:
         return end_offsets(self.bootstrap, [self.names["output"], self.names["retry"], self.names["dlq"]])
 
@@ -312,11 +317,11 @@ class CrashRun:
             engine = self._engine()
             started = time.monotonic()
             before = self._written()
-            # Kill once this incarnation has written something (or after 150 s regardless), at a
-            # random moment within the next few seconds: mid-batch, between batches, mid-commit.
-            while (self._written() <= before and engine.alive()
-                   and time.monotonic() - started < 150
-                   and not (producer.sent >= self.n and time.monotonic() - started > 30)):
+            committed = self._committed()
+            # Kill once this incarnation has committed a micro-batch (the delay stage's timers make
+            # the query run batches even when no message arrives), at a random moment within the
+            # next few seconds: mid-batch, between batches, mid-commit.
+            while self._committed() <= committed and engine.alive() and time.monotonic() - started < 300:
                 time.sleep(0.5)
             if killed == restart_at and self.restart_broker is not None:
                 self.log("chaos: restarting the broker under the running engine")
