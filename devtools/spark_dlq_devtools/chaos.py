@@ -296,9 +296,11 @@ class CrashRun:
         return service
 
     def _committed(self) -> int:
-        """Micro-batches committed so far (the checkpoint's ``commits`` entries)."""
+        """The last committed micro-batch's id (the checkpoint's ``commits`` entries; Spark
+        deletes old ones), -1 before the first."""
         commits = self.checkpoint / "commits"
-        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+        ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+        return max(ids, default=-1)
 
     def _written(self) -> int:
         return end_offsets(self.bootstrap, [self.names["output"], self.names["retry"], self.names["dlq"]])
