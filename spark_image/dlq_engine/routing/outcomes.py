@@ -238,7 +238,7 @@ def _stack_from_cache(error: BaseException) -> str | None:
         tb = tb.tb_next
     key = tuple(positions)
     if key in _FRAMES:
-        frames = _FRAMES[key]
+        frames = _FRAMES.get(key)  # (an abandoned call's thread may clear the cache meanwhile)
         if frames is None:
             return None  # this traceback does not format as header + frames + exception
         return _TRACEBACK_HEADER + frames + _exception_only(error)
@@ -250,10 +250,9 @@ def _stack_from_cache(error: BaseException) -> str | None:
     only = "".join(traceback.format_exception_only(type(error), error))
     if len(_FRAMES) >= _FRAMES_MAX:
         _FRAMES.clear()
-    _FRAMES[key] = frames if text == _TRACEBACK_HEADER + frames + only else None
-    if _FRAMES[key] is not None:
-        return _TRACEBACK_HEADER + frames + _exception_only(error)
-    return text
+    exact = text == _TRACEBACK_HEADER + frames + only
+    _FRAMES[key] = frames if exact else None
+    return _TRACEBACK_HEADER + frames + _exception_only(error) if exact else text
 
 
 def _exception_only(error: BaseException) -> str:
