@@ -97,9 +97,9 @@ def test_a_call_blocked_in_c_code_is_abandoned_and_ends_when_it_returns() -> Non
 
 
 def test_the_limit_applies_to_each_call_not_to_their_sum() -> None:
-    # Four calls of 200 ms take 800 ms in all, over the 500 ms limit; none of them overruns.
-    results = map_with_limit(lambda x: time.sleep(0.2) or x, [1, 2, 3, 4], timeout_ms=500)
-    assert results == [1, 2, 3, 4]
+    # Six calls of 150 ms take 900 ms in all, over the 750 ms limit; none of them overruns.
+    results = map_with_limit(lambda x: time.sleep(0.15) or x, [1, 2, 3, 4, 5, 6], timeout_ms=750)
+    assert results == [1, 2, 3, 4, 5, 6]
 
 
 def test_with_no_limit_the_processor_runs_on_the_routing_thread() -> None:
@@ -139,10 +139,10 @@ def test_a_message_that_overruns_is_routed_as_a_timeout_error(
 
 
 def test_in_batch_mode_the_limit_is_the_timeout_times_the_number_of_messages() -> None:
-    settings = dataclasses.replace(SETTINGS, mode="batch", timeout_ms=150)
+    settings = dataclasses.replace(SETTINGS, mode="batch", timeout_ms=250)
 
     def slow(messages: list[Message]) -> list[object]:
-        time.sleep(0.3)  # within 4 x 150 ms
+        time.sleep(0.4)  # over one message's 250 ms, within 4 x 250 ms
         return [m.value for m in messages]
 
     rows = route([{"value": b"a"}, {"value": b"b"}, {"value": b"c"}, {"value": b"d"}], slow, settings)
@@ -156,7 +156,7 @@ def test_in_batch_mode_the_limit_is_the_timeout_times_the_number_of_messages() -
     assert [r["route"] for r in rows] == [Route.RETRY, Route.RETRY]
     assert rows[0]["dlq"]["dlq.error.class"] == "TimeoutError"
     assert rows[0]["dlq"]["dlq.error.message"] == (
-        "the batch processor (2 messages) did not return within 300ms (processor.timeout 150ms per message)")
+        "the batch processor (2 messages) did not return within 500ms (processor.timeout 250ms per message)")
 
 
 def test_the_batch_after_an_overrun_is_routed_on_a_fresh_helper_thread() -> None:
