@@ -37,6 +37,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import StructType
 
+from dlq_engine.routing.batches import MAX_DELIVER_AT
 from dlq_engine.routing.headers import DELIVER_AT
 
 BUCKET_MS = 100
@@ -49,9 +50,12 @@ MAX_WAIT_MS = 5_000
 
 
 def deliver_at_column() -> Column:
-    """``dlq.deliver.at`` as a long; a missing or unreadable header means due now (0)."""
+    """``dlq.deliver.at`` as a long; a missing or unreadable header means due now (0). A forged
+    value is clamped to 0 .. 9999-12-31, so the bucket arithmetic cannot overflow (ANSI mode
+    would fail the query, on every restart)."""
     raw = f"get(filter(headers, h -> h.key = '{DELIVER_AT}'), 0).value"
-    return F.coalesce(F.expr(f"try_cast(cast({raw} as string) as bigint)"), F.lit(0).cast("bigint"))
+    parsed = F.coalesce(F.expr(f"try_cast(cast({raw} as string) as bigint)"), F.lit(0).cast("bigint"))
+    return F.least(F.greatest(parsed, F.lit(0).cast("bigint")), F.lit(MAX_DELIVER_AT).cast("bigint"))
 
 
 def lookahead(trigger_ms: int) -> int:
