@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from spark_dlq_devtools.chaos import CrashRun, kind_of
 from spark_dlq_devtools.kafka import KafkaBroker
 
@@ -19,6 +21,8 @@ N = 100_000
 KILLS = 10
 
 
+# Eleven cold starts of a Spark driver: longer than the suite's 600 s per-test limit under load.
+@pytest.mark.timeout(1800)
 def test_nothing_is_lost_across_ten_kills_and_a_broker_restart(
     kafka: KafkaBroker, bootstrap_servers: str, make_topic: Callable[..., str], tmp_path: Path
 ) -> None:
