@@ -7,8 +7,9 @@ soak (``bench/soak.py``, 20 kills and more messages). A run:
    each number's kind (ok, flaky, poison, exhausted) follows from the number (``kind_of``);
 2. the engine runs as a user runs it (``python -m dlq_engine.cli run -f policy.yaml`` with local
    Spark, its own process group); the whole group (driver, JVM, Python workers) is killed with
-   SIGKILL at a random moment - every other time 3-20 s after the start (start-up, recovery,
-   first batch), otherwise soon after its first committed micro-batch - then started again on the
+   SIGKILL at a random moment - in turn 3-20 s after the start (start-up, recovery, first
+   batch), 0-4 s after its first committed micro-batch, or just after the next batch has started
+   writing (so a replay duplicates records) - then started again on the
    same checkpoint - as the spark-operator would resubmit it;
 3. optionally the broker is restarted once while the engine runs;
 4. after the last kill the engine runs until every message is accounted for, then SIGTERM;
@@ -321,23 +322,33 @@ class CrashRun:
             started = time.monotonic()
             before = self._written()
             committed = self._committed()
-            if self.starts % 2 == 0:
-                # Every other kill lands early, 3-20 s after the start: in the JVM's start-up, the
-                # recovery from the checkpoint, or the first batch (a crash while recovering).
+            mode = self.starts % 3
+            if mode == 0:
+                # Early, 3-20 s after the start: in the JVM's start-up, the recovery from the
+                # checkpoint, or the first batch (a crash while recovering).
                 time.sleep(self.random.uniform(3.0, 20.0))
             else:
-                # The others once this incarnation has committed a micro-batch (the delay stage's
-                # timers make the query run batches even when no message arrives): mid-batch,
-                # between batches, mid-commit.
+                # After this incarnation's first committed micro-batch (the delay stage's timers
+                # make the query run batches even when no message arrives) ...
                 while (self._committed() <= committed and engine.alive()
                        and time.monotonic() - started < 300):
                     time.sleep(0.5)
+                if mode == 2:
+                    # ... and once the next batch has started writing: killed mid-write, so the
+                    # replayed batch writes some records twice.
+                    written = self._written()
+                    waiting = time.monotonic()
+                    while (self._written() <= written and engine.alive()
+                           and time.monotonic() - waiting < 120):
+                        time.sleep(0.1)
+                    time.sleep(self.random.uniform(0.0, 0.5))
             if killed == restart_at and self.restart_broker is not None:
                 self.log("chaos: restarting the broker under the running engine")
                 self.restart_broker()
                 broker_restarts += 1
                 time.sleep(self.random.uniform(5.0, 10.0))
-            time.sleep(self.random.uniform(0.0, 4.0))
+            if mode == 1:
+                time.sleep(self.random.uniform(0.0, 4.0))
             at_kill = self._written()
             status = None
             if engine.alive():

@@ -1,7 +1,7 @@
 """Malformed messages never crash the engine or get lost: each ends where a user would expect,
 with its reason in the headers. All cases go through one engine run on the real broker and
 local Spark; each record carries a ``case`` header naming it and a ``do`` header telling the
-processor (``tests/processors/bad_input.py``) what to do with it. docs/reliability-bad-input.md
+processor (``tests/processors/bad_input.py``) what to do with it. docs/reliability.md ("Bad input")
 lists the same cases and outcomes."""
 
 from __future__ import annotations
