@@ -9,28 +9,43 @@ and ``bench/soak.py`` for the longer soak (20 kills) whose figures are in docs/r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from spark_dlq_devtools.chaos import CrashRun, kind_of
+from spark_dlq_devtools.chaos import CrashRun, create_topics, kind_of
 from spark_dlq_devtools.kafka import KafkaBroker
 
 N = 100_000
 KILLS = 10
 
 
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    """A broker of this test's own: it is restarted mid-run, which must not disturb the tests
+    that share the session's broker afterwards."""
+    broker = KafkaBroker(name=f"kafka-chaos-{os.getpid()}", log_level="WARN")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        shutil.rmtree(broker.root, ignore_errors=True)
+
+
 # Eleven cold starts of a Spark driver: longer than the suite's 600 s per-test limit under load.
 @pytest.mark.timeout(1800)
-def test_nothing_is_lost_across_ten_kills_and_a_broker_restart(
-    kafka: KafkaBroker, bootstrap_servers: str, make_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    names = {k: make_topic(f"chaos-{k}", partitions=2) for k in ("source", "retry", "dlq", "output")}
+def test_nothing_is_lost_across_ten_kills_and_a_broker_restart(own_broker: KafkaBroker, tmp_path: Path) -> None:
+    bootstrap_servers = own_broker.bootstrap_servers
+    names = {k: f"chaos-{k}" for k in ("source", "retry", "dlq", "output")}
+    create_topics(bootstrap_servers, names.values(), partitions=2)
     # 400 messages/s: the messages keep arriving across the ten kills (each restart costs the
     # engine a cold start), so every kill lands while records flow.
     report = CrashRun(bootstrap_servers, names, tmp_path, n=N, kills=KILLS, rate=400.0, seed=8,
-                      restart_broker=kafka.restart).run()
+                      restart_broker=own_broker.restart).run()
     (tmp_path / "report.json").write_text(json.dumps(report.as_dict(), indent=1))
     print(json.dumps({k: v for k, v in report.as_dict().items() if k != "cycles"}))
 
