@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from spark_dlq_devtools.kafka import create_topics as create_topics  # re-exported for the benchmarks
 from spark_dlq_devtools.paths import REPO_ROOT, versions
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -39,15 +40,6 @@ def admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    client = admin(bootstrap)  # kept referenced until the futures resolve
-    futures = client.create_topics([NewTopic(n, partitions, 1) for n in names])
-    for future in futures.values():
-        future.result(timeout=60)
 
 
 def bucket(i: int) -> int:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,14 +152,6 @@ class SteadyProducer(threading.Thread):
                 raise RuntimeError(f"could not deliver every message to {self.topic}")
         except BaseException as error:  # noqa: BLE001 - reported to the run through .error
             self.error = error
-
-
-def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
-        future.result(timeout=60)
 
 
 def end_offsets(bootstrap: str, topics: list[str], attempts: int = 30) -> int:

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from spark_dlq_devtools.paths import kafka_libs, work_dir
@@ -143,3 +144,12 @@ class KafkaBroker:
 
     def log_path(self) -> Path:
         return self.root / "server.log"
+
+
+def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
+    """Create topics (replication 1) and wait until the broker confirms each."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the futures resolve
+    for future in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        future.result(timeout=60)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_dlq_devtools.chaos import CrashRun, create_topics, kind_of
-from spark_dlq_devtools.kafka import KafkaBroker
+from spark_dlq_devtools.chaos import CrashRun, kind_of
+from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 
 N = 100_000
 KILLS = 10
