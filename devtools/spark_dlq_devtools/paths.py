@@ -46,7 +46,8 @@ def kafka_libs() -> Path:
 
 
 def spark_kafka_jars() -> list[Path]:
-    v = versions()["SPARK_VERSION"]
+    known = versions()
+    v = f"{known['SPARK_VERSION']}-kafka-clients-{known['SPARK_KAFKA_CLIENTS_VERSION']}"
     folder = _need(cache_dir() / "spark-jars" / v / ".complete", f"Spark Kafka connector {v}", "jars.sh").parent
     return sorted(folder.glob("*.jar"))
 

@@ -9,7 +9,7 @@ fetch() {  # fetch <pom> <dest> <maven -D properties...>
   log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central"
   rm -rf "$dest"; mkdir -p "$dest"
   mvn -q -B -Dstyle.color=never -f "$pom" "$@" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
-    dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime
+    dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime >&2  # stdout is the venv path
   touch "$dest/.complete"
 }
 
@@ -17,7 +17,7 @@ fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
   "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/libs" \
   -Dkafka.version="$KAFKA_VERSION" -Dscala.binary="$SCALA_BINARY"
 fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \
-  "$SPARK_DLQ_CACHE/spark-jars/$SPARK_VERSION" \
+  "$SPARK_DLQ_CACHE/spark-jars/$SPARK_VERSION-kafka-clients-$SPARK_KAFKA_CLIENTS_VERSION" \
   -Dspark.version="$SPARK_VERSION" -Dscala.binary="$SCALA_BINARY" \
   -Dkafka.clients.version="$SPARK_KAFKA_CLIENTS_VERSION" \
   -Dcommons.pool2.version="$SPARK_COMMONS_POOL2_VERSION"

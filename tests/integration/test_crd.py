@@ -141,7 +141,7 @@ def full_spec() -> dict[str, Any]:
             "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
             "partitions": 6, "replicationFactor": 3,
             "retryConfig": {"retention.ms": "604800000"},
-            "deadLetterConfig": {"cleanup.policy": "compact", "retention.ms": "-1"},
+            "deadLetterConfig": {"cleanup.policy": "compact", "retention.ms": "-1", "max.message.bytes": "16384"},
             "deleteWithPolicy": True,
         },
         "spark": {
@@ -343,6 +343,16 @@ INVALID = [
         {"topics": {"replicationFactor": -2}}, "spec.topics.replicationFactor",
         "Invalid value: -2: spec.topics.replicationFactor in body should be greater than or equal to -1",
         id="replication-factor-below-minus-1"),
+    pytest.param(
+        {"topics": {"deadLetterConfig": {"max.message.bytes": 16383}}}, "spec.topics.deadLetterConfig",
+        "Invalid value: \"object\": max.message.bytes must be a number of at least 16384: below the "
+        "producer's batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)",
+        id="dlq-max-message-bytes-below-batch-size"),
+    pytest.param(
+        {"topics": {"retryConfig": {"max.message.bytes": "1MB"}}}, "spec.topics.retryConfig",
+        "Invalid value: \"object\": max.message.bytes must be a number of at least 16384: below the "
+        "producer's batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)",
+        id="retry-max-message-bytes-not-a-number"),
     pytest.param(
         {"topics": {"partitions": -1}}, "spec.topics.partitions",
         "Invalid value: -1: spec.topics.partitions in body should be greater than or equal to 0",

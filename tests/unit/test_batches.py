@@ -40,23 +40,67 @@ def route(rows: list[dict[str, Any]], processor: Callable[..., Any], settings: R
           ) -> list[dict[str, Any]]:
     out = route_batch(batch(rows), settings, processor, now_ms=lambda: NOW, rand=lambda: 0.5)
     result = out.to_pylist()
-    for row in result:
-        row["dlq"] = {h["key"]: h["value"].decode() for h in row["dlq_headers"] or []}
+    for row in result:  # the headers of a retry or dead letter: its dlq.* and static headers
+        failed = row["route"] in (Route.RETRY, Route.DEAD, Route.IGNORED)
+        row["dlq"] = {h["key"]: h["value"].decode() for h in row["headers"] or []} if failed else {}
     return result
+
+
+def attempt_seen(rows: list[dict[str, Any]]) -> int:
+    """The attempt number the processor was given for the one row."""
+    seen: list[int] = []
+    route(rows, lambda m: seen.append(m.attempt))
+    (attempt,) = seen
+    return attempt
 
 
 def fail(message: Message) -> Any:
     raise ConnectionError("down")
 
 
-def test_input_columns_pass_through_and_outcome_columns_are_added() -> None:
-    rows = route([{"value": b"a", "offset": 5}], lambda m: m.value.upper())
-    assert rows[0]["value"] == b"a"
-    assert rows[0]["offset"] == 5
-    assert rows[0]["route"] == Route.OUTPUT
-    assert rows[0]["out_value"] == b"A"
-    assert rows[0]["dlq_headers"] is None
-    assert rows[0]["attempt"] == 0
+def test_a_success_is_handed_back_as_the_record_to_write() -> None:
+    rows = route([{"key": b"K", "value": b"a", "offset": 5, "headers": [("h", b"1")]}], lambda m: m.value.upper())
+    assert rows == [{"route": Route.OUTPUT, "key": b"K", "value": b"A", "headers": [{"key": "h", "value": b"1"}],
+                     "reason": None, "lateness_ms": None, "dlq": {}}]
+
+
+def test_the_key_and_unchanged_headers_are_the_input_arrays_themselves() -> None:
+    source = batch([{"headers": [("h", b"1")]}, {}])
+    out = route_batch(source, SETTINGS, lambda m: m.value)
+    for name in ("key", "headers"):
+        assert addresses(out.column(name)) == addresses(source.column(name))
+    failed = route_batch(source, SETTINGS, fail)
+    assert addresses(failed.column("headers")) != addresses(source.column("headers"))
+
+
+def addresses(array: pa.Array) -> list[int | None]:
+    return [None if b is None else b.address for b in array.buffers()]
+
+
+def test_failures_keep_their_value_and_other_headers_and_get_this_attempts_dlq_headers() -> None:
+    old = [("trace", b"t1"), ("dlq.attempt", b"1"), ("dlq.error.class", b"Old"), ("dlq.deliver.at", b"5")]
+    rows = route([{"value": b"ok", "topic": SETTINGS.retry_topic, "headers": old},
+                  {"value": b"bad", "topic": SETTINGS.retry_topic, "headers": old}],
+                 lambda m: m.value if m.value == b"ok" else fail(m))
+    success, failure = rows
+    assert (success["route"], success["value"], success["headers"]) == (
+        Route.OUTPUT, b"ok", [{"key": "trace", "value": b"t1"}])  # no stale dlq.* header
+    assert (failure["route"], failure["value"]) == (Route.RETRY, b"bad")
+    names = [h["key"] for h in failure["headers"]]
+    assert names[0] == "trace"
+    assert names.count("dlq.attempt") == 1
+    assert failure["dlq"]["dlq.attempt"] == "2"
+    assert failure["dlq"]["dlq.error.class"] == "ConnectionError"
+
+
+def test_null_headers_are_written_as_none() -> None:
+    source = batch([{}, {}])
+    column = pa.array([None, [{"key": "h", "value": b"1"}]], source.schema.field("headers").type)
+    source = source.set_column(2, "headers", column)
+    rows = route_batch(source, SETTINGS, fail, now_ms=lambda: NOW).to_pylist()
+    assert [r["route"] for r in rows] == [Route.RETRY, Route.RETRY]
+    assert rows[0]["headers"][0]["key"] == "dlq.original.topic"
+    assert [h["key"] for h in rows[1]["headers"]][:2] == ["h", "dlq.original.topic"]
 
 
 def test_message_fields_reach_the_processor() -> None:
@@ -87,8 +131,8 @@ def test_a_retry_record_keeps_its_origin_and_counts_attempts() -> None:
     carried = [("dlq.original.topic", b"orders"), ("dlq.original.partition", b"3"),
                ("dlq.original.offset", b"7"), ("dlq.original.timestamp", b"1"),
                ("dlq.first.failure.at", b"100"), ("dlq.attempt", b"2"), ("dlq.deliver.at", b"5")]
+    assert attempt_seen([{"topic": SETTINGS.retry_topic, "headers": carried}]) == 2
     (row,) = route([{"topic": SETTINGS.retry_topic, "offset": 99, "headers": carried}], fail)
-    assert row["attempt"] == 2
     assert row["route"] == Route.DEAD
     assert row["lateness_ms"] == NOW - 5
     assert row["dlq"]["dlq.reason"] == "exhausted"
@@ -105,14 +149,14 @@ def test_a_retry_record_keeps_its_origin_and_counts_attempts() -> None:
      pytest.param(b"\xff\xfe", 0, id="not-utf8")],
 )
 def test_forged_attempt_headers_on_retry_records_are_bounded(forged: bytes, attempt: int) -> None:
-    (row,) = route([{"topic": SETTINGS.retry_topic, "headers": [("dlq.attempt", forged)]}], lambda m: None)
-    assert row["attempt"] == attempt
+    assert attempt_seen([{"topic": SETTINGS.retry_topic, "headers": [("dlq.attempt", forged)]}]) == attempt
 
 
 def test_attempt_headers_on_source_records_are_ignored() -> None:
+    assert attempt_seen([{"headers": [("dlq.attempt", b"5")]}]) == 0
     (row,) = route([{"headers": [("dlq.attempt", b"5")]}], fail)
-    assert row["attempt"] == 0
     assert row["route"] == Route.RETRY
+    assert row["dlq"]["dlq.attempt"] == "1"
 
 
 def test_retry_delay_from_the_processor_sets_deliver_at() -> None:

@@ -667,6 +667,16 @@ def _long(n: int) -> str:
         pytest.param({"spec.topics.replicationFactor": -2},
                      ["spec.topics.replicationFactor: must be at least -1, got -2"],
                      id="replication-factor-below-minus-one"),
+        pytest.param({"spec.topics.deadLetterConfig": {"max.message.bytes": 16383}},
+                     ["spec.topics.deadLetterConfig: max.message.bytes must be a number of at least 16384: "
+                      "below the producer's batch.size (16 KiB) the Kafka client retries a refused batch "
+                      "forever (KAFKA-8350), got '16383'"],
+                     id="dlq-max-message-bytes-below-batch-size"),
+        pytest.param({"spec.topics.retryConfig": {"max.message.bytes": "1MB"}},
+                     ["spec.topics.retryConfig: max.message.bytes must be a number of at least 16384: "
+                      "below the producer's batch.size (16 KiB) the Kafka client retries a refused batch "
+                      "forever (KAFKA-8350), got '1MB'"],
+                     id="retry-max-message-bytes-not-a-number"),
         pytest.param({"spec.topics.retryConfig": "retention.ms=1"},
                      ["spec.topics.retryConfig: must be a mapping of strings, got the string "
                       "'retention.ms=1'"],

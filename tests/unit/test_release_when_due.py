@@ -62,7 +62,7 @@ def test_a_batch_without_the_column_passes() -> None:
     assert released([plain], time) == [(0, [1, 2])]
 
 
-def test_lookahead_is_one_trigger_interval_within_bounds() -> None:
-    assert lookahead(1_000) == 1_000
+def test_lookahead_is_one_trigger_interval_and_the_batch_cost_within_bounds() -> None:
+    assert lookahead(1_000) == 3_000
     assert lookahead(600_000) == 5_000
-    assert lookahead(0) == 0
+    assert lookahead(0) == 2_000

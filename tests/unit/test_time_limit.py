@@ -135,7 +135,7 @@ def test_a_message_that_overruns_is_routed_as_a_timeout_error(
     assert rows[0]["dlq"]["dlq.error.message"] == "the processor did not return within 200ms (processor.timeout)"
     assert "in spin_forever" in rows[0]["dlq"]["dlq.error.stacktrace"]
     assert rows[0]["dlq"].get("dlq.reason") == reason
-    assert (rows[1]["route"], rows[1]["out_value"]) == (Route.OUTPUT, b"done")
+    assert (rows[1]["route"], rows[1]["value"]) == (Route.OUTPUT, b"done")
 
 
 def test_in_batch_mode_the_limit_is_the_timeout_times_the_number_of_messages() -> None:
@@ -146,7 +146,7 @@ def test_in_batch_mode_the_limit_is_the_timeout_times_the_number_of_messages() -
         return [m.value for m in messages]
 
     rows = route([{"value": b"a"}, {"value": b"b"}, {"value": b"c"}, {"value": b"d"}], slow, settings)
-    assert [r["out_value"] for r in rows] == [b"a", b"b", b"c", b"d"]
+    assert [r["value"] for r in rows] == [b"a", b"b", b"c", b"d"]
 
     def hung(messages: list[Message]) -> list[object]:
         spin_forever(messages)
@@ -169,5 +169,5 @@ def test_the_batch_after_an_overrun_is_routed_on_a_fresh_helper_thread() -> None
         return b"ok"
 
     out = route_batch(batch([{}, {}, {}]), settings, record).to_pylist()
-    assert [r["out_value"] for r in out] == [b"ok"] * 3
+    assert [r["value"] for r in out] == [b"ok"] * 3
     assert len(threads) == 1

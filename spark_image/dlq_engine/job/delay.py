@@ -1,17 +1,19 @@
 """The delay stage: retry records wait in checkpointed state until ``dlq.deliver.at``.
 
 Records read from the retry topic are grouped by their due time, rounded up to
-``BUCKET_MS``. A group that falls due within the next ``lookahead_ms`` (one trigger interval)
-passes on in this micro-batch; the others are appended to the group's list state with a
-processing-time timer at ``due - lookahead``. When the timer fires the records are emitted
+``BUCKET_MS``. A group that falls due within the next ``lookahead_ms`` (one trigger interval
+plus ``RELEASE_MARGIN_MS``) passes on in this micro-batch; the others are appended to the
+group's list state with a processing-time timer at ``due - lookahead``. When the timer fires the records are emitted
 into the same micro-batch as the source records.
 
 Released records carry their exact ``deliver_at``, and :func:`release_when_due` (run in the
 routing task, just before the processor) holds each one back until that moment. So a retry is
 never processed early, yet it does not wait for the micro-batch *after* its due time: a
 timer that only fired then would make every retry about a whole batch late, and a batch of
-this pipeline costs several hundred milliseconds even when it is empty. The price is that a
-routing task may sleep up to one trigger interval (bounded by ``MAX_WAIT_MS``).
+this pipeline costs one to two seconds on two cores even when it is empty. Releasing one
+trigger interval plus that cost ahead lets the batch that starts before a retry's due time
+carry it. The price is that a routing task may sleep up to ``lookahead_ms`` (bounded by
+``MAX_WAIT_MS``), which stretches a micro-batch that holds early retries to about that long.
 
 Nothing is re-published while it waits and nothing polls the broker; the state is part of
 the checkpoint, so pending retries survive a crash (the retry topic's offsets are committed
@@ -47,6 +49,9 @@ DELIVER_AT_COLUMN = "deliver_at"
 #: The longest a routing task waits for one released record (a guard against clock skew
 #: between the driver, whose clock fires the timers, and the executor).
 MAX_WAIT_MS = 5_000
+#: Released this much earlier than one trigger interval ahead: about what a micro-batch costs
+#: before its routing tasks run (1-2 s measured on two cores, docs/benchmarks.md section 3).
+RELEASE_MARGIN_MS = 2_000
 
 
 def deliver_at_column() -> Column:
@@ -59,9 +64,9 @@ def deliver_at_column() -> Column:
 
 
 def lookahead(trigger_ms: int) -> int:
-    """How far ahead of its due time a retry is released: one trigger interval, at most
-    ``MAX_WAIT_MS``."""
-    return max(0, min(trigger_ms, MAX_WAIT_MS))
+    """How far ahead of its due time a retry is released: one trigger interval plus
+    ``RELEASE_MARGIN_MS``, at most ``MAX_WAIT_MS``."""
+    return max(0, min(trigger_ms + RELEASE_MARGIN_MS, MAX_WAIT_MS))
 
 
 class HoldUntilDue(StatefulProcessor):

@@ -32,7 +32,6 @@ from dlq_engine.job.delay import (
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing.batches import RoutingSettings, output_schema, route_batches
-from dlq_engine.routing.headers import REASON
 from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
@@ -96,8 +95,9 @@ def read_topic(spark: SparkSession, policy: DeadLetterPolicy, options: RunOption
 
 
 def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> DataFrame:
-    """Source and due retries, each routed by the processor: the input columns plus
-    ``route``, ``out_value``, ``dlq_headers``, ``attempt`` and ``lateness_ms``."""
+    """Source and due retries, each routed by the processor: ``route``, then ``key``,
+    ``value`` and ``headers`` to write, the dead-letter ``reason`` and ``lateness_ms``
+    (see ``output_schema``)."""
     source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
     source = source.withColumn(DELIVER_AT_COLUMN, F.lit(None).cast("bigint"))
     retries = hold_until_due(read_topic(spark, policy, options, policy.retry_topic, "earliest"),
@@ -121,9 +121,7 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
 def observed(frame: DataFrame) -> DataFrame:
     """Counts per route, dead letters per reason and the retry lag, visible in each batch's
     progress."""
-    route = F.col("route")
-    failed = route.isin(int(Route.DEAD), int(Route.IGNORED))
-    reason = F.expr(f"get(filter(dlq_headers, h -> h.key = '{REASON}'), 0).value").cast("string")
+    route, reason = F.col("route"), F.col("reason")
     return frame.observe(
         METRICS,
         F.count(F.lit(1)).alias("total"),
@@ -135,30 +133,20 @@ def observed(frame: DataFrame) -> DataFrame:
         F.count(F.col("lateness_ms")).alias("redelivered"),
         F.max(F.col("lateness_ms")).alias("max_lateness_ms"),
         F.min(F.col("lateness_ms")).alias("min_lateness_ms"),
-        *(F.count(F.when(failed & (reason == value), 1)).alias(name)
-          for name, value in DEAD_REASONS.items()),
+        *(F.count(F.when(reason == value, 1)).alias(name) for name, value in DEAD_REASONS.items()),
     )
 
 
 def sink_records(frame: DataFrame, policy: DeadLetterPolicy) -> DataFrame:
-    """The Kafka sink's columns: topic by route, original key, value and headers with every
-    old ``dlq.*`` header replaced by this attempt's."""
+    """The Kafka sink's columns: the topic by route; key, value and headers as routing wrote
+    them. Acknowledged and ignored records are not written."""
     route = F.col("route")
     topic = (
         F.when(route == int(Route.OUTPUT), F.lit(policy.output.topic or None))
         .when(route == int(Route.RETRY), F.lit(policy.retry_topic))
         .when(route == int(Route.DEAD), F.lit(policy.dead_letter_topic))
     )
-    kept = F.filter("headers", lambda h: ~F.startswith(h["key"], F.lit("dlq.")))
-    headers = F.concat(F.coalesce(kept, F.array().cast(kept_type())),
-                       F.coalesce(F.col("dlq_headers"), F.array().cast(kept_type())))
-    value = F.when(route == int(Route.OUTPUT), F.col("out_value")).otherwise(F.col("value"))
-    return frame.where(topic.isNotNull()).select(
-        topic.alias("topic"), F.col("key"), value.alias("value"), headers.alias("headers"))
-
-
-def kept_type() -> str:
-    return "array<struct<key:string,value:binary>>"
+    return frame.where(topic.isNotNull()).select(topic.alias("topic"), "key", "value", "headers")
 
 
 def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> StreamingQuery:

@@ -21,6 +21,11 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from dlq_engine.model.durations import DurationError, format_ms, parse_duration_ms
 
+#: The least ``max.message.bytes`` a policy may give its retry or dead-letter topic: the Kafka
+#: producer's ``batch.size``. Below it, kafka-clients 3.9 splits a refused batch into batches of
+#: ``batch.size`` again, forever (KAFKA-8350), and the pipeline stalls.
+MIN_MAX_MESSAGE_BYTES: Final = 16_384
+
 API_VERSION: Final = "sparkdlq.io/v1alpha1"
 KIND: Final = "DeadLetterPolicy"
 
@@ -543,6 +548,13 @@ def _parse_topics(f: _Fields) -> Topics:
     )
     if topics.replication_factor == 0:
         f.fail(f.at("replicationFactor"), "must be -1 (broker default) or at least 1, got 0")
+    for key, config in (("retryConfig", topics.retry_config), ("deadLetterConfig", topics.dead_letter_config)):
+        raw = config.get("max.message.bytes")
+        if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 10
+                                    and int(raw) >= MIN_MAX_MESSAGE_BYTES):
+            f.fail(f.at(key), f"max.message.bytes must be a number of at least {MIN_MAX_MESSAGE_BYTES}: "
+                              "below the producer's batch.size (16 KiB) the Kafka client retries a refused "
+                              f"batch forever (KAFKA-8350), got {raw!r}")
     if topics.provisioner == "strimzi" and not strimzi.cluster:
         f.fail(f"{f.at('strimzi')}.cluster", "is required when provisioner is strimzi")
     f.done()

@@ -1,23 +1,27 @@
 """Routing a whole Arrow record batch: the one place Python touches each message.
 
-The Spark job hands every partition to ``route_batches`` (through ``mapInArrow``). For each
+The Spark job hands every partition to ``route_batch`` (through ``mapInArrow``). For each
 record it builds a ``Message``, calls the processor once (or the batch processor once per
-batch), decides the route and, for failures only, builds the new ``dlq.*`` headers. The input
-columns pass through untouched (Arrow arrays are reused, not copied), and the job's column
-expressions then pick the topic, value and headers for the Kafka sink.
+batch), decides the route and, for failures only, builds the new ``dlq.*`` headers. It hands
+back only what the Kafka sink and the metrics need: the route, the key, the value to write,
+the headers to write, the dead-letter reason and the retry lateness. The key column, and the
+headers column when no record's headers change, are the input's own Arrow arrays (not copied);
+every byte that crosses back to the JVM is one the sink writes.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dlq_engine.model.durations import format_ms
 from dlq_engine.model.policy import BackoffSpec, DeadLetterPolicy
@@ -41,14 +45,8 @@ from dlq_engine.routing.time_limit import Raised, map_with_limit
 log = logging.getLogger("dlq_engine.routing")
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-#: Columns ``route_batches`` adds to the input batch.
-ADDED_FIELDS = [
-    pa.field("route", pa.int8(), nullable=False),
-    pa.field("out_value", pa.binary()),
-    pa.field("dlq_headers", HEADER_TYPE),
-    pa.field("attempt", pa.int32(), nullable=False),
-    pa.field("lateness_ms", pa.int64()),
-]
+#: The prefix of the headers the engine owns: a record leaves with this attempt's only.
+DLQ_PREFIX = "dlq."
 
 #: An attempt count read from a header is clamped to this: a forged huge number must neither
 #: overflow nor make the arithmetic misbehave; it still means "exhausted".
@@ -124,7 +122,9 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
 
     retry_topic = settings.retry_topic
     from_retry = [t == retry_topic for t in topics]
-    header_dicts, headers = _headers(batch.column("headers"), from_retry)
+    header_column = batch.column("headers")
+    flat = _FlatHeaders.of(header_column)
+    header_dicts, headers = _headers(flat, from_retry)
     attempts = [_attempt(hs) if hs is not None else 0 for hs in headers]  # hs: retry records only
     new = _new_message
     messages = [
@@ -135,7 +135,8 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
 
     routes: list[int] = []
     out_values: list[bytes | None] = []
-    new_headers: list[list[tuple[str, bytes]] | None] = []
+    reasons: list[str | None] = []
+    changed: dict[int, list[tuple[str, bytes]]] = {}  # failed row -> its new dlq.* headers
     lateness: list[int | None] = []
     now = clock()
     output, ack = int(Route.OUTPUT), int(Route.ACK)
@@ -150,16 +151,18 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
             else:
                 routes.append(output)
                 out_values.append(outcome)
-            new_headers.append(None)
+            reasons.append(None)
             continue
         failures = attempts[i] + 1
         decision = decide(outcome, failures=failures, max_redeliver=settings.max_redeliver,
                           strategy=settings.strategy, has_output=settings.has_output)
         routes.append(int(decision.route))
-        out_values.append(outcome.result if decision.route is Route.OUTPUT else None)
         if decision.route in (Route.OUTPUT, Route.ACK):
-            new_headers.append(None)
+            out_values.append(outcome.result if decision.route is Route.OUTPUT else None)
+            reasons.append(None)
             continue
+        out_values.append(values[i])  # retries and dead letters carry the original value
+        reasons.append(decision.reason)
         built = _failure_headers(messages[i], headers[i], from_retry[i], outcome, decision,
                                  failures, settings, now, rand)
         if decision.route is Route.DEAD and settings.strategy == "stop":
@@ -173,39 +176,91 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
             log.warning("dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s", m.topic,
                         m.partition, m.offset, decision.reason, outcome.error_class,
                         outcome.error_message)
-        new_headers.append(built)
+        changed[i] = built
 
-    added = [
-        pa.array(routes, type=pa.int8()),
-        pa.array(out_values, type=pa.binary()),
-        pa.array([None if hs is None else [{"key": k, "value": v} for k, v in hs] for hs in new_headers],
-                 type=HEADER_TYPE),
-        pa.array(attempts, type=pa.int32()),
-        pa.array(lateness, type=pa.int64()),
-    ]
     return pa.RecordBatch.from_arrays(
-        list(batch.columns) + added, schema=_output_schema(batch.schema)
+        [pa.array(routes, type=pa.int8()), batch.column("key"), pa.array(out_values, type=pa.binary()),
+         _written_headers(header_column, flat, changed), pa.array(reasons, type=pa.string()),
+         pa.array(lateness, type=pa.int64())],
+        schema=output_schema(batch.schema),
     )
 
 
-def _headers(column: pa.Array, from_retry: list[bool]
+def _written_headers(column: pa.Array, flat: _FlatHeaders,
+                     changed: Mapping[int, Sequence[tuple[str, bytes]]]) -> pa.Array:
+    """The headers each record is written with: its own less any ``dlq.*`` header (a record
+    leaves with this attempt's ``dlq.*`` headers or none), then ``changed[row]`` for the rows
+    that failed. The input array itself when no row changes, as in a batch of successes;
+    otherwise only the rows that change are rebuilt (from flat key and value lists) and put in
+    place with one ``take``."""
+    names, contents, bounds, valid, stale = flat.names, flat.contents, flat.bounds, flat.valid, flat.stale
+    if not stale and not changed and valid is None:
+        return column
+    rows = set(changed)
+    rows.update(bisect.bisect_right(bounds, j) - 1 for j in stale)
+    if valid is not None:
+        rows.update(i for i, present in enumerate(valid) if not present)
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    offsets = [0]
+    for i in sorted(rows):
+        if valid is None or valid[i]:
+            for j in range(bounds[i], bounds[i + 1]):
+                if not names[j].startswith(DLQ_PREFIX):
+                    keys.append(names[j])
+                    values.append(contents[j])
+        for key, value in changed.get(i, ()):
+            keys.append(key)
+            values.append(value)
+        offsets.append(len(keys))
+    entry = column.type.value_type
+    replaced = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.StructArray.from_arrays([pa.array(keys, entry.field(0).type), pa.array(values, entry.field(1).type)],
+                                   fields=list(entry)),
+        type=column.type)
+    n = len(column)
+    indices = list(range(n))
+    for position, row in enumerate(sorted(rows)):
+        indices[row] = n + position
+    return pa.concat_arrays([column, replaced]).take(pa.array(indices, type=pa.int64()))
+
+
+@dataclass(frozen=True, slots=True)
+class _FlatHeaders:
+    """A batch's headers column read once: ``names[j]`` and ``contents[j]`` for every header
+    entry, row ``i`` holding entries ``bounds[i]`` to ``bounds[i + 1]``; ``valid`` is None when
+    no row's headers are null."""
+
+    names: list[str]
+    contents: list[bytes | None]
+    bounds: list[int]
+    valid: list[bool] | None
+    stale: list[int]  # the entries whose key starts with DLQ_PREFIX
+
+    @classmethod
+    def of(cls, column: pa.Array) -> _FlatHeaders:
+        entries = column.values
+        if len(entries):
+            key_array, value_array = entries.flatten()
+            names, contents = key_array.to_pylist(), value_array.to_pylist()
+            ours = pc.starts_with(key_array, pattern=DLQ_PREFIX)
+            stale = pc.indices_nonzero(ours).to_pylist() if pc.any(ours).as_py() else []
+        else:
+            names, contents, stale = [], [], []
+        return cls(names, contents, column.offsets.to_pylist(),
+                   column.is_valid().to_pylist() if column.null_count else None, stale)
+
+
+def _headers(flat: _FlatHeaders, from_retry: list[bool]
              ) -> tuple[list[dict[str, bytes]], list[list[tuple[str, bytes | None]] | None]]:
     """Each row's headers as the processor sees them (a dict: the first of repeated keys wins,
     a null value reads as b""), and, for retry records only, as the list of (key, value) pairs
     that attempts, lateness and carried headers are read from (None for other rows).
 
     Read from the flattened key and value columns, without building a dict per header entry."""
-    n = len(column)
-    bounds = column.offsets.to_pylist()
-    valid = column.is_valid().to_pylist() if column.null_count else None
-    entries = column.values
-    if len(entries):
-        key_array, value_array = entries.flatten()
-        names = key_array.to_pylist()
-        contents = value_array.to_pylist()
-        has_null_value = value_array.null_count > 0
-    else:
-        names, contents, has_null_value = [], [], False
+    n = len(from_retry)
+    names, contents, bounds, valid = flat.names, flat.contents, flat.bounds, flat.valid
     dicts: list[dict[str, bytes]] = []
     pairs: list[list[tuple[str, bytes | None]] | None] = []
     for i in range(n):
@@ -214,8 +269,8 @@ def _headers(column: pa.Array, from_retry: list[bool]
             dicts.append({})
             pairs.append([] if from_retry[i] else None)
             continue
-        if stop - start == 1 and not has_null_value:
-            dicts.append({names[start]: contents[start]})
+        if stop - start == 1:
+            dicts.append({names[start]: contents[start] or b""})
         else:
             row: dict[str, bytes] = {}
             for j in range(start, stop):
@@ -261,14 +316,17 @@ _new_message = _message_constructor()
 
 
 def output_schema(input_schema: pa.Schema) -> pa.Schema:
-    return _output_schema(input_schema)
-
-
-def _output_schema(input_schema: pa.Schema) -> pa.Schema:
-    schema = input_schema
-    for f in ADDED_FIELDS:
-        schema = schema.append(f)
-    return schema
+    """What ``route_batch`` returns: ``route`` (a ``Route``), the ``key``, ``value`` and
+    ``headers`` to write, the dead-letter ``reason`` (dead and ignored records only) and, for
+    redelivered records, ``lateness_ms`` (how long after ``dlq.deliver.at`` it was routed)."""
+    return pa.schema([
+        pa.field("route", pa.int8(), nullable=False),
+        input_schema.field("key"),
+        pa.field("value", pa.binary()),
+        input_schema.field("headers"),
+        pa.field("reason", pa.string()),
+        pa.field("lateness_ms", pa.int64()),
+    ])
 
 
 def _outcomes(messages: Sequence[Message], settings: RoutingSettings,
