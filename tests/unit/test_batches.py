@@ -93,6 +93,28 @@ def test_failures_keep_their_value_and_other_headers_and_get_this_attempts_dlq_h
     assert failure["dlq"]["dlq.error.class"] == "ConnectionError"
 
 
+def test_a_slice_of_a_batch_is_routed_by_its_own_rows_only() -> None:
+    # release_when_due hands routing slices, whose header column keeps the parent's entries.
+    old = [("dlq.attempt", b"1"), ("dlq.deliver.at", b"5"), ("trace", b"t")]
+    whole = batch([{"value": b"a", "topic": SETTINGS.retry_topic, "headers": old},
+                   {"value": b"b", "topic": SETTINGS.retry_topic, "headers": old},
+                   {"value": b"c", "headers": [("h", b"1")]},
+                   {"value": b"d", "topic": SETTINGS.retry_topic, "headers": old}])
+    for start, length in ((1, 2), (2, 1), (3, 1), (0, 1)):
+        part = whole.slice(start, length)
+        rows = route_batch(part, SETTINGS, lambda m: m.value if m.value != b"b" else fail(m),
+                           now_ms=lambda: NOW).to_pylist()
+        assert [r["key"] for r in rows] == [b"k"] * length
+        for row, source in zip(rows, part.to_pylist(), strict=True):
+            kept = [h for h in source["headers"] if not h["key"].startswith("dlq.")]
+            assert row["headers"][:len(kept)] == kept
+            if row["route"] == Route.OUTPUT:
+                assert (row["value"], row["headers"]) == (source["value"], kept)
+            else:
+                assert row["value"] == b"b"
+                assert {"key": "dlq.attempt", "value": b"2"} in row["headers"]
+
+
 def test_null_headers_are_written_as_none() -> None:
     source = batch([{}, {}])
     column = pa.array([None, [{"key": "h", "value": b"1"}]], source.schema.field("headers").type)

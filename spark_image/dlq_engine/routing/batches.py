@@ -240,7 +240,12 @@ class _FlatHeaders:
 
     @classmethod
     def of(cls, column: pa.Array) -> _FlatHeaders:
-        entries = column.values
+        # A sliced column (release_when_due yields slices) keeps its parent's whole child array
+        # and absolute offsets: read only this slice's entries, and count from its first.
+        offsets = column.offsets.to_pylist()
+        first, last = offsets[0], offsets[-1]
+        bounds = [o - first for o in offsets] if first else offsets
+        entries = column.values.slice(first, last - first)
         if len(entries):
             key_array, value_array = entries.flatten()
             names, contents = key_array.to_pylist(), value_array.to_pylist()
@@ -248,8 +253,7 @@ class _FlatHeaders:
             stale = pc.indices_nonzero(ours).to_pylist() if pc.any(ours).as_py() else []
         else:
             names, contents, stale = [], [], []
-        return cls(names, contents, column.offsets.to_pylist(),
-                   column.is_valid().to_pylist() if column.null_count else None, stale)
+        return cls(names, contents, bounds, column.is_valid().to_pylist() if column.null_count else None, stale)
 
 
 def _headers(flat: _FlatHeaders, from_retry: list[bool]
