@@ -194,6 +194,10 @@ def test_max_delay_not_shorter_than_delay_is_accepted(
 # Refusals
 
 
+#: The CRD's (and the model's) refusal of a retry or DLQ topic whose max.message.bytes is too small.
+MESSAGE_BYTES_REFUSAL = ("max.message.bytes must be a number of at least 16384: below the producer's "
+                         "batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)")
+
 INVALID = [
     pytest.param(
         {"retry": {"maxRedeliverCount": -1}}, "spec.retry.maxRedeliverCount",
@@ -345,13 +349,11 @@ INVALID = [
         id="replication-factor-below-minus-1"),
     pytest.param(
         {"topics": {"deadLetterConfig": {"max.message.bytes": 16383}}}, "spec.topics.deadLetterConfig",
-        "Invalid value: \"object\": max.message.bytes must be a number of at least 16384: below the "
-        "producer's batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)",
+        f"Invalid value: \"object\": {MESSAGE_BYTES_REFUSAL}",
         id="dlq-max-message-bytes-below-batch-size"),
     pytest.param(
         {"topics": {"retryConfig": {"max.message.bytes": "1MB"}}}, "spec.topics.retryConfig",
-        "Invalid value: \"object\": max.message.bytes must be a number of at least 16384: below the "
-        "producer's batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)",
+        f"Invalid value: \"object\": {MESSAGE_BYTES_REFUSAL}",
         id="retry-max-message-bytes-not-a-number"),
     pytest.param(
         {"topics": {"partitions": -1}}, "spec.topics.partitions",

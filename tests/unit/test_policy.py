@@ -40,6 +40,10 @@ DURATION_HINT = "must be a duration such as 500ms, 1s or 2m"
 # Defaults
 
 
+#: How the model refuses a retry or DLQ topic whose max.message.bytes is too small.
+MESSAGE_BYTES_REFUSAL = ("max.message.bytes must be a number of at least 16384: below the producer's "
+                         "batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)")
+
 def test_defaults_identity_and_constants() -> None:
     assert API_VERSION == "sparkdlq.io/v1alpha1"
     assert KIND == "DeadLetterPolicy"
@@ -668,14 +672,10 @@ def _long(n: int) -> str:
                      ["spec.topics.replicationFactor: must be at least -1, got -2"],
                      id="replication-factor-below-minus-one"),
         pytest.param({"spec.topics.deadLetterConfig": {"max.message.bytes": 16383}},
-                     ["spec.topics.deadLetterConfig: max.message.bytes must be a number of at least 16384: "
-                      "below the producer's batch.size (16 KiB) the Kafka client retries a refused batch "
-                      "forever (KAFKA-8350), got '16383'"],
+                     [f"spec.topics.deadLetterConfig: {MESSAGE_BYTES_REFUSAL}, got '16383'"],
                      id="dlq-max-message-bytes-below-batch-size"),
         pytest.param({"spec.topics.retryConfig": {"max.message.bytes": "1MB"}},
-                     ["spec.topics.retryConfig: max.message.bytes must be a number of at least 16384: "
-                      "below the producer's batch.size (16 KiB) the Kafka client retries a refused batch "
-                      "forever (KAFKA-8350), got '1MB'"],
+                     [f"spec.topics.retryConfig: {MESSAGE_BYTES_REFUSAL}, got '1MB'"],
                      id="retry-max-message-bytes-not-a-number"),
         pytest.param({"spec.topics.retryConfig": "retention.ms=1"},
                      ["spec.topics.retryConfig: must be a mapping of strings, got the string "

@@ -45,8 +45,6 @@ from dlq_engine.routing.time_limit import Raised, map_with_limit
 log = logging.getLogger("dlq_engine.routing")
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-#: The prefix of the headers the engine owns: a record leaves with this attempt's only.
-DLQ_PREFIX = "dlq."
 
 #: An attempt count read from a header is clamped to this: a forged huge number must neither
 #: overflow nor make the arithmetic misbehave; it still means "exhausted".
@@ -196,17 +194,18 @@ def _written_headers(column: pa.Array, flat: _FlatHeaders,
     names, contents, bounds, valid, stale = flat.names, flat.contents, flat.bounds, flat.valid, flat.stale
     if not stale and not changed and valid is None:
         return column
-    rows = set(changed)
-    rows.update(bisect.bisect_right(bounds, j) - 1 for j in stale)
+    wanted = set(changed)
+    wanted.update(bisect.bisect_right(bounds, j) - 1 for j in stale)
     if valid is not None:
-        rows.update(i for i, present in enumerate(valid) if not present)
+        wanted.update(i for i, present in enumerate(valid) if not present)
+    rows = sorted(wanted)
     keys: list[str] = []
     values: list[bytes | None] = []
     offsets = [0]
-    for i in sorted(rows):
+    for i in rows:
         if valid is None or valid[i]:
             for j in range(bounds[i], bounds[i + 1]):
-                if not names[j].startswith(DLQ_PREFIX):
+                if not names[j].startswith(h.PREFIX):
                     keys.append(names[j])
                     values.append(contents[j])
         for key, value in changed.get(i, ()):
@@ -221,7 +220,7 @@ def _written_headers(column: pa.Array, flat: _FlatHeaders,
         type=column.type)
     n = len(column)
     indices = list(range(n))
-    for position, row in enumerate(sorted(rows)):
+    for position, row in enumerate(rows):
         indices[row] = n + position
     return pa.concat_arrays([column, replaced]).take(pa.array(indices, type=pa.int64()))
 
@@ -236,7 +235,7 @@ class _FlatHeaders:
     contents: list[bytes | None]
     bounds: list[int]
     valid: list[bool] | None
-    stale: list[int]  # the entries whose key starts with DLQ_PREFIX
+    stale: list[int]  # the entries whose key starts with ``dlq.`` (headers.PREFIX)
 
     @classmethod
     def of(cls, column: pa.Array) -> _FlatHeaders:
@@ -249,7 +248,7 @@ class _FlatHeaders:
         if len(entries):
             key_array, value_array = entries.flatten()
             names, contents = key_array.to_pylist(), value_array.to_pylist()
-            ours = pc.starts_with(key_array, pattern=DLQ_PREFIX)
+            ours = pc.starts_with(key_array, pattern=h.PREFIX)
             stale = pc.indices_nonzero(ours).to_pylist() if pc.any(ours).as_py() else []
         else:
             names, contents, stale = [], [], []
