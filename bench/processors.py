@@ -97,16 +97,18 @@ def entrypoint(mode: str, mix: str) -> str:
 
 def timed(message: Message) -> dict[str, object]:
     """Retry precision: the value is ``<failures>|...``; fails while the attempt is below it,
-    then reports when it ran (epoch ms, float) and the ``dlq.deliver.at`` it carried."""
+    then reports when it ran (epoch ms, float), the ``dlq.deliver.at`` it carried and whether
+    it was a warm-up message (``<failures>|w...``)."""
     now = time.time() * 1000.0
     value = message.value or b"1|"
     failures = int(value.split(b"|", 1)[0])
     if message.attempt < failures:
         raise ConnectionError(f"timed attempt {message.attempt}")
     due = int(message.headers.get("dlq.deliver.at", b"0") or b"0")
-    return {"ran_at": now, "due": due, "attempt": message.attempt}
+    return {"ran_at": now, "due": due, "attempt": message.attempt, "warm_up": value[2:3] == b"w"}
 
 
 def decode_timed(value: bytes) -> dict[str, float]:
     data = json.loads(value)
-    return {"ran_at": float(data["ran_at"]), "due": float(data["due"]), "attempt": float(data["attempt"])}
+    return {"ran_at": float(data["ran_at"]), "due": float(data["due"]), "attempt": float(data["attempt"]),
+            "warm_up": float(bool(data.get("warm_up")))}

@@ -118,6 +118,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     on the broker so that it stops first (its producers would otherwise log a dead broker)."""
     from pyspark.sql import SparkSession
 
+    from dlq_engine.job.session import REQUIRED_CONF
     from spark_dlq_devtools.spark import TEST_CONF, submit_env
 
     os.environ.update(submit_env())
@@ -125,7 +126,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     paths = [str(REPO_ROOT), str(REPO_ROOT / "examples" / "processors")]
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])
     builder = SparkSession.builder.master("local[2]").appName("spark-dlq-tests")
-    for key, value in TEST_CONF.items():
+    for key, value in {**TEST_CONF, **REQUIRED_CONF}.items():  # what the engine requires, as it runs
         builder = builder.config(key, value)
     builder = builder.config("spark.sql.streaming.checkpointLocation",
                              str(tmp_path_factory.mktemp("checkpoints")))

@@ -6,6 +6,7 @@ source it and this module reads it, so the fixtures start exactly what was insta
 
 from __future__ import annotations
 
+import hashlib
 import os
 from functools import cache
 from pathlib import Path
@@ -50,6 +51,18 @@ def spark_kafka_jars() -> list[Path]:
     v = f"{known['SPARK_VERSION']}-kafka-clients-{known['SPARK_KAFKA_CLIENTS_VERSION']}"
     folder = _need(cache_dir() / "spark-jars" / v / ".complete", f"Spark Kafka connector {v}", "jars.sh").parent
     return sorted(folder.glob("*.jar"))
+
+
+def engine_jar() -> Path:
+    """The engine's JVM part (``spark_image/jvm``), compiled by ``engine_jar.sh`` into a folder
+    named by the Spark version and a hash of the Java sources."""
+    sources = REPO_ROOT / "spark_image" / "jvm"
+    lines = "".join(
+        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(sources).as_posix()}\n"
+        for path in sorted(sources.glob("src/**/*.java"), key=lambda p: p.relative_to(sources).as_posix()))
+    digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
+    folder = cache_dir() / "engine-jar" / f"{versions()['SPARK_VERSION']}-{digest}"
+    return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"
 
 
 def kubernetes_bin(name: str) -> Path:

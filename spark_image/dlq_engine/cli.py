@@ -53,9 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(policy: object, args: argparse.Namespace) -> int:
+    from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import KAFKA_CLIENT_DIR, RunOptions, client_properties
-    from dlq_engine.job.preflight import PreflightError, check_topics
+    from dlq_engine.job.preflight import PreflightError, check_topics, engine_class
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
     from dlq_engine.job.runner import Run, install_sigterm
     from dlq_engine.job.session import build_session
@@ -81,6 +82,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     spark = build_session(policy, master=args.master)
     try:
         try:
+            engine_class(spark, JVM_DELAY_STAGE)
             check_topics(spark, policy, client_properties(options.kafka_client_dir))
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)

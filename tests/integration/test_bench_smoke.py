@@ -70,10 +70,12 @@ def test_the_benchmark_harness_runs_end_to_end(
         partitions=1,
         workdir=tmp_path,
         kinds=["fixed 1s"],
+        warm_up_messages=5,
     )
     write_json(results, "precision", retries)
     (run,) = retries["runs"]
-    assert run["delivered"] == 10
+    assert run["delivered"] == 10  # the 5 warm-up messages are not counted
+    assert run["warm_up_messages"] == 5
     assert run["early"] == 0
 
     # Scaling needs a session per core count (a subprocess each): too slow here, so its report

@@ -113,6 +113,22 @@ def test_spark_image_bakes_the_kafka_connector_with_the_test_beds_pom() -> None:
     assert ("COPY", "--from=jars --chmod=0644 /jars/ /opt/spark/jars/") in runtime
 
 
+def test_spark_image_compiles_the_engines_jar_as_the_setup_script_does() -> None:
+    by_name = {stage[0][1].rsplit(" AS ", 1)[-1]: stage for stage in stages(SPARK_DOCKERFILE)}
+    defaults = arg_defaults(SPARK_DOCKERFILE)
+    runtime = stages(SPARK_DOCKERFILE)[-1]
+    # Compiled against the runtime's own Spark jars, with the flags engine_jar.sh uses.
+    assert expand(by_name["spark"][0][1], defaults) == f"{expand(runtime[0][1], defaults)} AS spark"
+    build = by_name["engine-jar"]
+    assert ("COPY", "--from=spark /opt/spark/jars /spark-jars") in build
+    assert ("COPY", "spark_image/jvm/src /build/src") in build
+    run = " ".join(rest for word, rest in build if word == "RUN")
+    flags = "javac --release 17 -Xlint:all,-path -Werror"
+    assert flags in run
+    assert flags in (REPO_ROOT / "scripts" / "setup" / "engine_jar.sh").read_text()
+    assert ("COPY", "--from=engine-jar --chmod=0644 /build/spark-dlq-engine.jar /opt/spark/jars/") in runtime
+
+
 def test_spark_image_installs_the_engine_without_pyspark() -> None:
     wheel = stages(SPARK_DOCKERFILE)[1]
     run = " ".join(rest for word, rest in wheel if word == "RUN")

@@ -63,6 +63,7 @@ def test_a_batch_without_the_column_passes() -> None:
 
 
 def test_lookahead_is_one_trigger_interval_and_the_batch_cost_within_bounds() -> None:
-    assert lookahead(1_000) == 3_000
+    assert lookahead(1_000) == 1_500
+    assert lookahead(4_500) == 5_000
     assert lookahead(600_000) == 5_000
-    assert lookahead(0) == 2_000
+    assert lookahead(0) == 500

@@ -4,14 +4,14 @@ Records read from the retry topic are grouped by their due time, rounded up to
 ``BUCKET_MS``. A group that falls due within the next ``lookahead_ms`` (one trigger interval
 plus ``RELEASE_MARGIN_MS``) passes on in this micro-batch; the others are appended to the
 group's list state with a processing-time timer at ``due - lookahead``. When the timer fires
-the records are emitted
-into the same micro-batch as the source records.
+the records are emitted into the same micro-batch as the source records. The stateful part is
+Java (``spark_image/jvm``: ``io.sparkdlq.engine.HoldUntilDue``), so no Python worker runs for it.
 
 Released records carry their exact ``deliver_at``, and :func:`release_when_due` (run in the
 routing task, just before the processor) holds each one back until that moment. So a retry is
 never processed early, yet it does not wait for the micro-batch *after* its due time: a
 timer that only fired then would make every retry about a whole batch late, and a batch of
-this pipeline costs one to two seconds on two cores even when it is empty. Releasing one
+this pipeline costs about a second on two cores even when it is empty. Releasing one
 trigger interval plus that cost ahead lets the batch that starts before a retry's due time
 carry it. The price is that a routing task may sleep up to ``lookahead_ms`` (bounded by
 ``MAX_WAIT_MS``), which stretches a micro-batch that holds early retries to about that long.
@@ -26,20 +26,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import (
-    ExpiredTimerInfo,
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
-from pyspark.sql.types import StructType
 
+from dlq_engine.job.preflight import engine_class
 from dlq_engine.routing.batches import MAX_DELIVER_AT
 from dlq_engine.routing.headers import DELIVER_AT
 
@@ -51,8 +43,9 @@ DELIVER_AT_COLUMN = "deliver_at"
 #: between the driver, whose clock fires the timers, and the executor).
 MAX_WAIT_MS = 5_000
 #: Released this much earlier than one trigger interval ahead: about what a micro-batch costs
-#: before its routing tasks run (1-2 s measured on two cores, docs/benchmarks.md section 3).
-RELEASE_MARGIN_MS = 2_000
+#: before its routing tasks run (0.3-0.6 s measured on two cores; 2 s and 1 s gave later
+#: retries, as the routing tasks' waits then stretched every batch: bench/analysis.md).
+RELEASE_MARGIN_MS = 500
 
 
 def deliver_at_column() -> Column:
@@ -70,40 +63,9 @@ def lookahead(trigger_ms: int) -> int:
     return max(0, min(trigger_ms + RELEASE_MARGIN_MS, MAX_WAIT_MS))
 
 
-class HoldUntilDue(StatefulProcessor):
-    def __init__(self, record_schema: StructType, lookahead_ms: int) -> None:
-        self.record_schema = record_schema
-        self.lookahead_ms = lookahead_ms
-        self.columns = [*RECORD_COLUMNS, DELIVER_AT_COLUMN]
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.held = handle.getListState("held", self.record_schema)
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
-                        timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        now = timerValues.getCurrentProcessingTimeInMs()
-        release_at = int(key[0]) - self.lookahead_ms
-        waiting = False
-        for frame in rows:
-            if release_at <= now:
-                yield frame[self.columns]
-            else:
-                self.held.appendList(frame)
-                waiting = True
-        if waiting:
-            self.handle.registerTimer(release_at)
-
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
-                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[pd.DataFrame]:
-        rows = list(self.held.get())
-        self.held.clear()
-        if rows:
-            frame = pd.DataFrame(rows, columns=self.record_schema.fieldNames())
-            yield frame[self.columns]
-
-    def close(self) -> None:
-        pass
+#: The JVM side of the delay stage (``spark_image/jvm``): a ``StatefulProcessor`` in Java, so
+#: that a micro-batch runs no Python worker for the delay stage's stateful tasks.
+JVM_DELAY_STAGE = "io.sparkdlq.engine.DelayStage"
 
 
 def hold_until_due(retries: DataFrame, lookahead_ms: int) -> DataFrame:
@@ -112,11 +74,10 @@ def hold_until_due(retries: DataFrame, lookahead_ms: int) -> DataFrame:
     with_due = retries.select(*RECORD_COLUMNS, deliver_at_column().alias(DELIVER_AT_COLUMN))
     with_due = with_due.withColumn(
         "due", (F.ceil(F.col(DELIVER_AT_COLUMN) / BUCKET_MS) * BUCKET_MS).cast("bigint"))
-    output_schema = with_due.select(*RECORD_COLUMNS, DELIVER_AT_COLUMN).schema
-    return with_due.groupBy("due").transformWithStateInPandas(
-        HoldUntilDue(with_due.schema, lookahead_ms), outputStructType=output_schema,
-        outputMode="Append", timeMode="ProcessingTime",
-    )
+    spark = with_due.sparkSession
+    stage = engine_class(spark, JVM_DELAY_STAGE)
+    held = DataFrame(stage.holdUntilDue(with_due._jdf, "due", int(lookahead_ms)), spark)
+    return held.select(*RECORD_COLUMNS, DELIVER_AT_COLUMN)
 
 
 def release_when_due(batches: Iterable[pa.RecordBatch], *,

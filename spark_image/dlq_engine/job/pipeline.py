@@ -69,6 +69,14 @@ def client_properties(directory: str | None) -> dict[str, str]:
     return properties
 
 
+#: Kafka consumer settings of the engine's sources (a mounted client property overrides them).
+#: ``fetch.max.wait.ms``: after the last poll of a task the consumer has already sent the next
+#: fetch, which the broker holds at the end of the log for up to this long; the next
+#: micro-batch's first poll on that partition waits for it. Kafka's default, 500 ms, was added
+#: to every micro-batch here (twice: the retry stage, then the source tasks).
+CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
+
+
 def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -> dict[str, str]:
     directory = options.kafka_client_dir if options is not None else None
     extra = {f"kafka.{k}": v for k, v in client_properties(directory).items()}
@@ -78,7 +86,7 @@ def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -
 def read_topic(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions, topic: str,
                starting: str) -> DataFrame:
     limit = policy.source.max_offsets_per_trigger
-    reader = spark.readStream.format("kafka")
+    reader = spark.readStream.format("kafka").options(**CONSUMER_DEFAULTS)
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))
     return (

@@ -1,4 +1,5 @@
-"""Checks before the query starts: the broker answers and every topic the policy names exists.
+"""Checks before the query starts: the engine's jar is on the class path, the broker answers
+and every topic the policy names exists.
 
 Spark's Kafka source waits forever on a missing topic and buries an unreachable broker in JVM
 noise; a clear sentence up front is kinder. The check uses the Kafka admin client that ships
@@ -8,7 +9,9 @@ with the connector, through the session's JVM, so the engine needs no second Kaf
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 
 from dlq_engine.model.policy import DeadLetterPolicy
@@ -22,6 +25,19 @@ _QUOTED = re.compile(r'=\s*"([^"]{4,})"')
 
 class PreflightError(RuntimeError):
     pass
+
+
+def engine_class(spark: SparkSession, name: str) -> Any:
+    """A class of the engine's jar (``spark_image/jvm``), through the session's JVM; a clear
+    error if the jar is not on the class path (py4j would otherwise hand back a package)."""
+    found: Any = spark.sparkContext._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise PreflightError(
+            f"{name} is not on the Spark class path: add the engine's jar (spark-dlq-engine.jar, "
+            f"built by scripts/setup/engine_jar.sh; /opt/spark/jars in the image) to spark.jars")
+    return found
 
 
 def check_topics(spark: SparkSession, policy: DeadLetterPolicy,

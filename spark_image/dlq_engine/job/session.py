@@ -15,12 +15,19 @@ from dlq_engine.model.policy import DeadLetterPolicy
 REQUIRED_CONF = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # On (Spark's default), every write to the state store first reads the key back to count
+    # rows; for the delay stage's list state that read returns the whole list, so appending a
+    # bucket of n retries cost O(n^2): 2,000 retries due in the same 100 ms held a micro-batch
+    # for 20-40 s (bench/analysis.md). The row count is only a metric.
+    "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # PySpark's daemon without the ~100 ms per task of re-reading pyspark.zip (worker_daemon).
+    "spark.python.daemon.module": "dlq_engine.job.worker_daemon",
 }
 #: Defaults a policy's sparkConf may override. The shuffle partitions are the delay stage's
-#: tasks: each costs a stateful Python task in every micro-batch, empty or not (about 0.5 s of
-#: CPU measured here), so the default is small; raise it for heavy retry traffic on many
-#: executors. The first checkpoint fixes the number (Spark ignores later changes).
+#: tasks: each is a stateful task and a routing task in every micro-batch, empty or not, so the
+#: default is small; raise it for heavy retry traffic on many executors. The first checkpoint
+#: fixes the number (Spark ignores later changes).
 DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",

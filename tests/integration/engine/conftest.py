@@ -48,6 +48,17 @@ class Engine:
             time.sleep(0.2)
         raise AssertionError(f"counts {self.run.totals.counts} never reached {counts} (status {self.status})")
 
+    def describe(self) -> str:
+        """What the query is doing, for a failure message: its status, its last batches, its
+        error and, if a batch is stuck, where the stream thread is."""
+        query = self.run.query
+        if query is None:
+            return "no query"
+        batches = [(p.batchId, p.numInputRows, dict(p.durationMs)) for p in query.recentProgress[-5:]]
+        error = query.exception() if not query.isActive else None
+        return (f"status {query.status}, exit status {self.status}, counts {self.run.totals.counts}, "
+                f"last batches {batches}, error {error}")
+
     def join(self, timeout: float) -> int | None:
         self._thread.join(timeout)
         return self.status

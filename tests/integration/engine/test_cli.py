@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.paths import REPO_ROOT, spark_kafka_jars
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.spark import submit_env
 from tests.helpers import engine_policy, produce, read_all
@@ -105,6 +105,22 @@ def test_a_missing_source_topic_is_named(tmp_path: Path, bootstrap_servers: str,
     assert done.returncode == 1
     assert (f"dlq-engine: missing on {bootstrap_servers}: spec.source.topic 'no-such-topic'"
             in done.stderr)
+
+
+def test_a_missing_engine_jar_is_named(tmp_path: Path, bootstrap_servers: str,
+                                       make_topic: Callable[..., str]) -> None:
+    names = {k: make_topic(k[0]) for k in ("source", "retry", "dlq", "output")}
+    path = _write_policy(tmp_path, names, bootstrap_servers)
+    env = _env()
+    env["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(str(p) for p in spark_kafka_jars())} pyspark-shell"
+    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]",
+                           "--checkpoint", str(tmp_path / "cp")],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert done.returncode == 1
+    assert ("dlq-engine: io.sparkdlq.engine.DelayStage is not on the Spark class path: add the "
+            "engine's jar (spark-dlq-engine.jar" in done.stderr)
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "cp").exists()
 
 
 def test_once_drains_and_prints_a_summary(tmp_path: Path, bootstrap_servers: str,

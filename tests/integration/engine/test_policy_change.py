@@ -36,9 +36,10 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
                     retry={"maxRedeliverCount": 1, "backoff": {"type": "fixed", "delay": "200ms"}},
                     deadLetter={"headers": {"policy-version": "2"}})
     dead = read_all(bootstrap_servers, names["dlq"], expect=N, timeout=180)
+    state = second.describe()
     second.stop()
 
-    assert sorted(r.key or b"" for r in dead) == sorted(f"k{i}".encode() for i in range(N))
+    assert sorted(r.key or b"" for r in dead) == sorted(f"k{i}".encode() for i in range(N)), state
     for record in dead:
         # The second processing was the last under the new limit: exhausted, not retried again.
         assert record.header("dlq.reason") == "exhausted"
