@@ -52,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mixes", default=",".join(MIXES), help=f"failure mixes, of {', '.join(MIXES)}")
     p.add_argument("--modes", default="batch,message", help="engine modes (batch, message)")
     p.add_argument("--warmup-n", type=int, default=200_000, help="messages in the warm-up topic")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of copy and engine runs per mix")
     p.add_argument("--no-baselines", action="store_true", help="skip the confluent-kafka baselines")
     p.add_argument("--scaling-n", type=int, default=500_000, help="messages per scaling point")
     p.add_argument("--scaling-cores", default="1,2")
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                             warmup_n=args.warmup_n,
                             workdir=workdir,
                             baselines=not args.no_baselines,
+                            rounds=args.rounds,
                             broker_pid=broker.service.pid if broker.service else None,
                         )
                     write_json(args.results, "throughput", result)
