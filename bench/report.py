@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.common import RESULTS
 
-NAMES = ("meta", "routing", "throughput", "memory", "scaling", "precision")
+NAMES = ("meta", "routing", "throughput", "memory", "scaling", "precision", "operator")
 
 
 def load(results: Path = RESULTS) -> dict[str, Any]:
@@ -237,7 +237,7 @@ def _routing_section(data: dict[str, Any]) -> list[str]:
 
 def _memory_section(data: dict[str, Any], image: str | None) -> list[str]:
     lines = [
-        "## 4. Memory during benchmark 1",
+        "## 5. Memory during benchmark 1",
         "",
         "Sampled from `/proc` every "
         f"{data['interval_s']} s during the whole throughput benchmark (warm-up, copies, every engine run). "
@@ -380,6 +380,8 @@ def write(doc: Path, results: Path = RESULTS, *, analysis: Path | None = None) -
     if "precision" in data:
         plot_precision(data["precision"], images / "precision.png")
         lines += _precision_section(data["precision"], f"{rel}/precision.png")
+    if "operator" in data:
+        lines += _operator_section(data["operator"])
     if "memory" in data:
         image = None
         if data["memory"].get("samples"):
@@ -391,6 +393,52 @@ def write(doc: Path, results: Path = RESULTS, *, analysis: Path | None = None) -
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(lines))
     return doc
+
+
+#: Issue 7's operator targets.
+OPERATOR_TARGETS = {"latency_p99_ms": 1000, "bulk_s": 60, "rss_mib": 200}
+
+
+def _operator_section(data: dict[str, Any]) -> list[str]:
+    latency, bulk, change = data["latency"], data["throughput"], data.get("change")
+    before = latency["policies"]
+    rows = [
+        (f"creation -> SparkApplication, p50 / p99 / max ({before} policies, one at a time)",
+         f"{latency['p50_ms']} / {latency['p99_ms']} / {latency['max_ms']} ms",
+         "p99 <= 1 s", latency["p99_ms"] <= OPERATOR_TARGETS["latency_p99_ms"]),
+        (f"{bulk['policies']:,} policies (4 client threads): all created by the client",
+         f"{bulk['created_s']:.1f} s", "", None),
+        (f"{bulk['policies']:,} policies: every SparkApplication exists", f"{bulk['applications_s']:.1f} s",
+         "", None),
+        (f"{bulk['policies']:,} policies: every status written (reconciled)", f"{bulk['statuses_s']:.1f} s",
+         "<= 60 s", bulk["statuses_s"] <= OPERATOR_TARGETS["bulk_s"]),
+        (f"operator RSS after the bulk ({before + bulk['policies']:,} policies)", f"{bulk['rss_mib']:.0f} MiB",
+         "<= 200 MiB", bulk["rss_mib"] <= OPERATOR_TARGETS["rss_mib"]),
+    ]
+    if change:
+        rows.append((f"policy change -> SparkApplication resubmitted, p50 / p99 / max ({change['policies']} "
+                     "changes, one at a time)", f"{change['p50_ms']} / {change['p99_ms']} / {change['max_ms']} ms",
+                     "", None))
+    cpu = bulk.get("cpu_ms_per_policy", {})
+    lines = [
+        "## 4. Operator",
+        "",
+        f"`bench/operator_scale.py` (run {data.get('started', '?')}): the test bed's kube-apiserver, etcd and "
+        "controller manager, and `dlq-operator run` in its own process; policies with `topics.create: false`, "
+        "so the figures are the operator's and the API server's own cost (docs/operator-scale.md has earlier "
+        "runs and where the time goes).",
+        "",
+        "| measure | value | target | met |",
+        "| --- | ---: | --- | --- |",
+        *[f"| {name} | {value} | {target or '-'} | {_yes(met) if met is not None else '-'} |"
+          for name, value, target, met in rows],
+        "",
+        "CPU per policy in the bulk phase: "
+        + ", ".join(f"{k} {v:.0f} ms" for k, v in cpu.items())
+        + f"; load average {_load(bulk.get('load_average'))} at its end.",
+        "",
+    ]
+    return lines
 
 
 def _load(value: Any) -> str:

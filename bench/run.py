@@ -8,7 +8,9 @@ be running. Benchmarks, in order:
 0. routing: the Python routing code alone on Arrow batches (no Spark, CPU time);
 1. throughput (and 4, memory, sampled during it) on one ``local[2]`` session;
 2. retry precision on the same session;
-3. scaling, one subprocess per (cores, partitions) point.
+3. scaling, one subprocess per (cores, partitions) point;
+4. operator: ``bench/operator_scale.py`` in its own process, after the broker is stopped (it
+   starts the test bed's kube-apiserver, etcd and controller manager, and ``dlq-operator run``).
 
 Each prints its figures as it goes and writes ``bench/results/<name>.json``; the document is
 rebuilt from those files at the end (``--report-only`` rebuilds it without running anything).
@@ -21,8 +23,10 @@ import datetime as dt
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +46,7 @@ from dlq_engine.model.durations import parse_duration_ms
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.paths import REPO_ROOT, work_dir
 
-BENCHMARKS = ("routing", "throughput", "precision", "scaling")
+BENCHMARKS = ("routing", "throughput", "precision", "scaling", "operator")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -100,16 +104,30 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "versions": software_versions(),
     }
+    if "routing" in only:
+        result = routing.run(mixes)
+        write_json(args.results, "routing", result)
+        print_routing(result)
+    if {"throughput", "precision", "scaling"} & set(only):
+        on_broker(args, only, mixes, modes)
+    if "operator" in only:
+        operator_scale(args.results / "operator.json", args.note)
+    meta["minutes"] = round((time.time() - started) / 60, 1)
+    meta["loadavg_end"] = os.getloadavg()
+    write_json(args.results, "meta", merge_meta(args.results / "meta.json", meta, only))
+    doc = report.write(args.doc, args.results, analysis=analysis)
+    log(f"wrote {doc} and {args.results}/*.json in {meta['minutes']} minutes")
+    return 0
+
+
+def on_broker(args: argparse.Namespace, only: list[str], mixes: list[str], modes: list[str]) -> None:
+    """Benchmarks 1-3 (and the memory figures), on one Kafka broker started here."""
     workdir = work_dir(f"bench-{os.getpid()}")
     broker = KafkaBroker(name=f"kafka-bench-{os.getpid()}", heap=args.broker_heap, log_level="WARN")
     log(f"starting the Kafka broker ({args.broker_heap} heap)")
     broker.start()
     bootstrap = broker.bootstrap_servers
     try:
-        if "routing" in only:
-            result = routing.run(mixes)
-            write_json(args.results, "routing", result)
-            print_routing(result)
         if "throughput" in only or "precision" in only:
             spark = bench_session("local[2]", driver_memory=args.driver_memory)
             try:
@@ -172,12 +190,16 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(broker.root, ignore_errors=True)  # gigabytes of benchmark topics
-    meta["minutes"] = round((time.time() - started) / 60, 1)
-    meta["loadavg_end"] = os.getloadavg()
-    write_json(args.results, "meta", merge_meta(args.results / "meta.json", meta, only))
-    doc = report.write(args.doc, args.results, analysis=analysis)
-    log(f"wrote {doc} and {args.results}/*.json in {meta['minutes']} minutes")
-    return 0
+
+
+def operator_scale(path: Path, note: str, sizes: Sequence[str] = ()) -> None:
+    """Benchmark 4 (``bench/operator_scale.py``, also run alone: see docs/operator-scale.md);
+    ``sizes``: its ``--latency``, ``--total`` and ``--changes`` when not the defaults."""
+    log("operator: policies created one at a time, then in bulk, then changed")
+    command = [sys.executable, str(REPO_ROOT / "bench" / "operator_scale.py"), "--json", str(path), *sizes]
+    if note:
+        command += ["--note", note]
+    subprocess.run(command, check=True, cwd=REPO_ROOT)
 
 
 def merge_meta(path: Path, meta: dict[str, Any], only: list[str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 from bench import precision, report, scaling, throughput
 from bench.common import jvm_pid, write_json
 from bench.memory import MemorySampler, tree_cpu_seconds
+from bench.run import operator_scale
 from spark_dlq_devtools.kafka import KafkaBroker
 
 N = 2_000
@@ -102,8 +103,27 @@ def test_the_benchmark_harness_runs_end_to_end(
 
     doc = report.write(tmp_path / "benchmarks.md", results)
     text = doc.read_text()
-    for heading in ("## 1. Engine throughput", "## 2. Scaling", "## 3. Retry precision", "## 4. Memory"):
+    for heading in ("## 1. Engine throughput", "## 2. Scaling", "## 3. Retry precision", "## 5. Memory"):
         assert heading in text
     for image in ("throughput", "scaling", "precision", "memory"):
         assert (tmp_path / "benchmarks" / f"{image}.png").stat().st_size > 1000
     assert json.loads((results / "throughput.json").read_text())["n"] == N
+
+
+def test_the_operator_benchmark_runs_end_to_end(tmp_path: Path) -> None:
+    """Benchmark 4 at toy size: its own kube-apiserver, etcd and ``dlq-operator run`` process
+    (``bench/operator_scale.py``), then its section of the report."""
+    results = tmp_path / "results"
+    operator_scale(results / "operator.json", "smoke test", ("--latency", "5", "--total", "20", "--changes", "2"))
+
+    data = json.loads((results / "operator.json").read_text())
+    assert data["latency"]["policies"] == 5
+    assert 0 < data["latency"]["p50_ms"] <= data["latency"]["p99_ms"]
+    assert data["throughput"]["policies"] == 20
+    assert 0 < data["throughput"]["applications_s"] <= data["throughput"]["statuses_s"]
+    assert data["throughput"]["rss_mib"] > 20
+    assert data["change"]["policies"] == 2
+    write_json(results, "meta", {"command": "smoke", "note": "", "machine": {}, "versions": {}})
+    text = report.write(tmp_path / "benchmarks.md", results).read_text()
+    assert "## 4. Operator" in text
+    assert "| 20 policies: every status written (reconciled) |" in text
