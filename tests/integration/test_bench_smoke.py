@@ -105,6 +105,7 @@ def test_the_benchmark_harness_runs_end_to_end(
     text = doc.read_text()
     for heading in ("## 1. Engine throughput", "## 2. Scaling", "## 3. Retry precision", "## 5. Memory"):
         assert heading in text
+    assert "so one fully used executor core routes about" in text  # from benchmark 1's CPU figures
     for image in ("throughput", "scaling", "precision", "memory"):
         assert (tmp_path / "benchmarks" / f"{image}.png").stat().st_size > 1000
     assert json.loads((results / "throughput.json").read_text())["n"] == N
