@@ -102,16 +102,14 @@ def warm_up(
     log("warming up: Spark copy and the engine on a small topic")
     spark_copy(spark, bootstrap, topic, n, partitions=partitions, checkpoint=checkpoints.new("warm-copy"))
     for mode in modes:
-        engine_first_pass(
-            spark,
-            bootstrap,
-            topic,
-            n,
-            partitions=partitions,
-            mode=mode,
-            entrypoint=entrypoint(mode, HEADLINE_MIX),
-            checkpoint=checkpoints.new(f"warm-{mode}"),
-        )
+        engine_pass(spark, bootstrap, topic, n, partitions, mode, HEADLINE_MIX, checkpoints.new(f"warm-{mode}"))
+
+
+def engine_pass(spark: Any, bootstrap: str, topic: str, n: int, partitions: int, mode: str, mix: str,
+                checkpoint: Path) -> dict[str, Any]:
+    """The engine's first pass over ``topic`` with the benchmark processor of ``mode`` and ``mix``."""
+    return engine_first_pass(spark, bootstrap, topic, n, partitions=partitions, mode=mode,
+                             entrypoint=entrypoint(mode, mix), checkpoint=checkpoint)
 
 
 def run(
@@ -176,16 +174,8 @@ def run(
             record("spark_copy", mix, None, None, round_, result)
             for mode in modes if round_ % 2 == 0 else modes[::-1]:
                 cpu.mark()
-                result = engine_first_pass(
-                    spark,
-                    bootstrap,
-                    source,
-                    n,
-                    partitions=partitions,
-                    mode=mode,
-                    entrypoint=entrypoint(mode, mix),
-                    checkpoint=checkpoints.new(f"engine-{mode}"),
-                )
+                result = engine_pass(spark, bootstrap, source, n, partitions, mode, mix,
+                                     checkpoints.new(f"engine-{mode}"))
                 record("engine", mix, mix, mode, round_, result)
         if baselines:
             names = {k: unique(k) for k in ("hand-retry", "hand-dlq", "hand-out")}
