@@ -143,7 +143,7 @@ class Run:
         Spark keeps the last 100 (``spark.sql.streaming.numRecentProgressUpdates``), and
         PySpark's ``recentProgress`` converts every one with a few dozen py4j calls plus, per
         observed metric, a class lookup through every jar on the classpath. Polled every second,
-        that took 6% of the JVM's CPU samples in a profile of the throughput benchmark (the
+        that took 8% of the JVM's CPU samples in a profile of the throughput benchmark (the
         driver and the executor share the JVM in local mode). So the newest progress is
         looked at first, and only those after the last one accounted for are converted. (A batch
         re-run after a restart repeats its id, not its timestamp.)"""
