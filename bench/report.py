@@ -417,7 +417,8 @@ def _operator_section(data: dict[str, Any]) -> list[str]:
         (f"creation -> SparkApplication, p50 / p99 / max ({before} policies, one at a time)",
          f"{latency['p50_ms']} / {latency['p99_ms']} / {latency['max_ms']} ms",
          "p99 <= 1 s", latency["p99_ms"] <= OPERATOR_TARGETS["latency_p99_ms"]),
-        (f"{bulk['policies']:,} policies (4 client threads): all created by the client",
+        (f"{bulk['policies']:,} policies ({data.get('args', {}).get('clients', '?')} client threads): all created "
+         "by the client",
          f"{bulk['created_s']:.1f} s", "", None),
         (f"{bulk['policies']:,} policies: every SparkApplication exists", f"{bulk['applications_s']:.1f} s",
          "", None),

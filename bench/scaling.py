@@ -96,26 +96,7 @@ def run(
                 f"scaling: local[{c}] p={p}: engine {point['engine_rate']:,.0f} msg/s, "
                 f"copy {point['copy_rate']:,.0f} msg/s"
             )
-    return {"n": n, "mode": mode, "mix": mix, "points": points, "estimate": estimate(points)}
-
-
-def estimate(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-core rate and two-core efficiency, the inputs of the written cluster estimate."""
-
-    def rate(c: int, p: int, key: str = "engine_rate") -> float | None:
-        for point in points:
-            if point["cores"] == c and point["partitions"] == p:
-                return float(point[key])
-        return None
-
-    best_p = max((pt["partitions"] for pt in points), default=0)
-    one = rate(1, best_p)
-    two = rate(2, best_p)
-    result: dict[str, Any] = {"partitions": best_p, "per_core_rate": one}
-    if one and two:
-        result["two_core_rate"] = two
-        result["efficiency_2_cores"] = round(two / (2 * one), 3)
-    return result
+    return {"n": n, "mode": mode, "mix": mix, "points": points}
 
 
 def worker(args: argparse.Namespace) -> None:
