@@ -37,13 +37,24 @@ NAMESPACE = "cost"
 SPARK_CRD = REPO / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 TICKS = os.sysconf("SC_CLK_TCK")
 STATUS = {
-    "observedGeneration": 1, "phase": "Pending", "restartCount": 0,
-    "retryTopic": "orders-x-RETRY", "deadLetterTopic": "orders-x-DLQ", "sparkApplication": "x",
+    "observedGeneration": 1,
+    "phase": "Pending",
+    "restartCount": 0,
+    "retryTopic": "orders-x-RETRY",
+    "deadLetterTopic": "orders-x-DLQ",
+    "sparkApplication": "x",
     "configHash": "0123456789abcdef",
     "conditions": [
-        {"type": t, "status": "False", "reason": "Submitted", "message": "the job was submitted",
-         "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}
-        for t in ("Ready", "TopicsReady", "JobRunning")],
+        {
+            "type": t,
+            "status": "False",
+            "reason": "Submitted",
+            "message": "the job was submitted",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+            "observedGeneration": 1,
+        }
+        for t in ("Ready", "TopicsReady", "JobRunning")
+    ],
 }
 
 
@@ -67,14 +78,20 @@ def strip_cel(node: Any) -> int:
 
 
 def variant(path: Path, group: str, *, cel: bool, bare: bool = False) -> tuple[dict[str, Any], int]:
-    crd = copy.deepcopy(next(d for d in yaml.safe_load_all(path.read_text())
-                             if d and d.get("kind") == "CustomResourceDefinition"))
+    crd = copy.deepcopy(
+        next(
+            d
+            for d in yaml.safe_load_all(path.read_text())
+            if d and d.get("kind") == "CustomResourceDefinition"
+        )
+    )
     removed = 0 if cel else strip_cel(crd)
     if bare:  # no schema to speak of: what any custom resource write costs
         for version in crd["spec"]["versions"]:
             version["schema"]["openAPIV3Schema"]["properties"] = {
                 part: {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                for part in ("spec", "status")}
+                for part in ("spec", "status")
+            }
             version.pop("additionalPrinterColumns", None)
     crd["spec"]["group"] = group
     crd["metadata"]["name"] = f"{crd['spec']['names']['plural']}.{group}"
@@ -83,12 +100,15 @@ def variant(path: Path, group: str, *, cel: bool, bare: bool = False) -> tuple[d
 
 def document(group: str, name: str) -> dict[str, Any]:
     return {
-        "apiVersion": f"{group}/v1alpha1", "kind": "DeadLetterPolicy",
+        "apiVersion": f"{group}/v1alpha1",
+        "kind": "DeadLetterPolicy",
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"source": {"topic": "orders", "subscription": name},
-                 "broker": {"bootstrapServers": "kafka:9092"},
-                 "processor": {"entrypoint": "billing.handlers:process"},
-                 "topics": {"create": False}},
+        "spec": {
+            "source": {"topic": "orders", "subscription": name},
+            "broker": {"bootstrapServers": "kafka:9092"},
+            "processor": {"entrypoint": "billing.handlers:process"},
+            "topics": {"create": False},
+        },
     }
 
 
@@ -132,20 +152,41 @@ def main() -> int:
             before = {k: cpu_seconds(p) for k, p in pids.items()}
             list(pool.map(call, range(args.n)))
             spent = {k: (cpu_seconds(p) - before[k]) / args.n * 1000 for k, p in pids.items()}
-            print(f"  {label:<28} apiserver {spent['apiserver']:6.2f} ms  etcd {spent['etcd']:5.2f} ms"
-                  " (CPU per request)", flush=True)
+            print(
+                f"  {label:<28} apiserver {spent['apiserver']:6.2f} ms  etcd {spent['etcd']:5.2f} ms"
+                " (CPU per request)",
+                flush=True,
+            )
             return spent
 
         print("reference: ConfigMap", flush=True)
-        results["configmap_create"] = measure("create", lambda i: core.create_namespaced_config_map(
-            NAMESPACE, {"metadata": {"name": f"cm-{i}"}, "data": {"policy.json": "{}" * 200}}))
-        results["event_create"] = measure("Event create", lambda i: core.create_namespaced_event(
-            NAMESPACE, {"metadata": {"generateName": "p."}, "involvedObject": {"name": f"p-{i}", "namespace": NAMESPACE},
-                        "reason": "Created", "message": "created SparkApplication p", "type": "Normal"}))
+        results["configmap_create"] = measure(
+            "create",
+            lambda i: core.create_namespaced_config_map(
+                NAMESPACE, {"metadata": {"name": f"cm-{i}"}, "data": {"policy.json": "{}" * 200}}
+            ),
+        )
+        results["event_create"] = measure(
+            "Event create",
+            lambda i: core.create_namespaced_event(
+                NAMESPACE,
+                {
+                    "metadata": {"generateName": "p."},
+                    "involvedObject": {"name": f"p-{i}", "namespace": NAMESPACE},
+                    "reason": "Created",
+                    "message": "created SparkApplication p",
+                    "type": "Normal",
+                },
+            ),
+        )
         install_crds(api, [SPARK_CRD])
         print("reference: SparkApplication (the operator's, as rendered)", flush=True)
-        results["sparkapplication_create"] = measure("create", lambda i: objects.create_namespaced_custom_object(
-            "sparkoperator.k8s.io", "v1beta2", NAMESPACE, "sparkapplications", application(f"p-{i}")))
+        results["sparkapplication_create"] = measure(
+            "create",
+            lambda i: objects.create_namespaced_custom_object(
+                "sparkoperator.k8s.io", "v1beta2", NAMESPACE, "sparkapplications", application(f"p-{i}")
+            ),
+        )
 
         variants: list[tuple[str, Path, bool, bool]] = []
         for index, path in enumerate(paths):
@@ -162,15 +203,38 @@ def main() -> int:
             print(f"{label}" + (f" ({removed} rules removed)" if removed else ""), flush=True)
             kind = (group, "v1alpha1", NAMESPACE, "deadletterpolicies")
             figures = {
-                "create": measure("create", lambda i, g=group, k=kind: objects.create_namespaced_custom_object(
-                    *k, document(g, f"p-{i}"))),
-                "patch_annotation": measure("merge-patch annotation", lambda i, k=kind: objects.patch_namespaced_custom_object(
-                    *k, f"p-{i}", {"metadata": {"annotations": {"sparkdlq.io/last-handled-configuration":
-                                                                json.dumps({"spec": {"x": i}})}}})),
-                "patch_status": measure("merge-patch status", lambda i, k=kind: objects.patch_namespaced_custom_object_status(
-                    *k, f"p-{i}", {"status": STATUS})),
-                "patch_status_again": measure("status, condition changed", lambda i, k=kind: objects.patch_namespaced_custom_object_status(
-                    *k, f"p-{i}", {"status": {**STATUS, "phase": "Running"}})),
+                "create": measure(
+                    "create",
+                    lambda i, g=group, k=kind: objects.create_namespaced_custom_object(
+                        *k, document(g, f"p-{i}")
+                    ),
+                ),
+                "patch_annotation": measure(
+                    "merge-patch annotation",
+                    lambda i, k=kind: objects.patch_namespaced_custom_object(
+                        *k,
+                        f"p-{i}",
+                        {
+                            "metadata": {
+                                "annotations": {
+                                    "sparkdlq.io/last-handled-configuration": json.dumps({"spec": {"x": i}})
+                                }
+                            }
+                        },
+                    ),
+                ),
+                "patch_status": measure(
+                    "merge-patch status",
+                    lambda i, k=kind: objects.patch_namespaced_custom_object_status(
+                        *k, f"p-{i}", {"status": STATUS}
+                    ),
+                ),
+                "patch_status_again": measure(
+                    "status, condition changed",
+                    lambda i, k=kind: objects.patch_namespaced_custom_object_status(
+                        *k, f"p-{i}", {"status": {**STATUS, "phase": "Running"}}
+                    ),
+                ),
             }
             results["variants"][label] = figures
         pool.shutdown()

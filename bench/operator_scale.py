@@ -59,7 +59,8 @@ APPLICATIONS = ("sparkoperator.k8s.io", "v1beta2", NAMESPACE, "sparkapplications
 
 def policy(name: str, *, bootstrap: str, topics: bool) -> dict[str, Any]:
     return {
-        "apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy",
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicy",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {
             "source": {"topic": "orders", "subscription": name},
@@ -72,7 +73,7 @@ def policy(name: str, *, bootstrap: str, topics: bool) -> dict[str, Any]:
 
 HASH_ANNOTATION = "sparkdlq.io/config-hash"
 TICKS = os.sysconf("SC_CLK_TCK")
-_REQUEST = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
+_REQUEST = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
 
 
 class AppWatcher:
@@ -90,8 +91,9 @@ class AppWatcher:
         objects = client.CustomObjectsApi(self._api)
         while True:  # a watch ends now and then: start another (a re-list only repeats names)
             try:
-                for event in watch.Watch().stream(objects.list_namespaced_custom_object, *APPLICATIONS,
-                                                  timeout_seconds=60):
+                for event in watch.Watch().stream(
+                    objects.list_namespaced_custom_object, *APPLICATIONS, timeout_seconds=60
+                ):
                     metadata = event["object"]["metadata"]
                     name = metadata["name"]
                     digest = (metadata.get("annotations") or {}).get(HASH_ANNOTATION, "")
@@ -115,16 +117,17 @@ class AppWatcher:
 
     def wait_new_hash(self, name: str, old: str, since: float, timeout: float = 60) -> float:
         """When the application first carried a config hash other than ``old`` after ``since``."""
+
         def changed() -> float | None:
             times = [t for (n, d), t in self.hashes.items() if n == name and d != old and t >= since]
             return min(times) if times else None
+
         with self._cond:
             if not self._cond.wait_for(lambda: changed() is not None, timeout):
                 raise TimeoutError(name)
             result = changed()
             assert result is not None
             return result
-
 
 
 def count(objects: Any, group: str, version: str, namespace: str, plural: str) -> int:
@@ -157,7 +160,9 @@ def request_counts(api: Any) -> collections.Counter[str]:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
         if labels.get("verb") in ("WATCH", "CONNECT") or not labels.get("resource"):
             continue
-        key = f"{labels['verb']} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        key = f"{labels['verb']} {labels['resource']}" + (
+            f"/{labels['subresource']}" if labels.get("subresource") else ""
+        )
         if int(labels.get("code") or 0) >= 400:
             key += f" ({labels['code']})"
         counts[key] += int(float(match["value"]))
@@ -213,15 +218,25 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=50, help="policies changed one at a time (phase 4)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here as JSON")
     parser.add_argument("--note", default="", help="a note stored in the JSON")
-    parser.add_argument("--idle", type=float, default=0,
-                        help="then measure this many seconds with nothing changing (resync rounds)")
-    parser.add_argument("--crd", type=Path, default=DEADLETTERPOLICY_CRD,
-                        help="the DeadLetterPolicy CRD to install (to compare versions)")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0,
+        help="then measure this many seconds with nothing changing (resync rounds)",
+    )
+    parser.add_argument(
+        "--crd",
+        type=Path,
+        default=DEADLETTERPOLICY_CRD,
+        help="the DeadLetterPolicy CRD to install (to compare versions)",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {
-        "benchmark": "operator_scale", "args": {k: str(v) for k, v in vars(args).items()},
+        "benchmark": "operator_scale",
+        "args": {k: str(v) for k, v in vars(args).items()},
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
         "note": args.note,
     }
 
@@ -235,6 +250,7 @@ def main() -> int:
             broker.start()
             bootstrap = broker.bootstrap_servers
             from confluent_kafka.admin import AdminClient, NewTopic
+
             admin = AdminClient({"bootstrap.servers": bootstrap})
             for future in admin.create_topics([NewTopic("orders", 1, 1)]).values():
                 future.result(30)
@@ -246,18 +262,37 @@ def main() -> int:
 
         log = open(plane.root / "operator-bench.log", "wb")  # noqa: SIM115 - lives as long as the process
         operator = subprocess.Popen(
-            [sys.executable, "-m", "spark_dlq_operator.cli", "run", "--namespace", NAMESPACE,
-             "--kubeconfig", str(plane.admin_kubeconfig), "--metrics-port", "0"],
-            stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))})
+            [
+                sys.executable,
+                "-m",
+                "spark_dlq_operator.cli",
+                "run",
+                "--namespace",
+                NAMESPACE,
+                "--kubeconfig",
+                str(plane.admin_kubeconfig),
+                "--metrics-port",
+                "0",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),
+            },
+        )
         print(f"operator: {operator.pid}, CRD {args.crd}", flush=True)
         time.sleep(3)
         print(f"operator RSS at start: {rss_mib(operator.pid):.0f} MiB")
         results["rss_start_mib"] = round(rss_mib(operator.pid), 1)
         assert plane.apiserver is not None
         assert plane.etcd is not None
-        pids = {"operator": operator.pid, "apiserver": plane.apiserver.pid, "etcd": plane.etcd.pid,
-                "bench client": os.getpid()}
+        pids = {
+            "operator": operator.pid,
+            "apiserver": plane.apiserver.pid,
+            "etcd": plane.etcd.pid,
+            "bench client": os.getpid(),
+        }
         if plane.controller_manager is not None:
             pids["controller-manager"] = plane.controller_manager.pid
         meter = Meter(api, pids)
@@ -271,18 +306,26 @@ def main() -> int:
             objects.create_namespaced_custom_object(*POLICIES, document)
             latencies.append(watcher.wait(name) - started)
         p50, p99 = percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000
-        print(f"creation -> SparkApplication over {args.latency}: p50 {p50:.0f} ms, p99 {p99:.0f} ms, "
-              f"max {max(latencies) * 1000:.0f} ms")
+        print(
+            f"creation -> SparkApplication over {args.latency}: p50 {p50:.0f} ms, p99 {p99:.0f} ms, "
+            f"max {max(latencies) * 1000:.0f} ms"
+        )
         time.sleep(2)  # the status writes that follow each application
-        results["latency"] = {"policies": args.latency, "p50_ms": round(p50), "p99_ms": round(p99),
-                              "max_ms": round(max(latencies) * 1000), **meter.stop(args.latency)}
+        results["latency"] = {
+            "policies": args.latency,
+            "p50_ms": round(p50),
+            "p99_ms": round(p99),
+            "max_ms": round(max(latencies) * 1000),
+            **meter.stop(args.latency),
+        }
         show("latency", results["latency"])
 
         def create(i: int) -> None:
             for attempt in range(5):  # a loaded apiserver may time a request out (504)
                 try:
                     objects.create_namespaced_custom_object(
-                        *POLICIES, policy(f"bulk-{i}", bootstrap=bootstrap, topics=args.topics))
+                        *POLICIES, policy(f"bulk-{i}", bootstrap=bootstrap, topics=args.topics)
+                    )
                     return
                 except client.exceptions.ApiException as error:
                     if error.status == 409 and attempt:  # the timed-out attempt did create it
@@ -299,20 +342,28 @@ def main() -> int:
             time.sleep(0.25)
         apps = time.monotonic() - started
         while True:
-            items = objects.list_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE,
-                                                          "deadletterpolicies")["items"]
+            items = objects.list_namespaced_custom_object(
+                "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies"
+            )["items"]
             if all((i.get("status") or {}).get("configHash") for i in items):
                 break
             time.sleep(1)
         statuses = time.monotonic() - started
-        print(f"{args.total} policies: created by the client in {created:.1f} s, all SparkApplications after "
-              f"{apps:.1f} s, all statuses after {statuses:.1f} s")
+        print(
+            f"{args.total} policies: created by the client in {created:.1f} s, all SparkApplications after "
+            f"{apps:.1f} s, all statuses after {statuses:.1f} s"
+        )
         bulk = meter.stop(args.total)
         rss = rss_mib(operator.pid)
         print(f"operator RSS with {args.latency + args.total} policies: {rss:.0f} MiB")
-        results["throughput"] = {"policies": args.total, "created_s": round(created, 2),
-                                 "applications_s": round(apps, 2), "statuses_s": round(statuses, 2),
-                                 "rss_mib": round(rss, 1), **bulk}
+        results["throughput"] = {
+            "policies": args.total,
+            "created_s": round(created, 2),
+            "applications_s": round(apps, 2),
+            "statuses_s": round(statuses, 2),
+            "rss_mib": round(rss, 1),
+            **bulk,
+        }
         show("throughput", bulk)
 
         if args.changes:
@@ -323,14 +374,22 @@ def main() -> int:
                 old = watcher.current_hash(name)
                 started = time.monotonic()
                 objects.patch_namespaced_custom_object(
-                    *POLICIES, name, {"spec": {"spark": {"sparkConf": {"spark.bench.change": str(i)}}}})
+                    *POLICIES, name, {"spec": {"spark": {"sparkConf": {"spark.bench.change": str(i)}}}}
+                )
                 resubmissions.append(watcher.wait_new_hash(name, old, started) - started)
             time.sleep(2)
             c50, c99 = percentile(resubmissions, 0.5) * 1000, percentile(resubmissions, 0.99) * 1000
-            print(f"change -> resubmitted SparkApplication over {args.changes}: p50 {c50:.0f} ms, "
-                  f"p99 {c99:.0f} ms, max {max(resubmissions) * 1000:.0f} ms")
-            results["change"] = {"policies": args.changes, "p50_ms": round(c50), "p99_ms": round(c99),
-                                 "max_ms": round(max(resubmissions) * 1000), **meter.stop(args.changes)}
+            print(
+                f"change -> resubmitted SparkApplication over {args.changes}: p50 {c50:.0f} ms, "
+                f"p99 {c99:.0f} ms, max {max(resubmissions) * 1000:.0f} ms"
+            )
+            results["change"] = {
+                "policies": args.changes,
+                "p50_ms": round(c50),
+                "p99_ms": round(c99),
+                "max_ms": round(max(resubmissions) * 1000),
+                **meter.stop(args.changes),
+            }
             show("change", results["change"])
         if args.idle:
             meter.start()

@@ -40,8 +40,9 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def produce_steadily(bootstrap: str, topic: str, m: int, rate: float, failures: tuple[int, ...],
-                     tag: bytes = b"") -> None:
+def produce_steadily(
+    bootstrap: str, topic: str, m: int, rate: float, failures: tuple[int, ...], tag: bytes = b""
+) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
@@ -63,8 +64,15 @@ def produce_steadily(bootstrap: str, topic: str, m: int, rate: float, failures: 
 WARM_UP_MESSAGES = 400
 
 
-def warm_up(engine: EngineRun, bootstrap: str, source: str, rate: float, failures: tuple[int, ...],
-            count: int, timeout: float = 300.0) -> None:
+def warm_up(
+    engine: EngineRun,
+    bootstrap: str,
+    source: str,
+    rate: float,
+    failures: tuple[int, ...],
+    count: int,
+    timeout: float = 300.0,
+) -> None:
     """Run ``count`` messages through the retry path and wait until all are in the output, so
     lateness measures the steady state."""
     produce_steadily(bootstrap, source, count, rate, failures, tag=b"w")
@@ -112,7 +120,9 @@ def one(
         producer.start()
         producer.join()
         # Generous: a backlog in the delay stage shows as lateness, not as missing messages.
-        values = read_values(bootstrap, engine.topics["out"], m + warm_up_messages, timeout=900.0, stall=180.0)
+        values = read_values(
+            bootstrap, engine.topics["out"], m + warm_up_messages, timeout=900.0, stall=180.0
+        )
         counts = engine.counts()
         lateness_range = (engine.run.totals.min_lateness_ms, engine.run.totals.max_lateness_ms)
         query = engine.run.query

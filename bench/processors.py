@@ -110,5 +110,9 @@ def timed(message: Message) -> dict[str, object]:
 
 def decode_timed(value: bytes) -> dict[str, float]:
     data = json.loads(value)
-    return {"ran_at": float(data["ran_at"]), "due": float(data["due"]), "attempt": float(data["attempt"]),
-            "warm_up": float(bool(data.get("warm_up")))}
+    return {
+        "ran_at": float(data["ran_at"]),
+        "due": float(data["due"]),
+        "attempt": float(data["attempt"]),
+        "warm_up": float(bool(data.get("warm_up"))),
+    }

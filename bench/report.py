@@ -311,8 +311,11 @@ def _engine_rate_per_spark_core(throughput: dict[str, Any] | None) -> tuple[floa
     """Messages per CPU-second of the Spark processes over benchmark 1's engine runs (lowest, highest)."""
     if not throughput:
         return None
-    rates = [r["n"] / r["cpu_seconds"]["spark"] for r in throughput["runs"]
-             if r["kind"] == "engine" and r.get("cpu_seconds", {}).get("spark")]
+    rates = [
+        r["n"] / r["cpu_seconds"]["spark"]
+        for r in throughput["runs"]
+        if r["kind"] == "engine" and r.get("cpu_seconds", {}).get("spark")
+    ]
     return (min(rates), max(rates)) if rates else None
 
 
@@ -414,23 +417,48 @@ def _operator_section(data: dict[str, Any]) -> list[str]:
     latency, bulk, change = data["latency"], data["throughput"], data.get("change")
     before = latency["policies"]
     rows = [
-        (f"creation -> SparkApplication, p50 / p99 / max ({before} policies, one at a time)",
-         f"{latency['p50_ms']} / {latency['p99_ms']} / {latency['max_ms']} ms",
-         "p99 <= 1 s", latency["p99_ms"] <= OPERATOR_TARGETS["latency_p99_ms"]),
-        (f"{bulk['policies']:,} policies ({data.get('args', {}).get('clients', '?')} client threads): all created "
-         "by the client",
-         f"{bulk['created_s']:.1f} s", "", None),
-        (f"{bulk['policies']:,} policies: every SparkApplication exists", f"{bulk['applications_s']:.1f} s",
-         "", None),
-        (f"{bulk['policies']:,} policies: every status written (reconciled)", f"{bulk['statuses_s']:.1f} s",
-         "<= 60 s", bulk["statuses_s"] <= OPERATOR_TARGETS["bulk_s"]),
-        (f"operator RSS after the bulk ({before + bulk['policies']:,} policies)", f"{bulk['rss_mib']:.0f} MiB",
-         "<= 200 MiB", bulk["rss_mib"] <= OPERATOR_TARGETS["rss_mib"]),
+        (
+            f"creation -> SparkApplication, p50 / p99 / max ({before} policies, one at a time)",
+            f"{latency['p50_ms']} / {latency['p99_ms']} / {latency['max_ms']} ms",
+            "p99 <= 1 s",
+            latency["p99_ms"] <= OPERATOR_TARGETS["latency_p99_ms"],
+        ),
+        (
+            f"{bulk['policies']:,} policies ({data.get('args', {}).get('clients', '?')} client threads): all created "
+            "by the client",
+            f"{bulk['created_s']:.1f} s",
+            "",
+            None,
+        ),
+        (
+            f"{bulk['policies']:,} policies: every SparkApplication exists",
+            f"{bulk['applications_s']:.1f} s",
+            "",
+            None,
+        ),
+        (
+            f"{bulk['policies']:,} policies: every status written (reconciled)",
+            f"{bulk['statuses_s']:.1f} s",
+            "<= 60 s",
+            bulk["statuses_s"] <= OPERATOR_TARGETS["bulk_s"],
+        ),
+        (
+            f"operator RSS after the bulk ({before + bulk['policies']:,} policies)",
+            f"{bulk['rss_mib']:.0f} MiB",
+            "<= 200 MiB",
+            bulk["rss_mib"] <= OPERATOR_TARGETS["rss_mib"],
+        ),
     ]
     if change:
-        rows.append((f"policy change -> SparkApplication resubmitted, p50 / p99 / max ({change['policies']} "
-                     "changes, one at a time)", f"{change['p50_ms']} / {change['p99_ms']} / {change['max_ms']} ms",
-                     "", None))
+        rows.append(
+            (
+                f"policy change -> SparkApplication resubmitted, p50 / p99 / max ({change['policies']} "
+                "changes, one at a time)",
+                f"{change['p50_ms']} / {change['p99_ms']} / {change['max_ms']} ms",
+                "",
+                None,
+            )
+        )
     cpu = bulk.get("cpu_ms_per_policy", {})
     lines = [
         "## 4. Operator",
@@ -442,8 +470,10 @@ def _operator_section(data: dict[str, Any]) -> list[str]:
         "",
         "| measure | value | target | met |",
         "| --- | ---: | --- | --- |",
-        *[f"| {name} | {value} | {target or '-'} | {_yes(met) if met is not None else '-'} |"
-          for name, value, target, met in rows],
+        *[
+            f"| {name} | {value} | {target or '-'} | {_yes(met) if met is not None else '-'} |"
+            for name, value, target, met in rows
+        ],
         "",
         "CPU per policy in the bulk phase: "
         + ", ".join(f"{k} {v:.0f} ms" for k, v in cpu.items())

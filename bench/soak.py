@@ -37,9 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         names = {k: unique(f"soak-{k}") for k in ("source", "retry", "dlq", "output")}
         create_topics(broker.bootstrap_servers, names.values(), args.partitions)
-        run = CrashRun(broker.bootstrap_servers, names, workdir, n=args.n, kills=args.kills,
-                       rate=args.rate, seed=args.seed, log=log,
-                       restart_broker=None if args.no_broker_restart else broker.restart)
+        run = CrashRun(
+            broker.bootstrap_servers,
+            names,
+            workdir,
+            n=args.n,
+            kills=args.kills,
+            rate=args.rate,
+            seed=args.seed,
+            log=log,
+            restart_broker=None if args.no_broker_restart else broker.restart,
+        )
         report = run.run(settle_timeout=1200)
     finally:
         broker.stop()
@@ -53,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = write_json(RESULTS, "soak", result)
     audit = report.audit
-    print(f"soak: {report.kills} kills, {report.broker_restarts} broker restart(s), {audit.produced} "
-          f"messages: missing {audit.lost}, misplaced {len(audit.misplaced)}, duplicates "
-          f"{audit.duplicates} ({result['duplicates_per_crash']} per crash), {report.seconds:.0f} s -> {path}")
+    print(
+        f"soak: {report.kills} kills, {report.broker_restarts} broker restart(s), {audit.produced} "
+        f"messages: missing {audit.lost}, misplaced {len(audit.misplaced)}, duplicates "
+        f"{audit.duplicates} ({result['duplicates_per_crash']} per crash), {report.seconds:.0f} s -> {path}"
+    )
     return 0 if audit.lost == 0 and not audit.misplaced else 1
 
 

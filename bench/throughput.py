@@ -102,14 +102,25 @@ def warm_up(
     log("warming up: Spark copy and the engine on a small topic")
     spark_copy(spark, bootstrap, topic, n, partitions=partitions, checkpoint=checkpoints.new("warm-copy"))
     for mode in modes:
-        engine_pass(spark, bootstrap, topic, n, partitions, mode, HEADLINE_MIX, checkpoints.new(f"warm-{mode}"))
+        engine_pass(
+            spark, bootstrap, topic, n, partitions, mode, HEADLINE_MIX, checkpoints.new(f"warm-{mode}")
+        )
 
 
-def engine_pass(spark: Any, bootstrap: str, topic: str, n: int, partitions: int, mode: str, mix: str,
-                checkpoint: Path) -> dict[str, Any]:
+def engine_pass(
+    spark: Any, bootstrap: str, topic: str, n: int, partitions: int, mode: str, mix: str, checkpoint: Path
+) -> dict[str, Any]:
     """The engine's first pass over ``topic`` with the benchmark processor of ``mode`` and ``mix``."""
-    return engine_first_pass(spark, bootstrap, topic, n, partitions=partitions, mode=mode,
-                             entrypoint=entrypoint(mode, mix), checkpoint=checkpoint)
+    return engine_first_pass(
+        spark,
+        bootstrap,
+        topic,
+        n,
+        partitions=partitions,
+        mode=mode,
+        entrypoint=entrypoint(mode, mix),
+        checkpoint=checkpoint,
+    )
 
 
 def run(
@@ -137,8 +148,9 @@ def run(
 
     runs: list[dict[str, Any]] = []
 
-    def record(kind: str, group: str, mix: str | None, mode: str | None, round_: int,
-               result: dict[str, Any]) -> None:
+    def record(
+        kind: str, group: str, mix: str | None, mode: str | None, round_: int, result: dict[str, Any]
+    ) -> None:
         used = cpu.since_mark()
         row = {
             "kind": kind,
@@ -168,14 +180,19 @@ def run(
         for round_ in range(rounds):
             cpu.mark()
             result = spark_copy(
-                spark, bootstrap, source, n, partitions=partitions,
+                spark,
+                bootstrap,
+                source,
+                n,
+                partitions=partitions,
                 checkpoint=checkpoints.new(f"copy-{index}-{round_}"),
             )
             record("spark_copy", mix, None, None, round_, result)
             for mode in modes if round_ % 2 == 0 else modes[::-1]:
                 cpu.mark()
-                result = engine_pass(spark, bootstrap, source, n, partitions, mode, mix,
-                                     checkpoints.new(f"engine-{mode}"))
+                result = engine_pass(
+                    spark, bootstrap, source, n, partitions, mode, mix, checkpoints.new(f"engine-{mode}")
+                )
                 record("engine", mix, mix, mode, round_, result)
         if baselines:
             names = {k: unique(k) for k in ("hand-retry", "hand-dlq", "hand-out")}
@@ -223,15 +240,23 @@ def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) ->
         copy_run = _fastest([r for r in group if r["kind"] == "spark_copy"])
         ref = copy_run["rate"] if copy_run else 0.0
         ref_cpu = min((r["cpu_us_per_message"] for r in group if r["kind"] == "spark_copy"), default=0.0)
-        engine_runs = {mode: _fastest([r for r in group if r["kind"] == "engine" and r["mode"] == mode])
-                       for mode in modes}
+        engine_runs = {
+            mode: _fastest([r for r in group if r["kind"] == "engine" and r["mode"] == mode])
+            for mode in modes
+        }
         engine = {mode: r["rate"] for mode, r in engine_runs.items() if r}
-        engine_cpu = {mode: min(r["cpu_us_per_message"] for r in group
-                                if r["kind"] == "engine" and r["mode"] == mode)
-                      for mode in engine}
+        engine_cpu = {
+            mode: min(r["cpu_us_per_message"] for r in group if r["kind"] == "engine" and r["mode"] == mode)
+            for mode in engine
+        }
         hand = next((r["rate"] for r in group if r["kind"] == "hand_loop"), None)
-        row: dict[str, Any] = {"engine": engine, "hand_loop": hand, "spark_copy": round(ref, 1),
-                               "spark_copy_cpu_us": ref_cpu, "engine_cpu_us": engine_cpu}
+        row: dict[str, Any] = {
+            "engine": engine,
+            "hand_loop": hand,
+            "spark_copy": round(ref, 1),
+            "spark_copy_cpu_us": ref_cpu,
+            "engine_cpu_us": engine_cpu,
+        }
         ratios: dict[str, float] = {}
         targets: dict[str, bool] = {}
         for mode, target in (("batch", "batch_vs_copy"), ("message", "message_vs_copy")):

@@ -7,8 +7,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv="$(bash scripts/setup.sh)"
 bin="$venv/bin"
 if [[ $# -eq 0 ]]; then
-  echo "== static checks: ruff, mypy --strict, import-linter"
+  echo "== static checks: ruff check, ruff format --check, mypy --strict, import-linter"
   "$bin/ruff" check .
+  "$bin/ruff" format --check .
   "$bin/mypy"
   "$bin/lint-imports" --no-cache
 fi

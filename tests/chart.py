@@ -46,9 +46,16 @@ class HelmError(AssertionError):
     """helm failed; the message has its stderr."""
 
 
-def helm(*args: str, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(helm_bin()), *args], capture_output=True, text=True, timeout=120,
-                            env=dict(env) if env is not None else None)
+def helm(
+    *args: str, check: bool = True, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(helm_bin()), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env) if env is not None else None,
+    )
     if check and result.returncode != 0:
         raise HelmError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -63,9 +70,15 @@ def values_args(values: Mapping[str, Any] | None, folder: Path) -> list[str]:
     return ["--values", str(path)]
 
 
-def template(values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE, release: str = RELEASE,
-             values_files: Sequence[Path] = (), include_crds: bool = False,
-             check: bool = True) -> subprocess.CompletedProcess[str]:
+def template(
+    values: Mapping[str, Any] | None = None,
+    *,
+    namespace: str = NAMESPACE,
+    release: str = RELEASE,
+    values_files: Sequence[Path] = (),
+    include_crds: bool = False,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
     """``helm template`` of the chart with ``values`` on top of ``values_files``."""
     args = ["template", release, str(CHART), "--namespace", namespace]
     for path in values_files:
@@ -85,17 +98,25 @@ def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict
     return [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
 
 
-def find(objects: Iterable[Mapping[str, Any]], kind: str, name: str | None = None,
-         namespace: str | None = None) -> list[dict[str, Any]]:
-    return [dict(o) for o in objects if o["kind"] == kind
-            and (name is None or o["metadata"]["name"] == name)
-            and (namespace is None or o["metadata"].get("namespace") == namespace)]
+def find(
+    objects: Iterable[Mapping[str, Any]], kind: str, name: str | None = None, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    return [
+        dict(o)
+        for o in objects
+        if o["kind"] == kind
+        and (name is None or o["metadata"]["name"] == name)
+        and (namespace is None or o["metadata"].get("namespace") == namespace)
+    ]
 
 
-def one(objects: Iterable[Mapping[str, Any]], kind: str, name: str | None = None,
-        namespace: str | None = None) -> dict[str, Any]:
+def one(
+    objects: Iterable[Mapping[str, Any]], kind: str, name: str | None = None, namespace: str | None = None
+) -> dict[str, Any]:
     found = find(objects, kind, name, namespace)
-    assert len(found) == 1, f"expected one {kind} {name or ''} in {namespace or 'any namespace'}: {len(found)}"
+    assert len(found) == 1, (
+        f"expected one {kind} {name or ''} in {namespace or 'any namespace'}: {len(found)}"
+    )
     return found[0]
 
 
@@ -124,8 +145,10 @@ def granted(objects: Sequence[Mapping[str, Any]], *, namespace: str, name: str) 
     """What the rendered bindings give the service account ``namespace/name``."""
 
     def bound(binding: Mapping[str, Any]) -> bool:
-        return any(s.get("kind") == "ServiceAccount" and s.get("name") == name
-                   and s.get("namespace") == namespace for s in binding.get("subjects") or [])
+        return any(
+            s.get("kind") == "ServiceAccount" and s.get("name") == name and s.get("namespace") == namespace
+            for s in binding.get("subjects") or []
+        )
 
     def role(kind: str, role_name: str, role_namespace: str | None) -> Mapping[str, Any]:
         matches = find(objects, kind, role_name, role_namespace)
@@ -192,10 +215,12 @@ def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> 
     if peering:
         verbs = sorted(documented_peering_verbs())
         if all_namespaces:
-            grants |= expand([{"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"],
-                               "verbs": verbs}], "*")
+            grants |= expand(
+                [{"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": verbs}], "*"
+            )
         else:
             for namespace in namespaces:
-                grants |= expand([{"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"],
-                                   "verbs": verbs}], namespace)
+                grants |= expand(
+                    [{"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"], "verbs": verbs}], namespace
+                )
     return grants

@@ -128,8 +128,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     builder = SparkSession.builder.master("local[2]").appName("spark-dlq-tests")
     for key, value in {**TEST_CONF, **REQUIRED_CONF}.items():  # what the engine requires, as it runs
         builder = builder.config(key, value)
-    builder = builder.config("spark.sql.streaming.checkpointLocation",
-                             str(tmp_path_factory.mktemp("checkpoints")))
+    builder = builder.config(
+        "spark.sql.streaming.checkpointLocation", str(tmp_path_factory.mktemp("checkpoints"))
+    )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     try:

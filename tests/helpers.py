@@ -27,8 +27,13 @@ class Record:
         return None
 
 
-def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
-            headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> int:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None]],
+    headers: list[tuple[str, bytes]] | None = None,
+    partition: int | None = None,
+) -> int:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     count = 0
     for key, value in records:
@@ -41,12 +46,19 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, by
     return count
 
 
-def read_all(bootstrap: str, topic: str, *, expect: int | None = None, timeout: float = 60.0,
-             settle: float = 0.0) -> list[Record]:
+def read_all(
+    bootstrap: str, topic: str, *, expect: int | None = None, timeout: float = 60.0, settle: float = 0.0
+) -> list[Record]:
     """Every record of ``topic`` from the beginning (no consumer group offsets used). Waits until
     ``expect`` records are there (or ``timeout``), then ``settle`` seconds more for stragglers."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-tests-reader",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "spark-dlq-tests-reader",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=10)
         partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
@@ -57,8 +69,16 @@ def read_all(bootstrap: str, topic: str, *, expect: int | None = None, timeout: 
         while time.monotonic() < deadline:
             message = consumer.poll(0.3)
             if message is not None and message.error() is None:
-                records.append(Record(message.topic(), message.partition(), message.offset(),
-                                      message.key(), message.value(), list(message.headers() or [])))
+                records.append(
+                    Record(
+                        message.topic(),
+                        message.partition(),
+                        message.offset(),
+                        message.key(),
+                        message.value(),
+                        list(message.headers() or []),
+                    )
+                )
                 continue
             if expect is not None and len(records) >= expect:
                 if settle_until is None:

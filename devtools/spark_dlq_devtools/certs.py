@@ -19,8 +19,22 @@ def make_ca(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if (folder / "ca.crt").exists():
         return
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=spark-dlq-testbed-ca", cwd=folder)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "3650",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-subj",
+        "/CN=spark-dlq-testbed-ca",
+        cwd=folder,
+    )
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=folder)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)
 
@@ -32,11 +46,37 @@ def make_server_cert(folder: Path) -> None:
         "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
         "DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n"
     )
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key",
-             "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver", cwd=folder)
-    _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", "3650", "-out", "apiserver.crt",
-             "-extfile", "apiserver.ext", cwd=folder)
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "apiserver.key",
+        "-out",
+        "apiserver.csr",
+        "-subj",
+        "/CN=kube-apiserver",
+        cwd=folder,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "apiserver.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-out",
+        "apiserver.crt",
+        "-extfile",
+        "apiserver.ext",
+        cwd=folder,
+    )
 
 
 def make_client_cert(folder: Path, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
@@ -46,9 +86,35 @@ def make_client_cert(folder: Path, user: str, groups: tuple[str, ...] = ()) -> t
     if not cert.exists():
         subject = f"/CN={user}" + "".join(f"/O={g}" for g in groups)
         (folder / f"{stem}.ext").write_text("extendedKeyUsage=clientAuth\n")
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key.name,
-                 "-out", f"{stem}.csr", "-subj", subject, cwd=folder)
-        _openssl("x509", "-req", "-in", f"{stem}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "3650", "-out", cert.name,
-                 "-extfile", f"{stem}.ext", cwd=folder)
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key.name,
+            "-out",
+            f"{stem}.csr",
+            "-subj",
+            subject,
+            cwd=folder,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{stem}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-out",
+            cert.name,
+            "-extfile",
+            f"{stem}.ext",
+            cwd=folder,
+        )
     return cert, key

@@ -90,8 +90,9 @@ class Audit:
         }
 
 
-def audit(n: int, output: list[tuple[bytes | None, dict[str, str]]],
-          dead: list[tuple[bytes | None, dict[str, str]]]) -> Audit:
+def audit(
+    n: int, output: list[tuple[bytes | None, dict[str, str]]], dead: list[tuple[bytes | None, dict[str, str]]]
+) -> Audit:
     """Check where every number ended: ok and flaky in the output (flaky after one retry),
     poison (``terminated``) and always-failing (``exhausted``) in the dead-letter topic."""
     result = Audit(produced=n, output_records=len(output), dead_records=len(dead))
@@ -132,9 +133,15 @@ class SteadyProducer(threading.Thread):
         from confluent_kafka import Producer
 
         try:
-            producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                                 "enable.idempotence": True, "linger.ms": 20,
-                                 "message.timeout.ms": 300_000})
+            producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "linger.ms": 20,
+                    "message.timeout.ms": 300_000,
+                }
+            )
             start = time.monotonic()
             for i in range(self.n):
                 ahead = start + i / self.rate - time.monotonic()
@@ -189,8 +196,9 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str,
     """Every record of ``topic`` (value and headers as text), read to its current end."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-audit",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-audit", "enable.auto.commit": False}
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         remaining = {}
@@ -224,13 +232,20 @@ def policy_document(names: dict[str, str], bootstrap: str, *, trigger: str = "50
         "spec": {
             # Bounded batches: a restart after a kill drains the backlog in steps, so the next
             # kill can land between batches as well as in one.
-            "source": {"topic": names["source"], "subscription": "chaos", "startingOffsets": "earliest",
-                       "maxOffsetsPerTrigger": 5000},
+            "source": {
+                "topic": names["source"],
+                "subscription": "chaos",
+                "startingOffsets": "earliest",
+                "maxOffsetsPerTrigger": 5000,
+            },
             "broker": {"bootstrapServers": bootstrap},
             "processor": {"entrypoint": ENTRYPOINT},
             "output": {"topic": names["output"]},
-            "retry": {"topic": names["retry"], "maxRedeliverCount": 2,
-                      "backoff": {"type": "fixed", "delay": "2s"}},
+            "retry": {
+                "topic": names["retry"],
+                "maxRedeliverCount": 2,
+                "backoff": {"type": "fixed", "delay": "2s"},
+            },
             "deadLetter": {"topic": names["dlq"], "strategy": "topic"},
             "spark": {"trigger": trigger},
         },
@@ -271,10 +286,19 @@ class CrashRun:
     """One crash run against ``bootstrap``; ``names`` holds the source, retry, dlq and output
     topics (created by the caller)."""
 
-    def __init__(self, bootstrap: str, names: dict[str, str], workdir: Path, *,
-                 n: int, kills: int, rate: float, seed: int = 1,
-                 restart_broker: Callable[[], None] | None = None,
-                 log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        names: dict[str, str],
+        workdir: Path,
+        *,
+        n: int,
+        kills: int,
+        rate: float,
+        seed: int = 1,
+        restart_broker: Callable[[], None] | None = None,
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    ) -> None:
         self.bootstrap, self.names, self.workdir = bootstrap, names, workdir
         self.n, self.kills, self.rate = n, kills, rate
         self.random = random.Random(seed)
@@ -290,9 +314,20 @@ class CrashRun:
         self.starts += 1
         service = Service(
             f"engine-{self.starts}",
-            [sys.executable, "-m", "dlq_engine.cli", "run", "-f", str(self.policy),
-             "--master", "local[2]", "--checkpoint", str(self.checkpoint)],
-            log=self.workdir / f"engine-{self.starts}.log", env=env,
+            [
+                sys.executable,
+                "-m",
+                "dlq_engine.cli",
+                "run",
+                "-f",
+                str(self.policy),
+                "--master",
+                "local[2]",
+                "--checkpoint",
+                str(self.checkpoint),
+            ],
+            log=self.workdir / f"engine-{self.starts}.log",
+            env=env,
         )
         service.start()
         return service
@@ -330,16 +365,14 @@ class CrashRun:
             else:
                 # After this incarnation's first committed micro-batch (the delay stage's timers
                 # make the query run batches even when no message arrives) ...
-                while (self._committed() <= committed and engine.alive()
-                       and time.monotonic() - started < 300):
+                while self._committed() <= committed and engine.alive() and time.monotonic() - started < 300:
                     time.sleep(0.5)
                 if mode == 2:
                     # ... and once the next batch has started writing: killed mid-write, so the
                     # replayed batch writes some records twice.
                     written = self._written()
                     waiting = time.monotonic()
-                    while (self._written() <= written and engine.alive()
-                           and time.monotonic() - waiting < 120):
+                    while self._written() <= written and engine.alive() and time.monotonic() - waiting < 120:
                         time.sleep(0.1)
                     time.sleep(self.random.uniform(0.0, 0.5))
             if killed == restart_at and self.restart_broker is not None:
@@ -358,19 +391,33 @@ class CrashRun:
                 status = engine.process.poll() if engine.process is not None else None
                 self.log(f"chaos: the engine had exited by itself (status {status}):\n{engine.tail(5)}")
             engine.stop()
-            cycles.append(Cycle(started=round(started - began, 1),
-                                killed_after_s=round(time.monotonic() - started, 1),
-                                written_before=before, written_at_kill=at_kill, exit_status=status))
-            self.log(f"chaos: kill {killed}/{self.kills} after {cycles[-1].killed_after_s}s "
-                     f"(produced {producer.sent}/{self.n}, written {at_kill})")
+            cycles.append(
+                Cycle(
+                    started=round(started - began, 1),
+                    killed_after_s=round(time.monotonic() - started, 1),
+                    written_before=before,
+                    written_at_kill=at_kill,
+                    exit_status=status,
+                )
+            )
+            self.log(
+                f"chaos: kill {killed}/{self.kills} after {cycles[-1].killed_after_s}s "
+                f"(produced {producer.sent}/{self.n}, written {at_kill})"
+            )
             if len(cycles) > 3 * self.kills:
                 raise RuntimeError(f"the engine keeps exiting by itself:\n{engine.tail()}")
         producer.join(600)
         if producer.error is not None:
             raise RuntimeError(f"the producer failed: {producer.error}")
         result = self._settle(settle_timeout)
-        return CrashReport(kills=killed, cycles=cycles, broker_restarts=broker_restarts, audit=result,
-                           seconds=time.monotonic() - began, engine_starts=self.starts)
+        return CrashReport(
+            kills=killed,
+            cycles=cycles,
+            broker_restarts=broker_restarts,
+            audit=result,
+            seconds=time.monotonic() - began,
+            engine_starts=self.starts,
+        )
 
     def _settle(self, timeout: float) -> Audit:
         """Run the engine without faults until every number is accounted for, then stop it."""
@@ -379,8 +426,11 @@ class CrashRun:
         try:
             while True:
                 time.sleep(5)
-                result = audit(self.n, read_topic(self.bootstrap, self.names["output"]),
-                               read_topic(self.bootstrap, self.names["dlq"]))
+                result = audit(
+                    self.n,
+                    read_topic(self.bootstrap, self.names["output"]),
+                    read_topic(self.bootstrap, self.names["dlq"]),
+                )
                 if not result.missing or time.monotonic() > deadline:
                     return result
                 if not engine.alive():

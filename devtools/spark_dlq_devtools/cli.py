@@ -1,6 +1,6 @@
 """``spark-dlq-dev``: the development tools from the command line.
 
-    spark-dlq-dev demo [--orders N] [--seed S]     the local end-to-end demo
+spark-dlq-dev demo [--orders N] [--seed S]     the local end-to-end demo
 """
 
 from __future__ import annotations

@@ -36,12 +36,20 @@ CRDS = [
     # The spark-operator's CRD is not available offline: a minimal stand-in with its names.
     REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml",
 ]
-KINDS = (("normal", 0.84), ("flaky", 0.08), ("poison", 0.03), ("fraud", 0.02), ("ignore", 0.02),
-         ("garbage", 0.01))
+KINDS = (
+    ("normal", 0.84),
+    ("flaky", 0.08),
+    ("poison", 0.03),
+    ("fraud", 0.02),
+    ("ignore", 0.02),
+    ("garbage", 0.01),
+)
 
 BOLD, DIM, GREEN, YELLOW, RED, CYAN, RESET = (
     ("\033[1m", "\033[2m", "\033[32m", "\033[33m", "\033[31m", "\033[36m", "\033[0m")
-    if sys.stdout.isatty() else ("",) * 7)
+    if sys.stdout.isatty()
+    else ("",) * 7
+)
 
 
 def say(text: str) -> None:
@@ -94,8 +102,10 @@ class Demo:
         started = time.monotonic()
         self.kube.start()
         self.kafka.start()
-        note(f"kube-apiserver {self.kube.server}, Kafka {self.kafka.bootstrap_servers} "
-             f"({time.monotonic() - started:.0f}s)")
+        note(
+            f"kube-apiserver {self.kube.server}, Kafka {self.kafka.bootstrap_servers} "
+            f"({time.monotonic() - started:.0f}s)"
+        )
         from kubernetes import client, config
 
         self.api = config.new_client_from_config(config_file=str(self.kube.admin_kubeconfig))
@@ -106,16 +116,36 @@ class Demo:
 
         say("Starting the spark-dlq operator and the local spark-operator runner")
         env = {**os.environ, "KUBECONFIG": str(self.kube.admin_kubeconfig)}
-        self.operator = Service("dlq-operator", [
-            sys.executable, "-m", "spark_dlq_operator.cli", "run", "--namespace", NAMESPACE,
-            "--provisioner", "admin", "--checkpoint-base", str(self.root / "checkpoints"),
-            "--resync-interval", "15", "--metrics-port", "0",
-        ], log=self.root / "operator.log", env=env)
+        self.operator = Service(
+            "dlq-operator",
+            [
+                sys.executable,
+                "-m",
+                "spark_dlq_operator.cli",
+                "run",
+                "--namespace",
+                NAMESPACE,
+                "--provisioner",
+                "admin",
+                "--checkpoint-base",
+                str(self.root / "checkpoints"),
+                "--resync-interval",
+                "15",
+                "--metrics-port",
+                "0",
+            ],
+            log=self.root / "operator.log",
+            env=env,
+        )
         self.operator.start()
         self.runner = LocalSparkOperator(
-            kubeconfig=str(self.kube.admin_kubeconfig), workdir=self.root / "spark-apps",
-            namespaces=[NAMESPACE], path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")},
-            python_path=[str(REPO_ROOT / "examples" / "processors")], master="local[2]")
+            kubeconfig=str(self.kube.admin_kubeconfig),
+            workdir=self.root / "spark-apps",
+            namespaces=[NAMESPACE],
+            path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")},
+            python_path=[str(REPO_ROOT / "examples" / "processors")],
+            master="local[2]",
+        )
         self.runner.start()
         note(f"logs: {self.root}")
 
@@ -127,17 +157,23 @@ class Demo:
             ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
         for path in CRDS:
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
-            self._until(lambda n=name: any(  # type: ignore[misc]
-                c.type == "Established" and c.status == "True"
-                for c in (ext.read_custom_resource_definition(n).status.conditions or [])),
-                30, f"CRD {name} established")
+            self._until(
+                lambda n=name: any(  # type: ignore[misc]
+                    c.type == "Established" and c.status == "True"
+                    for c in (ext.read_custom_resource_definition(n).status.conditions or [])
+                ),
+                30,
+                f"CRD {name} established",
+            )
 
     def create_team_topics(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         say("The team's topics: orders (3 partitions) and orders-billed")
         admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers})
-        for future in admin.create_topics([NewTopic("orders", 3, 1), NewTopic("orders-billed", 3, 1)]).values():
+        for future in admin.create_topics(
+            [NewTopic("orders", 3, 1), NewTopic("orders-billed", 3, 1)]
+        ).values():
             future.result(30)
 
     def apply_policy(self) -> dict[str, Any]:
@@ -145,17 +181,21 @@ class Demo:
         document["metadata"]["namespace"] = NAMESPACE
         document["spec"]["broker"]["bootstrapServers"] = self.kafka.bootstrap_servers
         say(f"kubectl apply -f examples/orders-billing.yaml  (DeadLetterPolicy {NAMESPACE}/{POLICY})")
-        note(f"maxRedeliverCount={document['spec']['retry']['maxRedeliverCount']}, exponential backoff "
-             f"1s x2 (jitter 10%), dead letters to a topic, processor {document['spec']['processor']['entrypoint']}")
-        self.objects.create_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE,
-                                                     "deadletterpolicies", document)
+        note(
+            f"maxRedeliverCount={document['spec']['retry']['maxRedeliverCount']}, exponential backoff "
+            f"1s x2 (jitter 10%), dead letters to a topic, processor {document['spec']['processor']['entrypoint']}"
+        )
+        self.objects.create_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies", document
+        )
         return document
 
     # -- watching ---------------------------------------------------------------------------
 
     def policy_status(self) -> dict[str, Any]:
-        policy = self.objects.get_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE,
-                                                           "deadletterpolicies", POLICY)
+        policy = self.objects.get_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies", POLICY
+        )
         return dict(policy.get("status") or {})
 
     def wait_running(self, *, restart_count: int = 0, timeout: float = 240) -> dict[str, Any]:
@@ -172,14 +212,22 @@ class Demo:
             if phase in ("Failed", "Invalid"):
                 raise RuntimeError(f"policy {phase}: {json.dumps(status.get('conditions'))}")
             time.sleep(0.5)
-        raise RuntimeError(f"policy not Running after {timeout:.0f}s; operator log: {self.root / 'operator.log'}")
+        raise RuntimeError(
+            f"policy not Running after {timeout:.0f}s; operator log: {self.root / 'operator.log'}"
+        )
 
     def consume(self) -> None:
         """Follow the output, retry and dead-letter topics in the background."""
         from confluent_kafka import Consumer
 
-        consumer = Consumer({"bootstrap.servers": self.kafka.bootstrap_servers, "group.id": "demo-watcher",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.kafka.bootstrap_servers,
+                "group.id": "demo-watcher",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe(["orders-billed", self.topics["retry"], self.topics["dlq"]])
         try:
             while not self._stop.is_set():
@@ -209,7 +257,9 @@ class Demo:
             if kind == "garbage":
                 value = b"{not json"
             else:
-                value = json.dumps({"id": order_id, "amount": self.random.randint(5, 500), "kind": kind}).encode()
+                value = json.dumps(
+                    {"id": order_id, "amount": self.random.randint(5, 500), "kind": kind}
+                ).encode()
             producer.produce("orders", key=str(order_id).encode(), value=value)
         producer.flush(30)
 
@@ -219,12 +269,17 @@ class Demo:
         last = ""
         while time.monotonic() - started < timeout:
             with self.tally.lock:
-                out, dead, retries = (sum(self.tally.output.values()), sum(self.tally.dead.values()),
-                                      self.tally.retries)
+                out, dead, retries = (
+                    sum(self.tally.output.values()),
+                    sum(self.tally.dead.values()),
+                    self.tally.retries,
+                )
                 done, _ = self.tally.accounted()
-            line = (f"    {label} {time.monotonic() - started:4.0f}s: {GREEN}output {out:5d}{RESET}  "
-                    f"{YELLOW}retried {retries:5d}{RESET}  {RED}dead letters {dead:4d}{RESET}  "
-                    f"accounted {done}/{len(self.tally.produced)}")
+            line = (
+                f"    {label} {time.monotonic() - started:4.0f}s: {GREEN}output {out:5d}{RESET}  "
+                f"{YELLOW}retried {retries:5d}{RESET}  {RED}dead letters {dead:4d}{RESET}  "
+                f"accounted {done}/{len(self.tally.produced)}"
+            )
             counts = line.split(":", 1)[1]
             if tty:
                 print(f"\r{line}   ", end="", flush=True)
@@ -253,21 +308,33 @@ class Demo:
         self.apply_policy()
         status = self.wait_running()
         self.topics = {"retry": status["retryTopic"], "dlq": status["deadLetterTopic"]}
-        say(f"The operator created {status['retryTopic']} and {status['deadLetterTopic']}, "
-            f"ConfigMap {POLICY}-policy and SparkApplication {status['sparkApplication']}")
+        say(
+            f"The operator created {status['retryTopic']} and {status['deadLetterTopic']}, "
+            f"ConfigMap {POLICY}-policy and SparkApplication {status['sparkApplication']}"
+        )
         note(f"config hash {status['configHash']}; the Spark job is running")
         threading.Thread(target=self.consume, daemon=True).start()
 
-        say(f"Producing {self.orders} orders: ~84% normal, 8% flaky, 3% poison, 2% fraud, 2% ignored, 1% not JSON")
+        say(
+            f"Producing {self.orders} orders: ~84% normal, 8% flaky, 3% poison, 2% fraud, 2% ignored, 1% not JSON"
+        )
         self.produce(0, self.orders)
         self.progress(self.all_accounted, 240, "routing")
 
         say("Changing the policy: maxRedeliverCount 3 -> 1 (kubectl patch)")
-        self.objects.patch_namespaced_custom_object("sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies",
-                                                    POLICY, {"spec": {"retry": {"maxRedeliverCount": 1}}})
+        self.objects.patch_namespaced_custom_object(
+            "sparkdlq.io",
+            "v1alpha1",
+            NAMESPACE,
+            "deadletterpolicies",
+            POLICY,
+            {"spec": {"retry": {"maxRedeliverCount": 1}}},
+        )
         status = self.wait_running(restart_count=1)
-        note(f"new config hash {status['configHash']}, restartCount {status['restartCount']}: "
-             "the job restarted from its checkpoint")
+        note(
+            f"new config hash {status['configHash']}, restartCount {status['restartCount']}: "
+            "the job restarted from its checkpoint"
+        )
         second = max(50, self.orders // 2)
         say(f"Producing {second} more orders to the restarted job")
         before_output = sum(self.tally.output.values())
@@ -283,17 +350,24 @@ class Demo:
             tally = self.tally
             by_kind = collections.Counter(tally.produced.values())
             reasons = collections.Counter(
-                dict(r.headers() or []).get("dlq.reason", b"?").decode() for r in tally.dead_records)
-            duplicates = sum(n - 1 for n in tally.output.values() if n > 1) + \
-                sum(n - 1 for n in tally.dead.values() if n > 1)
+                dict(r.headers() or []).get("dlq.reason", b"?").decode() for r in tally.dead_records
+            )
+            duplicates = sum(n - 1 for n in tally.output.values() if n > 1) + sum(
+                n - 1 for n in tally.dead.values() if n > 1
+            )
             done, missing = tally.accounted()
         say("Summary")
-        print(f"    produced     {len(tally.produced):5d}  " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())))
+        print(
+            f"    produced     {len(tally.produced):5d}  "
+            + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items()))
+        )
         print(f"    {GREEN}output{RESET}       {sum(tally.output.values()):5d}  (orders-billed)")
         print(f"    acknowledged {by_kind['ignore']:5d}  (processor returned None)")
         print(f"    {YELLOW}retried{RESET}      {tally.retries:5d}  (records written to the retry topic)")
-        print(f"    {RED}dead letters{RESET} {sum(tally.dead.values()):5d}  " +
-              ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+        print(
+            f"    {RED}dead letters{RESET} {sum(tally.dead.values()):5d}  "
+            + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+        )
         print(f"    duplicates   {duplicates:5d}  (at-least-once; counted, not lost)")
         say("A few dead letters, with their headers")
         shown: set[str] = set()
@@ -304,16 +378,30 @@ class Demo:
                 continue
             shown.add(reason)
             print(f"    {BOLD}key={record.key().decode()} value={record.value()[:60]!r}{RESET}")
-            for name in ("dlq.reason", "dlq.attempt", "dlq.error.class", "dlq.error.message",
-                         "dlq.original.topic", "dlq.original.partition", "dlq.original.offset",
-                         "dlq.policy", "dlq.subscription", "dlq.first.failure.at", "dlq.failed.at", "team"):
+            for name in (
+                "dlq.reason",
+                "dlq.attempt",
+                "dlq.error.class",
+                "dlq.error.message",
+                "dlq.original.topic",
+                "dlq.original.partition",
+                "dlq.original.offset",
+                "dlq.policy",
+                "dlq.subscription",
+                "dlq.first.failure.at",
+                "dlq.failed.at",
+                "team",
+            ):
                 if name in headers:
                     print(f"      {name:24s} {headers[name][:90]}")
             if "dlq.error.stacktrace" in headers:
                 last = headers["dlq.error.stacktrace"].strip().splitlines()[-1]
                 print(f"      {'dlq.error.stacktrace':24s} ... {last[:80]}")
-        verdict = (f"{GREEN}every produced order is accounted for ({done}/{len(tally.produced)}){RESET}"
-                   if not missing else f"{RED}MISSING {len(missing)} orders: {missing[:20]}{RESET}")
+        verdict = (
+            f"{GREEN}every produced order is accounted for ({done}/{len(tally.produced)}){RESET}"
+            if not missing
+            else f"{RED}MISSING {len(missing)} orders: {missing[:20]}{RESET}"
+        )
         say(f"Check: {verdict}")
         note(f"demo took {seconds:.0f}s")
 

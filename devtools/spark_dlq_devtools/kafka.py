@@ -40,8 +40,9 @@ logger.state.level = warn
 class KafkaBroker:
     """One KRaft broker+controller. ``bootstrap_servers`` is ``127.0.0.1:<port>``."""
 
-    def __init__(self, *, name: str = "kafka", port: int | None = None, heap: str = "512m",
-                 log_level: str = "INFO") -> None:
+    def __init__(
+        self, *, name: str = "kafka", port: int | None = None, heap: str = "512m", log_level: str = "INFO"
+    ) -> None:
         self.root = work_dir(name)
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -58,10 +59,17 @@ class KafkaBroker:
     def _java(self, main: str, *args: str) -> list[str]:
         java = shutil.which("java") or "java"
         return [
-            java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            java,
+            f"-Xmx{self.heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
-            "-cp", f"{kafka_libs()}/*", main, *args,
+            "-cp",
+            f"{kafka_libs()}/*",
+            main,
+            *args,
         ]
 
     def _write_config(self) -> None:
@@ -103,7 +111,9 @@ class KafkaBroker:
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config)),
-            check=True, capture_output=True, timeout=120,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
 
     def start(self, *, fresh: bool = True, timeout: float = 90.0) -> None:
@@ -113,8 +123,10 @@ class KafkaBroker:
             self._write_config()
             self._format()
         self.service = Service(
-            "kafka", self._java("kafka.Kafka", str(self.config)),
-            log=self.root / "stdout.log", env={**os.environ, "KAFKA_HEAP_OPTS": ""},
+            "kafka",
+            self._java("kafka.Kafka", str(self.config)),
+            log=self.root / "stdout.log",
+            env={**os.environ, "KAFKA_HEAP_OPTS": ""},
         )
         self.service.start()
         self.service.wait_until(self._serves_metadata, timeout=timeout, what="metadata from the broker")

@@ -58,39 +58,66 @@ class ControlPlane:
     def _start_etcd(self, timeout: float) -> None:
         client = f"http://127.0.0.1:{self.etcd_port}"
         peer = f"http://127.0.0.1:{self.etcd_peer_port}"
-        self.etcd = Service("etcd", [
-            str(etcd_bin()), "--name", "testbed", "--data-dir", str(self.root / "etcd"),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"testbed={peer}", "--initial-cluster-state", "new",
-            "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn",
-        ], log=self.root / "etcd.log")
+        self.etcd = Service(
+            "etcd",
+            [
+                str(etcd_bin()),
+                "--name",
+                "testbed",
+                "--data-dir",
+                str(self.root / "etcd"),
+                "--listen-client-urls",
+                client,
+                "--advertise-client-urls",
+                client,
+                "--listen-peer-urls",
+                peer,
+                "--initial-advertise-peer-urls",
+                peer,
+                "--initial-cluster",
+                f"testbed={peer}",
+                "--initial-cluster-state",
+                "new",
+                "--quota-backend-bytes",
+                str(2 * 1024**3),
+                "--log-level",
+                "warn",
+            ],
+            log=self.root / "etcd.log",
+        )
         self.etcd.start()
-        self.etcd.wait_until(lambda: _get(f"{client}/health", None) == 200, timeout=timeout,
-                             what="etcd health")
+        self.etcd.wait_until(
+            lambda: _get(f"{client}/health", None) == 200, timeout=timeout, what="etcd health"
+        )
 
     def _start_apiserver(self, timeout: float) -> None:
         p = self.pki
-        self.apiserver = Service("kube-apiserver", [
-            str(kubernetes_bin("kube-apiserver")),
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={self.port}",
-            f"--cert-dir={self.root / 'certs'}",
-            f"--tls-cert-file={p / 'apiserver.crt'}", f"--tls-private-key-file={p / 'apiserver.key'}",
-            f"--client-ca-file={p / 'ca.crt'}",
-            f"--service-account-key-file={p / 'sa.pub'}",
-            f"--service-account-signing-key-file={p / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.96.0.0/24",
-            "--allow-privileged=true",
-            # No controller manager runs: admission that waits for one would hang requests.
-            "--disable-admission-plugins=ServiceAccount",
-            "--enable-priority-and-fairness=false",
-            "--watch-cache=true",
-            "--v=1",
-        ], log=self.root / "apiserver.log")
+        self.apiserver = Service(
+            "kube-apiserver",
+            [
+                str(kubernetes_bin("kube-apiserver")),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.root / 'certs'}",
+                f"--tls-cert-file={p / 'apiserver.crt'}",
+                f"--tls-private-key-file={p / 'apiserver.key'}",
+                f"--client-ca-file={p / 'ca.crt'}",
+                f"--service-account-key-file={p / 'sa.pub'}",
+                f"--service-account-signing-key-file={p / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.96.0.0/24",
+                "--allow-privileged=true",
+                # No controller manager runs: admission that waits for one would hang requests.
+                "--disable-admission-plugins=ServiceAccount",
+                "--enable-priority-and-fairness=false",
+                "--watch-cache=true",
+                "--v=1",
+            ],
+            log=self.root / "apiserver.log",
+        )
         self.apiserver.start()
         self.apiserver.wait_until(self._ready, timeout=timeout, what="/readyz")
 
@@ -98,16 +125,20 @@ class ControlPlane:
         # Its controllers would each need a service-account token (no token controller runs
         # here); as one identity it needs the rights of all of them: the masters group.
         config = self.kubeconfig("system:kube-controller-manager", ("system:masters",))
-        self.controller_manager = Service("kube-controller-manager", [
-            str(kubernetes_bin("kube-controller-manager")),
-            f"--kubeconfig={config}",
-            "--controllers=garbagecollector,namespace",
-            "--leader-elect=false",
-            "--secure-port=0",
-            "--use-service-account-credentials=false",
-            "--concurrent-gc-syncs=5",
-            "--v=1",
-        ], log=self.root / "controller-manager.log")
+        self.controller_manager = Service(
+            "kube-controller-manager",
+            [
+                str(kubernetes_bin("kube-controller-manager")),
+                f"--kubeconfig={config}",
+                "--controllers=garbagecollector,namespace",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--use-service-account-credentials=false",
+                "--concurrent-gc-syncs=5",
+                "--v=1",
+            ],
+            log=self.root / "controller-manager.log",
+        )
         self.controller_manager.start()
 
     def _ready(self) -> bool:
@@ -124,11 +155,16 @@ class ControlPlane:
         cert, key = make_client_cert(self.pki, user, groups)
         path = path or self.root / f"{user.replace(':', '-')}.kubeconfig"
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "testbed",
-            "clusters": [{"name": "testbed", "cluster": {
-                "server": self.server, "certificate-authority": str(self.pki / "ca.crt")}}],
-            "users": [{"name": user, "user": {
-                "client-certificate": str(cert), "client-key": str(key)}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "testbed",
+            "clusters": [
+                {
+                    "name": "testbed",
+                    "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
+                }
+            ],
+            "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
             "contexts": [{"name": "testbed", "context": {"cluster": "testbed", "user": user}}],
         }
         path.write_text(yaml.safe_dump(config))

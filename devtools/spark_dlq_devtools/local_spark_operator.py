@@ -86,10 +86,18 @@ class Driver:
 class LocalSparkOperator:
     """Watches SparkApplications and runs them with local spark-submit."""
 
-    def __init__(self, *, kubeconfig: str, workdir: Path, namespaces: list[str] | None = None,
-                 path_map: Mapping[str, str] | None = None, master: str = "local[2]",
-                 python_path: list[str] | None = None, extra_jars: list[str] | None = None,
-                 stop_grace: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        kubeconfig: str,
+        workdir: Path,
+        namespaces: list[str] | None = None,
+        path_map: Mapping[str, str] | None = None,
+        master: str = "local[2]",
+        python_path: list[str] | None = None,
+        extra_jars: list[str] | None = None,
+        stop_grace: float = 30.0,
+    ) -> None:
         self.api_client = config.new_client_from_config(config_file=kubeconfig)
         self.objects = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
@@ -107,8 +115,10 @@ class LocalSparkOperator:
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._watch_loop, daemon=True, name="sparkapp-watch"),
-                         threading.Thread(target=self._tick_loop, daemon=True, name="sparkapp-tick")]
+        self._threads = [
+            threading.Thread(target=self._watch_loop, daemon=True, name="sparkapp-watch"),
+            threading.Thread(target=self._tick_loop, daemon=True, name="sparkapp-tick"),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -124,10 +134,17 @@ class LocalSparkOperator:
 
     def _list_and_watch(self, stream: watch.Watch) -> Any:
         if self.namespaces and len(self.namespaces) == 1:
-            return stream.stream(self.objects.list_namespaced_custom_object, GROUP, VERSION,
-                                 self.namespaces[0], PLURAL, timeout_seconds=30)
-        return stream.stream(self.objects.list_cluster_custom_object, GROUP, VERSION, PLURAL,
-                             timeout_seconds=30)
+            return stream.stream(
+                self.objects.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                self.namespaces[0],
+                PLURAL,
+                timeout_seconds=30,
+            )
+        return stream.stream(
+            self.objects.list_cluster_custom_object, GROUP, VERSION, PLURAL, timeout_seconds=30
+        )
 
     def _watch_loop(self) -> None:
         while not self._stop.is_set():
@@ -226,8 +243,14 @@ class LocalSparkOperator:
             return
         driver.log_path = driver.workdir / f"driver-{driver.attempts}.log"
         with driver.log_path.open("wb") as out:
-            driver.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                              stdin=subprocess.DEVNULL, start_new_session=True)
+            driver.process = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         driver.started_at = time.monotonic()
         driver.extra_status = {
             "submissionID": str(uuid.uuid4()),
@@ -238,8 +261,13 @@ class LocalSparkOperator:
             "executionAttempts": driver.attempts,
         }
         self._set_state(driver, "SUBMITTED")
-        log.info("%s/%s: submitted (attempt %d, pid %d)", driver.namespace, driver.name,
-                 driver.attempts, driver.process.pid)
+        log.info(
+            "%s/%s: submitted (attempt %d, pid %d)",
+            driver.namespace,
+            driver.name,
+            driver.attempts,
+            driver.process.pid,
+        )
 
     def _command(self, driver: Driver) -> tuple[list[str], dict[str, str]]:
         spec = driver.spec
@@ -264,17 +292,17 @@ class LocalSparkOperator:
 
     def _map_path(self, path: str) -> str:
         if path.startswith("local://"):
-            path = path[len("local://"):]
+            path = path[len("local://") :]
         for prefix, local in sorted(self.path_map.items(), key=lambda kv: -len(kv[0])):
             if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                return str(Path(local) / path[len(prefix):].lstrip("/"))
+                return str(Path(local) / path[len(prefix) :].lstrip("/"))
         return path
 
     @staticmethod
     def _map_mounts(argument: str, mounts: Mapping[str, Path]) -> str:
         for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
             if argument == mount_path or argument.startswith(mount_path.rstrip("/") + "/"):
-                return str(local / argument[len(mount_path):].lstrip("/"))
+                return str(local / argument[len(mount_path) :].lstrip("/"))
         return argument
 
     def _materialise_volumes(self, driver: Driver) -> dict[str, Path]:
@@ -292,7 +320,10 @@ class LocalSparkOperator:
             folder = root / mount["name"]
             folder.mkdir(parents=True, exist_ok=True)
             if "configMap" in volume:
-                data = self.core.read_namespaced_config_map(volume["configMap"]["name"], driver.namespace).data or {}
+                data = (
+                    self.core.read_namespaced_config_map(volume["configMap"]["name"], driver.namespace).data
+                    or {}
+                )
                 files = {k: v.encode() for k, v in data.items()}
             elif "secret" in volume:
                 secret = self.core.read_namespaced_secret(volume["secret"]["secretName"], driver.namespace)
@@ -327,8 +358,9 @@ class LocalSparkOperator:
         interesting = [line for line in text if line.startswith("dlq-engine:")] or text
         return " | ".join(interesting[-lines:])[:2000]
 
-    def _set_state(self, driver: Driver, state: str, *, error: str | None = None,
-                   terminated: bool = False) -> None:
+    def _set_state(
+        self, driver: Driver, state: str, *, error: str | None = None, terminated: bool = False
+    ) -> None:
         driver.state = state
         status: dict[str, Any] = {"applicationState": {"state": state}, **driver.extra_status}
         if error is not None:
@@ -337,7 +369,8 @@ class LocalSparkOperator:
             status["terminationTime"] = _now()
         try:
             self.objects.patch_namespaced_custom_object_status(
-                GROUP, VERSION, driver.namespace, PLURAL, driver.name, {"status": status})
+                GROUP, VERSION, driver.namespace, PLURAL, driver.name, {"status": status}
+            )
         except ApiException as failure:
             if failure.status != 404:
                 log.warning("%s/%s: status not written: %s", driver.namespace, driver.name, failure.reason)

@@ -49,7 +49,9 @@ def kafka_libs() -> Path:
 def spark_kafka_jars() -> list[Path]:
     known = versions()
     v = f"{known['SPARK_VERSION']}-kafka-clients-{known['SPARK_KAFKA_CLIENTS_VERSION']}"
-    folder = _need(cache_dir() / "spark-jars" / v / ".complete", f"Spark Kafka connector {v}", "jars.sh").parent
+    folder = _need(
+        cache_dir() / "spark-jars" / v / ".complete", f"Spark Kafka connector {v}", "jars.sh"
+    ).parent
     return sorted(folder.glob("*.jar"))
 
 
@@ -59,7 +61,8 @@ def engine_jar() -> Path:
     sources = REPO_ROOT / "spark_image" / "jvm"
     lines = "".join(
         f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(sources).as_posix()}\n"
-        for path in sorted(sources.glob("src/**/*.java"), key=lambda p: p.relative_to(sources).as_posix()))
+        for path in sorted(sources.glob("src/**/*.java"), key=lambda p: p.relative_to(sources).as_posix())
+    )
     digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
     folder = cache_dir() / "engine-jar" / f"{versions()['SPARK_VERSION']}-{digest}"
     return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"

@@ -40,48 +40,103 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the operator")
     where = run.add_argument_group("what to watch")
-    where.add_argument("--namespace", "-n", action="append", default=None, metavar="NS",
-                       help="watch this namespace (repeatable; env SPARK_DLQ_NAMESPACES, comma-separated)")
-    where.add_argument("--all-namespaces", "-A", action="store_true",
-                       default=_truthy(env("ALL_NAMESPACES")),
-                       help="watch every namespace (env SPARK_DLQ_ALL_NAMESPACES=true)")
+    where.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=None,
+        metavar="NS",
+        help="watch this namespace (repeatable; env SPARK_DLQ_NAMESPACES, comma-separated)",
+    )
+    where.add_argument(
+        "--all-namespaces",
+        "-A",
+        action="store_true",
+        default=_truthy(env("ALL_NAMESPACES")),
+        help="watch every namespace (env SPARK_DLQ_ALL_NAMESPACES=true)",
+    )
     spark = run.add_argument_group("Spark defaults for policies")
-    spark.add_argument("--spark-image", default=env("SPARK_IMAGE", defaults.DEFAULT_SPARK_IMAGE),
-                       help="engine image when spec.spark.image is empty (default %(default)s)")
-    spark.add_argument("--spark-version", default=env("SPARK_VERSION", defaults.SPARK_VERSION),
-                       help="spec.sparkVersion of SparkApplications (default %(default)s)")
-    spark.add_argument("--checkpoint-base", default=env("CHECKPOINT_BASE", defaults.DEFAULT_CHECKPOINT_BASE),
-                       help="checkpoints go to <base>/<namespace>/<name> when spec.spark.checkpointLocation "
-                            "is empty; a filesystem every Spark pod shares, e.g. s3a://bucket/dlq "
-                            "(default %(default)s)")
-    spark.add_argument("--spark-service-account",
-                       default=env("SPARK_SERVICE_ACCOUNT", defaults.DEFAULT_SERVICE_ACCOUNT),
-                       help="service account of the Spark driver (default %(default)s)")
+    spark.add_argument(
+        "--spark-image",
+        default=env("SPARK_IMAGE", defaults.DEFAULT_SPARK_IMAGE),
+        help="engine image when spec.spark.image is empty (default %(default)s)",
+    )
+    spark.add_argument(
+        "--spark-version",
+        default=env("SPARK_VERSION", defaults.SPARK_VERSION),
+        help="spec.sparkVersion of SparkApplications (default %(default)s)",
+    )
+    spark.add_argument(
+        "--checkpoint-base",
+        default=env("CHECKPOINT_BASE", defaults.DEFAULT_CHECKPOINT_BASE),
+        help="checkpoints go to <base>/<namespace>/<name> when spec.spark.checkpointLocation "
+        "is empty; a filesystem every Spark pod shares, e.g. s3a://bucket/dlq "
+        "(default %(default)s)",
+    )
+    spark.add_argument(
+        "--spark-service-account",
+        default=env("SPARK_SERVICE_ACCOUNT", defaults.DEFAULT_SERVICE_ACCOUNT),
+        help="service account of the Spark driver (default %(default)s)",
+    )
     topics = run.add_argument_group("topics")
-    topics.add_argument("--provisioner", choices=("auto", "admin", "strimzi"),
-                        default=env("PROVISIONER", "auto"),
-                        help="how topics are provisioned for policies that say auto (default %(default)s)")
-    topics.add_argument("--kafka-config", default=env("KAFKA_CONFIG"), metavar="FILE",
-                        help="librdkafka key=value lines for the operator's own admin clients "
-                             "(security settings); env SPARK_DLQ_KAFKA_CONFIG")
+    topics.add_argument(
+        "--provisioner",
+        choices=("auto", "admin", "strimzi"),
+        default=env("PROVISIONER", "auto"),
+        help="how topics are provisioned for policies that say auto (default %(default)s)",
+    )
+    topics.add_argument(
+        "--kafka-config",
+        default=env("KAFKA_CONFIG"),
+        metavar="FILE",
+        help="librdkafka key=value lines for the operator's own admin clients "
+        "(security settings); env SPARK_DLQ_KAFKA_CONFIG",
+    )
     ops = run.add_argument_group("running")
-    ops.add_argument("--liveness", default=env("LIVENESS"), metavar="URL",
-                     help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    ops.add_argument(
+        "--liveness",
+        default=env("LIVENESS"),
+        metavar="URL",
+        help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz",
+    )
     metrics_port = env("METRICS_PORT", str(defaults.DEFAULT_METRICS_PORT)) or "0"
-    ops.add_argument("--metrics-port", type=int, default=int(metrics_port),
-                     help="Prometheus metrics port, 0 for none (default %(default)s)")
+    ops.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(metrics_port),
+        help="Prometheus metrics port, 0 for none (default %(default)s)",
+    )
     peering = ops.add_mutually_exclusive_group()
-    peering.add_argument("--peering", default=env("PEERING"), metavar="NAME",
-                         help="run in this kopf peering (several replicas; needs kopf's peering CRDs)")
+    peering.add_argument(
+        "--peering",
+        default=env("PEERING"),
+        metavar="NAME",
+        help="run in this kopf peering (several replicas; needs kopf's peering CRDs)",
+    )
     peering.add_argument("--standalone", action="store_true", help="no peering (the default)")
-    ops.add_argument("--priority", type=int, default=int(env("PRIORITY", "0") or 0),
-                     help="this replica's priority in the peering (default %(default)s)")
-    ops.add_argument("--kubeconfig", default=env("KUBECONFIG"),
-                     help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
-    ops.add_argument("--resync-interval", type=float, default=float(env("RESYNC_INTERVAL", "60") or 60),
-                     help="seconds between drift-repairing passes over all policies (default %(default)s)")
-    ops.add_argument("--finalizer-timeout", type=float, default=float(env("FINALIZER_TIMEOUT", "300") or 300),
-                     help="seconds a deleted policy's finalizer tries to delete topics (default %(default)s)")
+    ops.add_argument(
+        "--priority",
+        type=int,
+        default=int(env("PRIORITY", "0") or 0),
+        help="this replica's priority in the peering (default %(default)s)",
+    )
+    ops.add_argument(
+        "--kubeconfig",
+        default=env("KUBECONFIG"),
+        help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)",
+    )
+    ops.add_argument(
+        "--resync-interval",
+        type=float,
+        default=float(env("RESYNC_INTERVAL", "60") or 60),
+        help="seconds between drift-repairing passes over all policies (default %(default)s)",
+    )
+    ops.add_argument(
+        "--finalizer-timeout",
+        type=float,
+        default=float(env("FINALIZER_TIMEOUT", "300") or 300),
+        help="seconds a deleted policy's finalizer tries to delete topics (default %(default)s)",
+    )
     ops.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return parser
 
@@ -98,14 +153,16 @@ def _kafka_config(path: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def config_from_args(argv: Sequence[str] | None = None,
-                     environ: Mapping[str, str] | None = None) -> OperatorConfig:
+def config_from_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> OperatorConfig:
     """The OperatorConfig that ``dlq-operator run ...`` describes (flags, then environment)."""
     return _parse(argv, os.environ if environ is None else environ)[0]
 
 
-def _parse(argv: Sequence[str] | None,
-           environ: Mapping[str, str]) -> tuple[OperatorConfig, argparse.Namespace]:
+def _parse(
+    argv: Sequence[str] | None, environ: Mapping[str, str]
+) -> tuple[OperatorConfig, argparse.Namespace]:
     parser = _parser(environ)
     args = parser.parse_args(argv)
     namespaces = args.namespace
@@ -137,8 +194,10 @@ def _parse(argv: Sequence[str] | None,
 
 def main(argv: Sequence[str] | None = None) -> int:
     config, args = _parse(argv, os.environ)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     from spark_dlq_operator.runner import run
 
     asyncio.run(run(config))

@@ -53,13 +53,18 @@ class EventRecorder:
     async def _send(self, owner: Owner, type_: EventType, reason: str, message: str) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         if len(message) > _MESSAGE_MAX:
-            message = message[:_MESSAGE_MAX - 3] + "..."
+            message = message[: _MESSAGE_MAX - 3] + "..."
         event: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{owner.name[:200]}.", "namespace": owner.namespace},
-            "involvedObject": {"apiVersion": API_VERSION, "kind": KIND, "name": owner.name,
-                               "namespace": owner.namespace, "uid": owner.uid},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": owner.name,
+                "namespace": owner.namespace,
+                "uid": owner.uid,
+            },
             "type": type_,
             "reason": reason,
             "message": message,

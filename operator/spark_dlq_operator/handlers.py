@@ -70,7 +70,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     async def start(memo: kopf.Memo, **_: Any) -> None:
         api = kubeapi.KubeApi(await kubeapi.load_configuration(config.kubeconfig))
         services = Services(
-            config=config, api=api,
+            config=config,
+            api=api,
             events=EventRecorder(api, instance=socket.gethostname()),
             admin=AdminProvisioner(timeout=config.kafka_timeout, extra_config=dict(config.kafka_config)),
             strimzi=StrimziProvisioner(api),
@@ -102,15 +103,21 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         try:
             policy = parse_policy(dict(body))
         except PolicyError as error:
-            await reconcile.report_invalid(services, owner, generation=_generation(body), issues=error.issues,
-                                           trigger=str(reason))
+            await reconcile.report_invalid(
+                services, owner, generation=_generation(body), issues=error.issues, trigger=str(reason)
+            )
             raise kopf.PermanentError(f"invalid policy: {error}") from None
         try:
-            await reconcile.reconcile(services, policy, owner=owner, generation=_generation(body),
-                                      trigger=str(reason),
-                                      seen=reconcile.Seen(policy=body, created=_new(body, reason)))
+            await reconcile.reconcile(
+                services,
+                policy,
+                owner=owner,
+                generation=_generation(body),
+                trigger=str(reason),
+                seen=reconcile.Seen(policy=body, created=_new(body, reason)),
+            )
         except reconcile.TopicsNotReady as error:
-            delay = error.delay * min(2 ** retry, 8) if error.backoff else error.delay
+            delay = error.delay * min(2**retry, 8) if error.backoff else error.delay
             raise kopf.TemporaryError(str(error), delay=delay) from None
 
     def cleanup_needed(spec: kopf.Spec, **_: Any) -> bool:
@@ -123,21 +130,28 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         try:
             policy = parse_policy(dict(body))
         except PolicyError as error:
-            await services.events.warn(owner, "CleanupSkipped",
-                                       f"the policy is invalid, so its topics are unknown and kept: {error}")
+            await services.events.warn(
+                owner, "CleanupSkipped", f"the policy is invalid, so its topics are unknown and kept: {error}"
+            )
             return
         since = body.get("metadata", {}).get("deletionTimestamp")
-        deleting_since = datetime.datetime.fromisoformat(since) if since \
-            else datetime.datetime.now(datetime.UTC)
+        deleting_since = (
+            datetime.datetime.fromisoformat(since) if since else datetime.datetime.now(datetime.UTC)
+        )
         try:
             await reconcile.clean_up(services, policy, owner=owner, deleting_since=deleting_since)
         except reconcile.CleanupPending as error:
             raise kopf.TemporaryError(str(error), delay=error.delay) from None
 
-    @kopf.on.event(*APPLICATION, labels={render.MANAGED_BY_LABEL: render.MANAGED_BY}, registry=registry,
-                   id="spark-application")
-    async def application_event(event: kopf.RawEvent, memo: kopf.Memo,
-                                logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
+    @kopf.on.event(
+        *APPLICATION,
+        labels={render.MANAGED_BY_LABEL: render.MANAGED_BY},
+        registry=registry,
+        id="spark-application",
+    )
+    async def application_event(
+        event: kopf.RawEvent, memo: kopf.Memo, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+    ) -> None:
         services = _services(memo)
         app = event["object"]
         try:
@@ -146,5 +160,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             else:
                 await reconcile.update_job_status(services, app)
         except (kubeapi.ApiError, OSError) as error:  # the next event or the resync catches up
-            logger.warning("could not map SparkApplication %s onto its policy: %s",
-                           app.get("metadata", {}).get("name"), error)
+            logger.warning(
+                "could not map SparkApplication %s onto its policy: %s",
+                app.get("metadata", {}).get("name"),
+                error,
+            )

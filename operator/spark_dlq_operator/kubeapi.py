@@ -97,14 +97,26 @@ class KubeApi:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _call(self, method: str, path: str, *, body: object = None,
-                    query: Sequence[tuple[str, str]] = (), content_type: str = "application/json") -> Obj:
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: object = None,
+        query: Sequence[tuple[str, str]] = (),
+        content_type: str = "application/json",
+    ) -> Obj:
         try:
             result = await self._client.call_api(
-                path, method, query_params=list(query), body=body,
+                path,
+                method,
+                query_params=list(query),
+                body=body,
                 header_params={"Accept": "application/json", "Content-Type": content_type},
-                response_types_map=_RESPONSES, auth_settings=["BearerToken"],
-                _return_http_data_only=True, _preload_content=True,
+                response_types_map=_RESPONSES,
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=True,
             )
         except ApiException as error:
             raise _api_error(error) from None
@@ -119,8 +131,9 @@ class KubeApi:
                 return None
             raise
 
-    async def list(self, kind: Kind, namespace: str | None, *,
-                   label_selector: str | None = None) -> list[Obj]:
+    async def list(
+        self, kind: Kind, namespace: str | None, *, label_selector: str | None = None
+    ) -> list[Obj]:
         """Every object of ``kind`` in ``namespace`` (all namespaces when None)."""
         items: list[Obj] = []
         token: str | None = None
@@ -149,12 +162,20 @@ class KubeApi:
             return await self._call("POST", kind.path(metadata.get("namespace")), body=body), True
         return existing, False
 
-    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any], *,
-                    subresource: str | None = None) -> Obj:
+    async def patch(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
         """A JSON merge patch. Put ``metadata.resourceVersion`` in it to fail with 409 when the
         object changed since it was read."""
-        return await self._call("PATCH", kind.path(namespace, name, subresource), body=patch,
-                                content_type=_MERGE_PATCH)
+        return await self._call(
+            "PATCH", kind.path(namespace, name, subresource), body=patch, content_type=_MERGE_PATCH
+        )
 
     async def replace(self, kind: Kind, body: Mapping[str, Any]) -> Obj:
         """PUT the whole object (its ``metadata.resourceVersion`` guards against lost updates)."""
@@ -164,9 +185,11 @@ class KubeApi:
     async def delete(self, kind: Kind, namespace: str, name: str) -> bool:
         """Delete; True when it was there, False when it was already gone."""
         try:
-            await self._call("DELETE", kind.path(namespace, name),
-                             body={"kind": "DeleteOptions", "apiVersion": "v1",
-                                   "propagationPolicy": "Background"})
+            await self._call(
+                "DELETE",
+                kind.path(namespace, name),
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+            )
         except ApiError as error:
             if error.status == 404:
                 return False

@@ -41,10 +41,18 @@ from spark_dlq_operator.topics import AdminProvisioner, BrokerUnavailable, Strim
 logger = logging.getLogger(__name__)
 
 #: Condition reasons worth a Warning event when a condition turns to them.
-_WARNING_REASONS: Final = frozenset({
-    "BrokerUnavailable", "SourceTopicMissing", "CreateFailed", "StrimziClusterMissing", "Conflict",
-    "Failed", "InvalidSpec", "KafkaTopicError",
-})
+_WARNING_REASONS: Final = frozenset(
+    {
+        "BrokerUnavailable",
+        "SourceTopicMissing",
+        "CreateFailed",
+        "StrimziClusterMissing",
+        "Conflict",
+        "Failed",
+        "InvalidSpec",
+        "KafkaTopicError",
+    }
+)
 
 
 class TopicsNotReady(Exception):
@@ -78,7 +86,8 @@ class Services:
     #: One lock per policy (by uid): kopf's handlers, the resync and the SparkApplication
     #: watcher never reconcile the same policy at once. Unused locks are collected.
     _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
-        default_factory=weakref.WeakValueDictionary)
+        default_factory=weakref.WeakValueDictionary
+    )
     #: The last SparkApplication state mapped onto each policy, by (namespace, name).
     job_states: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
 
@@ -122,10 +131,14 @@ class Seen:
     created: bool = False
 
 
-async def write_status(services: Services, owner: Owner,
-                       observe: Callable[[Mapping[str, Any]], Observation], *,
-                       known: Mapping[str, Any] | None = None, trust: bool = False,
-                       ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+async def write_status(
+    services: Services,
+    owner: Owner,
+    observe: Callable[[Mapping[str, Any]], Observation],
+    *,
+    known: Mapping[str, Any] | None = None,
+    trust: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Read the policy, apply ``observe(old status)``, write the result through the status
     subresource unless nothing changed; ``(old, new)``, or None when the policy is gone.
 
@@ -173,13 +186,17 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
             await services.events.warn(owner, reason, message)
         elif condition["type"] == "TopicsReady" and "drift:" in message:
             await services.events.warn(owner, "TopicPartitionsDrift", message)
-        elif condition["type"] == "Ready" and condition["status"] == "True" \
-                and previous.get("status") != "True":
+        elif (
+            condition["type"] == "Ready"
+            and condition["status"] == "True"
+            and previous.get("status") != "True"
+        ):
             await services.events.info(owner, "Ready", message)
 
 
-async def report_invalid(services: Services, owner: Owner, *, generation: int, issues: Sequence[Issue],
-                         trigger: str) -> None:
+async def report_invalid(
+    services: Services, owner: Owner, *, generation: int, issues: Sequence[Issue], trigger: str
+) -> None:
     """Phase Invalid and Ready False (InvalidSpec) naming every problem. A running job is left
     running with its last valid configuration."""
     with metrics.observe(trigger) as outcome:
@@ -192,8 +209,15 @@ async def report_invalid(services: Services, owner: Owner, *, generation: int, i
 # --- the reconcile -----------------------------------------------------------------------------
 
 
-async def reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
-                    trigger: str, seen: Seen | None = None) -> None:
+async def reconcile(
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    generation: int,
+    trigger: str,
+    seen: Seen | None = None,
+) -> None:
     """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady."""
     async with services.lock(owner.uid):
         with metrics.observe(trigger) as outcome:
@@ -215,8 +239,9 @@ class _Job:
     restarted: bool = False
 
 
-async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
-                     seen: Seen | None) -> None:
+async def _reconcile(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, seen: Seen | None
+) -> None:
     listed = seen is not None and seen.listed
     if listed and seen is not None and await _listing_is_stale(services, policy, owner=owner, seen=seen):
         return
@@ -229,14 +254,22 @@ async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Own
     elif created and not _pinned_provisioner_matters(services, policy):
         config_map = None
     else:
-        config_map = await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
+        config_map = await services.api.get(
+            CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+        )
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
-    topics = await _provision_topics(services, policy, owner=owner, generation=generation,
-                                     provisioner=provisioner)
+    topics = await _provision_topics(
+        services, policy, owner=owner, generation=generation, provisioner=provisioner
+    )
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
     # (Read when suspended: deleting needs to know whether there is one to delete.)
-    application = seen.application if seen is not None and listed else \
-        None if created and not policy.suspend else _UNREAD
+    application = (
+        seen.application
+        if seen is not None and listed
+        else None
+        if created and not policy.suspend
+        else _UNREAD
+    )
     job = await _ensure_application(services, policy, owner=owner, seen=application)
     digest = config_hash(policy)
 
@@ -250,19 +283,29 @@ async def _reconcile(services: Services, policy: DeadLetterPolicy, *, owner: Own
                 condition, restarted = render.JOB_RESTARTING, True
             elif old_job is None or old_job.get("reason") in ("Suspended", "Conflict"):
                 condition = render.job_condition(job.app)
-        return Observation(generation=generation, topics=topics, job=condition,
-                           retry_topic=policy.retry_topic, dead_letter_topic=policy.dead_letter_topic,
-                           spark_application=policy.name, config_hash=digest, restarted=restarted)
+        return Observation(
+            generation=generation,
+            topics=topics,
+            job=condition,
+            retry_topic=policy.retry_topic,
+            dead_letter_topic=policy.dead_letter_topic,
+            spark_application=policy.name,
+            config_hash=digest,
+            restarted=restarted,
+        )
 
-    written = await write_status(services, owner, observe, known=seen.policy if seen is not None else None,
-                                 trust=listed)
+    written = await write_status(
+        services, owner, observe, known=seen.policy if seen is not None else None, trust=listed
+    )
     if written is not None and job.app is not None and job.condition is not None:
         # The JobRunning just written stands for the application's current state: the
         # SparkApplication watcher need not map that same state again (a read and a write).
         services.job_states[(policy.namespace, policy.name)] = render.application_state(job.app)
 
 
-async def _listing_is_stale(services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen) -> bool:
+async def _listing_is_stale(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen
+) -> bool:
     """Whether a resync's listed policy is older than the policy now, when the ConfigMap or the
     SparkApplication would be written from it. The lists are taken one after another and the
     policy may change in between (and kopf apply the change) before this reconcile holds the
@@ -281,14 +324,18 @@ async def _listing_is_stale(services: Services, policy: DeadLetterPolicy, *, own
     current = await services.api.get(POLICIES, owner.namespace, owner.name)
     listed_version = seen.policy.get("metadata", {}).get("resourceVersion")
     if current is None or current["metadata"].get("resourceVersion") != listed_version:
-        logger.info("resync of %s/%s skipped: the policy changed since it was listed", owner.namespace, owner.name)
+        logger.info(
+            "resync of %s/%s skipped: the policy changed since it was listed", owner.namespace, owner.name
+        )
         return True
     return False
 
 
 def _pinned_provisioner_matters(services: Services, policy: DeadLetterPolicy) -> bool:
     """Whether the provisioner pinned on the ConfigMap could decide this policy's provisioner."""
-    return policy.topics.create and policy.topics.provisioner == "auto" and services.config.provisioner == "auto"
+    return (
+        policy.topics.create and policy.topics.provisioner == "auto" and services.config.provisioner == "auto"
+    )
 
 
 async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, config_map: Obj | None) -> str:
@@ -306,12 +353,14 @@ async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, conf
     return "strimzi" if await services.strimzi.served() else "admin"
 
 
-async def _provision_topics(services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int,
-                            provisioner: str | None) -> ConditionState:
+async def _provision_topics(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, provisioner: str | None
+) -> ConditionState:
     config = services.config
     if provisioner is None:
-        return ConditionState("True", "NotManaged",
-                              "spec.topics.create is false: the operator does not provision the topics")
+        return ConditionState(
+            "True", "NotManaged", "spec.topics.create is false: the operator does not provision the topics"
+        )
     try:
         if provisioner == "strimzi":
             report = await services.strimzi.ensure(policy, owner=owner)
@@ -336,22 +385,38 @@ async def _provision_topics(services: Services, policy: DeadLetterPolicy, *, own
     return condition
 
 
-async def _write_topics_problem(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
-                                generation: int, condition: ConditionState) -> None:
-    await write_status(services, owner, lambda _: Observation(
-        generation=generation, topics=condition, retry_topic=policy.retry_topic,
-        dead_letter_topic=policy.dead_letter_topic, spark_application=policy.name))
+async def _write_topics_problem(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, condition: ConditionState
+) -> None:
+    await write_status(
+        services,
+        owner,
+        lambda _: Observation(
+            generation=generation,
+            topics=condition,
+            retry_topic=policy.retry_topic,
+            dead_letter_topic=policy.dead_letter_topic,
+            spark_application=policy.name,
+        ),
+    )
 
 
-async def _ensure_config_map(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
-                             current: Obj | None, provisioner: str | None) -> None:
+async def _ensure_config_map(
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    current: Obj | None,
+    provisioner: str | None,
+) -> None:
     desired = render.config_map(policy, config=services.config, owner=owner, provisioner=provisioner)
     name = desired["metadata"]["name"]
     if current is None:
         current, created = await services.api.create(CONFIG_MAPS, desired)
         if created:
-            await services.events.info(owner, "ConfigMapCreated",
-                                       f"created ConfigMap {name} with the engine's policy")
+            await services.events.info(
+                owner, "ConfigMapCreated", f"created ConfigMap {name} with the engine's policy"
+            )
             return
     patch: dict[str, Any] = {}
     if current.get("data") != desired["data"]:
@@ -368,8 +433,9 @@ async def _ensure_config_map(services: Services, policy: DeadLetterPolicy, *, ow
         patch["metadata"] = wanted_meta
     if patch:
         await services.api.patch(CONFIG_MAPS, policy.namespace, desired["metadata"]["name"], patch)
-        await services.events.info(owner, "ConfigMapUpdated",
-                                   f"updated ConfigMap {desired['metadata']['name']}")
+        await services.events.info(
+            owner, "ConfigMapUpdated", f"updated ConfigMap {desired['metadata']['name']}"
+        )
 
 
 def _managed(app: Obj) -> bool:
@@ -381,29 +447,44 @@ def _managed(app: Obj) -> bool:
 _UNREAD: Final[Obj] = {}
 
 
-async def _ensure_application(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
-                              seen: Obj | None = _UNREAD) -> _Job:
+async def _ensure_application(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Obj | None = _UNREAD
+) -> _Job:
     api = services.api
     name = policy.name
     current = await api.get(SPARK_APPLICATIONS, policy.namespace, name) if seen is _UNREAD else seen
     if policy.suspend:
-        if current is not None and _managed(current) and \
-                await api.delete(SPARK_APPLICATIONS, policy.namespace, name):
-            await services.events.info(owner, "SparkApplicationDeleted",
-                                       f"spec.suspend is true: deleted SparkApplication {name}; the "
-                                       "ConfigMap, the topics and the checkpoint are kept")
+        if (
+            current is not None
+            and _managed(current)
+            and await api.delete(SPARK_APPLICATIONS, policy.namespace, name)
+        ):
+            await services.events.info(
+                owner,
+                "SparkApplicationDeleted",
+                f"spec.suspend is true: deleted SparkApplication {name}; the "
+                "ConfigMap, the topics and the checkpoint are kept",
+            )
         return _Job(render.JOB_SUSPENDED)
     desired = render.spark_application(policy, config=services.config, owner=owner)
     if current is None:
         current, created = await api.create(SPARK_APPLICATIONS, desired)
         if created:
-            await services.events.info(owner, "SparkApplicationCreated",
-                                       f"created SparkApplication {name} (config hash "
-                                       f"{desired['metadata']['annotations'][render.CONFIG_HASH_ANNOTATION]})")
+            await services.events.info(
+                owner,
+                "SparkApplicationCreated",
+                f"created SparkApplication {name} (config hash "
+                f"{desired['metadata']['annotations'][render.CONFIG_HASH_ANNOTATION]})",
+            )
             return _Job(render.JOB_SUBMITTED, app=current)
     if not _managed(current):
-        return _Job(ConditionState("False", "Conflict", f"SparkApplication {name} exists and is not "
-                                   "managed by spark-dlq: delete or rename it"))
+        return _Job(
+            ConditionState(
+                "False",
+                "Conflict",
+                f"SparkApplication {name} exists and is not managed by spark-dlq: delete or rename it",
+            )
+        )
     digest = desired["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION]
     for _ in range(5):
         metadata = current["metadata"]
@@ -432,9 +513,12 @@ async def _ensure_application(services: Services, policy: DeadLetterPolicy, *, o
             continue
         if old_digest == digest:  # adopted, same configuration: nothing restarts
             return _Job(None, app=current)
-        await services.events.info(owner, "SparkApplicationRestarted",
-                                   f"the configuration hash changed from {old_digest} to {digest}: "
-                                   f"SparkApplication {name} is resubmitted and resumes from its checkpoint")
+        await services.events.info(
+            owner,
+            "SparkApplicationRestarted",
+            f"the configuration hash changed from {old_digest} to {digest}: "
+            f"SparkApplication {name} is resubmitted and resumes from its checkpoint",
+        )
         return _Job(render.JOB_RESTARTING, app=current, restarted=True)
     raise ApiError(409, "Conflict", f"SparkApplication {policy.namespace}/{name} kept changing")
 
@@ -466,7 +550,8 @@ async def update_job_status(services: Services, app: Mapping[str, Any]) -> None:
 
     def observe(old: Mapping[str, Any]) -> Observation:
         current: Mapping[str, Any] = next(
-            (c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), {})
+            (c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), {}
+        )
         if current.get("reason") == "Suspended":  # the application is on its way out
             return Observation()
         return Observation(job=condition)
@@ -495,11 +580,17 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
         return
     if policy.suspend:
         return
-    await services.events.warn(owner, "SparkApplicationMissing",
-                               f"SparkApplication {policy.name} was deleted: creating it again")
+    await services.events.warn(
+        owner, "SparkApplicationMissing", f"SparkApplication {policy.name} was deleted: creating it again"
+    )
     try:
-        await reconcile(services, policy, owner=owner, generation=int(body["metadata"].get("generation", 0)),
-                        trigger="drift")
+        await reconcile(
+            services,
+            policy,
+            owner=owner,
+            generation=int(body["metadata"].get("generation", 0)),
+            trigger="drift",
+        )
     except TopicsNotReady as error:
         logger.info("policy %s/%s: %s", owner.namespace, owner.name, error)
 
@@ -514,21 +605,26 @@ def needs_cleanup(spec: Mapping[str, Any]) -> bool:
     return bool(topics.get("create", True) and topics.get("deleteWithPolicy", False))
 
 
-async def clean_up(services: Services, policy: DeadLetterPolicy, *, owner: Owner,
-                   deleting_since: datetime.datetime) -> None:
+async def clean_up(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, deleting_since: datetime.datetime
+) -> None:
     """Delete the policy's topics. Raises CleanupPending while it may still succeed; after
     ``finalizer_timeout`` it gives up with a Warning event, so deletion never blocks forever."""
     config = services.config
     elapsed = (datetime.datetime.now(datetime.UTC) - deleting_since).total_seconds()
     names = f"{policy.retry_topic!r} and {policy.dead_letter_topic!r}"
     if elapsed >= config.finalizer_timeout:
-        await services.events.warn(owner, "CleanupAbandoned",
-                                   f"gave up deleting topics {names} after {config.finalizer_timeout:.0f}s; "
-                                   "they are kept and must be deleted by hand")
+        await services.events.warn(
+            owner,
+            "CleanupAbandoned",
+            f"gave up deleting topics {names} after {config.finalizer_timeout:.0f}s; "
+            "they are kept and must be deleted by hand",
+        )
         return
     try:
-        config_map = await services.api.get(CONFIG_MAPS, policy.namespace,
-                                            render.config_map_name(policy.name))
+        config_map = await services.api.get(
+            CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+        )
         provisioner = await resolve_provisioner(services, policy, config_map)
         if provisioner == "strimzi":
             deleted = await services.strimzi.delete(policy)
@@ -537,6 +633,9 @@ async def clean_up(services: Services, policy: DeadLetterPolicy, *, owner: Owner
     except (BrokerUnavailable, ApiError, OSError) as error:
         delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
         raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
-    message = f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)" if deleted \
+    message = (
+        f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)"
+        if deleted
         else f"topics {names} were already gone"
+    )
     await services.events.info(owner, "TopicsDeleted", message)

@@ -113,8 +113,14 @@ class Owner:
     uid: str
 
     def reference(self) -> OwnerReference:
-        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
-                "controller": True, "blockOwnerDeletion": True}
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
 
 
 # --- labels and names --------------------------------------------------------------------------
@@ -126,7 +132,7 @@ def label_value(text: str) -> str:
     if len(text) <= _LABEL_VALUE_MAX:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[:_LABEL_VALUE_MAX - 9].rstrip('-.')}-{digest}"
+    return f"{text[: _LABEL_VALUE_MAX - 9].rstrip('-.')}-{digest}"
 
 
 def labels(policy_name: str) -> dict[str, str]:
@@ -160,8 +166,9 @@ def policy_document(policy: DeadLetterPolicy, config: OperatorConfig) -> dict[st
     return document
 
 
-def config_map(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner,
-               provisioner: str | None = None) -> Manifest:
+def config_map(
+    policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, provisioner: str | None = None
+) -> Manifest:
     """ConfigMap ``P-policy`` with ``policy.yaml``, mounted into the Spark pods."""
     text = yaml.dump(policy_document(policy, config), Dumper=_YAML_DUMPER, sort_keys=False)
     metadata: dict[str, Any] = {
@@ -172,8 +179,7 @@ def config_map(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner
     }
     if provisioner is not None:
         metadata["annotations"] = {PROVISIONER_ANNOTATION: provisioner}
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
-            "data": {POLICY_FILE_KEY: text}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {POLICY_FILE_KEY: text}}
 
 
 def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner) -> Manifest:
@@ -213,8 +219,13 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
             "sparkVersion": config.spark_version,
             "image": policy.spark.image or config.spark_image,
             "mainApplicationFile": MAIN_APPLICATION_FILE,
-            "arguments": ["run", "-f", f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
-                          "--checkpoint", checkpoint_location(policy, config)],
+            "arguments": [
+                "run",
+                "-f",
+                f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
+                "--checkpoint",
+                checkpoint_location(policy, config),
+            ],
             "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
             "restartPolicy": dict(RESTART_POLICY),
             "volumes": volumes,
@@ -260,8 +271,9 @@ def wanted_topics(policy: DeadLetterPolicy, *, source_partitions: int | None) ->
     rf = policy.topics.replication_factor
     return (
         TopicWant(policy.retry_topic, partitions, rf, dict(sorted(policy.topics.retry_config.items()))),
-        TopicWant(policy.dead_letter_topic, partitions, rf,
-                  dict(sorted(policy.topics.dead_letter_config.items()))),
+        TopicWant(
+            policy.dead_letter_topic, partitions, rf, dict(sorted(policy.topics.dead_letter_config.items()))
+        ),
     )
 
 
@@ -302,8 +314,12 @@ def kafka_topic(policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | Non
     }
     if owner is not None:
         metadata["ownerReferences"] = [owner.reference()]
-    return {"apiVersion": f"{STRIMZI_GROUP}/{STRIMZI_VERSION}", "kind": STRIMZI_KIND,
-            "metadata": metadata, "spec": spec}
+    return {
+        "apiVersion": f"{STRIMZI_GROUP}/{STRIMZI_VERSION}",
+        "kind": STRIMZI_KIND,
+        "metadata": metadata,
+        "spec": spec,
+    }
 
 
 def strimzi_ready(kafka_topic_object: Mapping[str, Any]) -> tuple[bool, str]:
@@ -343,8 +359,11 @@ def application_state(app: Mapping[str, Any]) -> tuple[str, str, str]:
     spark-operator moves it along (a resubmission changes the submission id)."""
     status = app.get("status") or {}
     state = status.get("applicationState") or {}
-    return (str(state.get("state") or ""), str(status.get("submissionID") or ""),
-            str(state.get("errorMessage") or ""))
+    return (
+        str(state.get("state") or ""),
+        str(status.get("submissionID") or ""),
+        str(state.get("errorMessage") or ""),
+    )
 
 
 def job_condition(app: Mapping[str, Any]) -> ConditionState:
@@ -353,23 +372,29 @@ def job_condition(app: Mapping[str, Any]) -> ConditionState:
     if state == "RUNNING":
         return ConditionState("True", "Running", "the Spark application is running")
     if state in _SUBMITTED:
-        return ConditionState("False", "Submitted",
-                              f"the Spark application is submitted (state {state or 'none yet'})")
+        return ConditionState(
+            "False", "Submitted", f"the Spark application is submitted (state {state or 'none yet'})"
+        )
     if state in _RESTARTING:
         return ConditionState("False", "Restarting", f"the Spark application is restarting (state {state})")
     if state in _FAILED:
-        return ConditionState("False", "Failed", f"the Spark application failed (state {state})"
-                              + (f": {error}" if error else ""))
+        return ConditionState(
+            "False",
+            "Failed",
+            f"the Spark application failed (state {state})" + (f": {error}" if error else ""),
+        )
     if state == "COMPLETED":
-        return ConditionState("False", "Completed",
-                              "the Spark application completed; a streaming job should not stop by itself")
+        return ConditionState(
+            "False", "Completed", "the Spark application completed; a streaming job should not stop by itself"
+        )
     return ConditionState("Unknown", "Unknown", f"the Spark application is in state {state}")
 
 
 JOB_SUSPENDED: Final = ConditionState("False", "Suspended", "spec.suspend is true: the job is stopped")
 JOB_SUBMITTED: Final = ConditionState("False", "Submitted", "the Spark application was created")
 JOB_RESTARTING: Final = ConditionState(
-    "False", "Restarting", "the configuration changed: the Spark application is resubmitted")
+    "False", "Restarting", "the configuration changed: the Spark application is resubmitted"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,8 +417,9 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     """The policy's status after ``observation``. A condition keeps its lastTransitionTime while
     its status does not change. ``now`` is an RFC 3339 time."""
     status = copy.deepcopy(dict(old))
-    generation = observation.generation if observation.generation is not None \
-        else status.get("observedGeneration")
+    generation = (
+        observation.generation if observation.generation is not None else status.get("observedGeneration")
+    )
     conditions: dict[str, Condition] = {}
     for item in status.get("conditions") or []:
         if isinstance(item, Mapping) and item.get("type"):
@@ -401,10 +427,18 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
 
     def put(kind: ConditionType, state: ConditionState) -> None:
         previous = conditions.get(kind)
-        since = previous.get("lastTransitionTime", now) \
-            if previous is not None and previous.get("status") == state.status else now
-        condition: Condition = {"type": kind, "status": state.status, "reason": state.reason[:_REASON_MAX],
-                                "message": state.message[:_MESSAGE_MAX], "lastTransitionTime": since}
+        since = (
+            previous.get("lastTransitionTime", now)
+            if previous is not None and previous.get("status") == state.status
+            else now
+        )
+        condition: Condition = {
+            "type": kind,
+            "status": state.status,
+            "reason": state.reason[:_REASON_MAX],
+            "message": state.message[:_MESSAGE_MAX],
+            "lastTransitionTime": since,
+        }
         if generation is not None:
             condition["observedGeneration"] = int(generation)
         conditions[kind] = condition
@@ -413,22 +447,26 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
         put("TopicsReady", observation.topics)
     if observation.job is not None:
         put("JobRunning", observation.job)
-    still_invalid = observation.generation is None \
-        and conditions.get("Ready", {}).get("reason") == "InvalidSpec"
+    still_invalid = (
+        observation.generation is None and conditions.get("Ready", {}).get("reason") == "InvalidSpec"
+    )
     if observation.invalid is not None:
         put("Ready", ConditionState("False", "InvalidSpec", "\n".join(observation.invalid)))
     elif not still_invalid:
         put("Ready", _ready(conditions))
 
-    status["conditions"] = [conditions[kind] for kind in ("Ready", "TopicsReady", "JobRunning")
-                            if kind in conditions]
+    status["conditions"] = [
+        conditions[kind] for kind in ("Ready", "TopicsReady", "JobRunning") if kind in conditions
+    ]
     status["phase"] = phase(conditions)
     if generation is not None:
         status["observedGeneration"] = int(generation)
-    for key, value in (("retryTopic", observation.retry_topic),
-                       ("deadLetterTopic", observation.dead_letter_topic),
-                       ("sparkApplication", observation.spark_application),
-                       ("configHash", observation.config_hash)):
+    for key, value in (
+        ("retryTopic", observation.retry_topic),
+        ("deadLetterTopic", observation.dead_letter_topic),
+        ("sparkApplication", observation.spark_application),
+        ("configHash", observation.config_hash),
+    ):
         if value is not None:
             status[key] = value
     status.setdefault("restartCount", 0)

@@ -61,7 +61,9 @@ class Resync:
         if services.config.peering and not await self._active():
             return 0
         # Three lists per namespace instead of three reads per policy.
-        scopes: list[str | None] = [None] if services.config.all_namespaces else list(services.config.namespaces)
+        scopes: list[str | None] = (
+            [None] if services.config.all_namespaces else list(services.config.namespaces)
+        )
         selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
@@ -69,16 +71,19 @@ class Resync:
         for scope in scopes:
             bodies.extend(await services.api.list(POLICIES, scope))
             config_maps.update(_by_key(await services.api.list(CONFIG_MAPS, scope, label_selector=selector)))
-            applications.update(_by_key(await services.api.list(SPARK_APPLICATIONS, scope,
-                                                                label_selector=selector)))
+            applications.update(
+                _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
+            )
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
 
         async def one(body: Obj) -> bool:
             metadata = body["metadata"]
             seen = reconcile.Seen(
-                policy=body, listed=True,
+                policy=body,
+                listed=True,
                 config_map=config_maps.get((metadata["namespace"], render.config_map_name(metadata["name"]))),
-                application=applications.get((metadata["namespace"], metadata["name"])))
+                application=applications.get((metadata["namespace"], metadata["name"])),
+            )
             async with limit:
                 return await self._reconcile(body, seen)
 
@@ -95,12 +100,14 @@ class Resync:
         try:
             policy = parse_policy(body)
         except PolicyError as error:
-            await reconcile.report_invalid(self._services, owner, generation=generation, issues=error.issues,
-                                           trigger="resync")
+            await reconcile.report_invalid(
+                self._services, owner, generation=generation, issues=error.issues, trigger="resync"
+            )
             return False
         try:
-            await reconcile.reconcile(self._services, policy, owner=owner, generation=generation,
-                                      trigger="resync", seen=seen)
+            await reconcile.reconcile(
+                self._services, policy, owner=owner, generation=generation, trigger="resync", seen=seen
+            )
         except reconcile.TopicsNotReady as error:
             logger.info("resync of %s/%s: %s", owner.namespace, owner.name, error)
             return False
@@ -117,8 +124,10 @@ class Resync:
             objects = [await services.api.get(CLUSTER_KOPF_PEERINGS, None, name)]
         else:
             objects = [await services.api.get(KOPF_PEERINGS, ns, name) for ns in services.config.namespaces]
-        return all(o is not None and peering_allows(o.get("status") or {}, priority=services.config.priority)
-                   for o in objects)
+        return all(
+            o is not None and peering_allows(o.get("status") or {}, priority=services.config.priority)
+            for o in objects
+        )
 
 
 def _by_key(items: list[Obj]) -> dict[tuple[str, str], Obj]:

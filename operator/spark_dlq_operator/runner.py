@@ -27,7 +27,8 @@ def build_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+    )
     settings.persistence.finalizer = FINALIZER
     # After its own annotation patch kopf waits for that version to come back on the watch;
     # until then the earlier events of the object (the handler's status write) are not acted on.
@@ -39,7 +40,8 @@ def build_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings.watching.client_timeout = config.client_timeout
     settings.watching.connect_timeout = 30
     settings.watching.label_selectors[render.SPARK_GROUP, render.SPARK_PLURAL] = (
-        f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}")
+        f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+    )
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = render.MANAGED_BY
     return settings
@@ -51,8 +53,12 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     return registry
 
 
-async def run(config: OperatorConfig, *, stop_flag: threading.Event | None = None,
-              ready_flag: threading.Event | None = None) -> None:
+async def run(
+    config: OperatorConfig,
+    *,
+    stop_flag: threading.Event | None = None,
+    ready_flag: threading.Event | None = None,
+) -> None:
     """Run the operator until ``stop_flag`` is set (or a signal arrives, in the main thread)."""
     await kopf.operator(
         registry=build_registry(config),

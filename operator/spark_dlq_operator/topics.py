@@ -29,10 +29,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: librdkafka errors that mean "cannot talk to the cluster", as opposed to a refusal.
-_UNREACHABLE: Final = frozenset({
-    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
-})
+_UNREACHABLE: Final = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
 
 
 class BrokerUnavailable(Exception):
@@ -100,19 +106,28 @@ class AdminProvisioner:
         partitions = await self._partitions(policy)
         source_partitions = partitions.get(policy.source.topic)
         if not policy.topics.partitions and source_partitions is None:
-            return TopicsReport(False, "SourceTopicMissing",
-                                f"the source topic {policy.source.topic!r} does not exist, and "
-                                "spec.topics.partitions is 0 (as many partitions as the source)")
+            return TopicsReport(
+                False,
+                "SourceTopicMissing",
+                f"the source topic {policy.source.topic!r} does not exist, and "
+                "spec.topics.partitions is 0 (as many partitions as the source)",
+            )
         wants = render.wanted_topics(policy, source_partitions=source_partitions)
         missing = [w for w in wants if w.name not in partitions]
         created: list[str] = []
         problems: list[str] = []
         if missing:
             admin = self._client(policy.broker.bootstrap_servers)
-            new = [NewTopic(w.name, num_partitions=w.partitions or -1,
-                            replication_factor=w.replication_factor, config=dict(w.config)) for w in missing]
-            futures = admin.create_topics(new, request_timeout=self._timeout,
-                                          operation_timeout=self._timeout)
+            new = [
+                NewTopic(
+                    w.name,
+                    num_partitions=w.partitions or -1,
+                    replication_factor=w.replication_factor,
+                    config=dict(w.config),
+                )
+                for w in missing
+            ]
+            futures = admin.create_topics(new, request_timeout=self._timeout, operation_timeout=self._timeout)
             for name, future in futures.items():
                 try:
                     await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
@@ -131,7 +146,8 @@ class AdminProvisioner:
         drift = tuple(
             f"topic {w.name!r} has {partitions[w.name]} partitions, {w.partitions} wanted "
             "(the operator never changes an existing topic's partitions)"
-            for w in wants if w.name in partitions and w.partitions and partitions[w.name] < w.partitions
+            for w in wants
+            if w.name in partitions and w.partitions and partitions[w.name] < w.partitions
         )
         message = f"topics {wants[0].name!r} and {wants[1].name!r} exist"
         if drift:
@@ -143,8 +159,9 @@ class AdminProvisioner:
         admin = self._client(policy.broker.bootstrap_servers)
         names = [policy.retry_topic, policy.dead_letter_topic]
         try:
-            futures = admin.delete_topics(names, request_timeout=self._timeout,
-                                          operation_timeout=self._timeout)
+            futures = admin.delete_topics(
+                names, request_timeout=self._timeout, operation_timeout=self._timeout
+            )
         except KafkaException as error:
             raise BrokerUnavailable(_describe(error)) from None
         deleted: list[str] = []
@@ -177,9 +194,12 @@ class StrimziProvisioner:
 
     async def ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner) -> TopicsReport:
         if not policy.topics.strimzi.cluster:
-            return TopicsReport(False, "StrimziClusterMissing",
-                                "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
-                                "must name the Kafka cluster")
+            return TopicsReport(
+                False,
+                "StrimziClusterMissing",
+                "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
+                "must name the Kafka cluster",
+            )
         namespace = render.strimzi_namespace(policy)
         source_partitions = None
         if not policy.topics.partitions:
@@ -197,8 +217,13 @@ class StrimziProvisioner:
                 if made:
                     created.append(want.name)
             if (current.get("spec") or {}).get("topicName", name) != want.name:
-                return TopicsReport(False, "Conflict", f"KafkaTopic {namespace}/{name} exists for another "
-                                    f"topic ({current['spec'].get('topicName')!r})", created=tuple(created))
+                return TopicsReport(
+                    False,
+                    "Conflict",
+                    f"KafkaTopic {namespace}/{name} exists for another "
+                    f"topic ({current['spec'].get('topicName')!r})",
+                    created=tuple(created),
+                )
             if _ours(current, policy):
                 patch = _kafka_topic_patch(current, desired)
                 if patch:
@@ -229,16 +254,20 @@ class StrimziProvisioner:
         for want in render.wanted_topics(policy, source_partitions=None):
             name = render.kafka_topic_name(want.name)
             current = await self._api.get(KAFKA_TOPICS, namespace, name)
-            if current is not None and _ours(current, policy) and \
-                    await self._api.delete(KAFKA_TOPICS, namespace, name):
+            if (
+                current is not None
+                and _ours(current, policy)
+                and await self._api.delete(KAFKA_TOPICS, namespace, name)
+            ):
                 deleted.append(want.name)
         return deleted
 
 
 def _ours(kafka_topic: Obj, policy: DeadLetterPolicy) -> bool:
     found = (kafka_topic.get("metadata") or {}).get("labels") or {}
-    return (found.get(render.POLICY_LABEL) == render.label_value(policy.name)
-            and found.get(render.POLICY_NAMESPACE_LABEL) == render.label_value(policy.namespace))
+    return found.get(render.POLICY_LABEL) == render.label_value(policy.name) and found.get(
+        render.POLICY_NAMESPACE_LABEL
+    ) == render.label_value(policy.namespace)
 
 
 def _kafka_topic_patch(current: Obj, desired: Obj) -> dict[str, Any]:

@@ -27,9 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint", help="checkpoint folder (default: spec.spark.checkpointLocation)")
     run.add_argument("--once", action="store_true", help="process what is available, then exit")
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
-    run.add_argument("--kafka-client-dir", default=None,
-                     help="Kafka client properties, one file each (default: the mounted "
-                          "broker.secretRef at /etc/spark-dlq/kafka-client, if present)")
+    run.add_argument(
+        "--kafka-client-dir",
+        default=None,
+        help="Kafka client properties, one file each (default: the mounted "
+        "broker.secretRef at /etc/spark-dlq/kafka-client, if present)",
+    )
     check = commands.add_parser("check", help="validate a policy file and print it normalised")
     check.add_argument("-f", "--file", required=True)
     return parser
@@ -65,16 +68,18 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     assert isinstance(policy, DeadLetterPolicy)
     location = args.checkpoint or policy.spark.checkpoint_location
     if not location:
-        print("dlq-engine: no checkpoint: give --checkpoint or spec.spark.checkpointLocation",
-              file=sys.stderr)
+        print(
+            "dlq-engine: no checkpoint: give --checkpoint or spec.spark.checkpointLocation", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     try:
         load_processor(policy.processor.entrypoint)
     except ProcessorLoadError as error:
         print(f"dlq-engine: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    options = RunOptions(checkpoint=location, once=args.once,
-                         kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR)
+    options = RunOptions(
+        checkpoint=location, once=args.once, kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR
+    )
     metrics = None
     if args.metrics_port:
         metrics = EngineMetrics(policy.qualified_name)

@@ -40,22 +40,44 @@ def e2e_workdir(e2e_namespace: str) -> Path:
 @pytest.fixture(scope="session")
 def spark_operator(kube: ControlPlane, e2e_namespace: str, e2e_workdir: Path) -> Iterator[LocalSparkOperator]:
     runner = LocalSparkOperator(
-        kubeconfig=str(kube.admin_kubeconfig), workdir=e2e_workdir / "spark-apps", namespaces=[e2e_namespace],
-        path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")}, python_path=[str(REPO_ROOT)],
-        master="local[2]", stop_grace=30)
+        kubeconfig=str(kube.admin_kubeconfig),
+        workdir=e2e_workdir / "spark-apps",
+        namespaces=[e2e_namespace],
+        path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")},
+        python_path=[str(REPO_ROOT)],
+        master="local[2]",
+        stop_grace=30,
+    )
     runner.start()
     yield runner
     runner.stop()
 
 
 @pytest.fixture(scope="session")
-def dlq_operator(kube: ControlPlane, kafka: Any, e2e_namespace: str, e2e_workdir: Path,
-                 spark_operator: LocalSparkOperator) -> Iterator[Service]:
-    operator = Service("dlq-operator", [
-        sys.executable, "-m", "spark_dlq_operator.cli", "run", "--namespace", e2e_namespace,
-        "--provisioner", "admin", "--checkpoint-base", str(e2e_workdir / "checkpoints"),
-        "--resync-interval", "5", "--metrics-port", "0",
-    ], log=e2e_workdir / "operator.log", env={**os.environ, "KUBECONFIG": str(kube.admin_kubeconfig)})
+def dlq_operator(
+    kube: ControlPlane, kafka: Any, e2e_namespace: str, e2e_workdir: Path, spark_operator: LocalSparkOperator
+) -> Iterator[Service]:
+    operator = Service(
+        "dlq-operator",
+        [
+            sys.executable,
+            "-m",
+            "spark_dlq_operator.cli",
+            "run",
+            "--namespace",
+            e2e_namespace,
+            "--provisioner",
+            "admin",
+            "--checkpoint-base",
+            str(e2e_workdir / "checkpoints"),
+            "--resync-interval",
+            "5",
+            "--metrics-port",
+            "0",
+        ],
+        log=e2e_workdir / "operator.log",
+        env={**os.environ, "KUBECONFIG": str(kube.admin_kubeconfig)},
+    )
     operator.start()
     yield operator
     operator.stop()
@@ -69,23 +91,35 @@ class Policies:
         self.namespace = namespace
 
     def create(self, document: dict[str, Any]) -> None:
-        self.objects.create_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
-                                                     "deadletterpolicies", document)
+        self.objects.create_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", self.namespace, "deadletterpolicies", document
+        )
 
     def get(self, name: str) -> dict[str, Any]:
-        return dict(self.objects.get_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
-                                                              "deadletterpolicies", name))
+        return dict(
+            self.objects.get_namespaced_custom_object(
+                "sparkdlq.io", "v1alpha1", self.namespace, "deadletterpolicies", name
+            )
+        )
 
     def patch(self, name: str, body: dict[str, Any]) -> None:
-        self.objects.patch_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
-                                                    "deadletterpolicies", name, body)
+        self.objects.patch_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", self.namespace, "deadletterpolicies", name, body
+        )
 
     def delete(self, name: str) -> None:
-        self.objects.delete_namespaced_custom_object("sparkdlq.io", "v1alpha1", self.namespace,
-                                                     "deadletterpolicies", name)
+        self.objects.delete_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", self.namespace, "deadletterpolicies", name
+        )
 
-    def wait_status(self, name: str, check: Callable[[dict[str, Any]], bool], *, timeout: float = 240,
-                    what: str = "status") -> dict[str, Any]:
+    def wait_status(
+        self,
+        name: str,
+        check: Callable[[dict[str, Any]], bool],
+        *,
+        timeout: float = 240,
+        what: str = "status",
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         status: dict[str, Any] = {}
         while time.monotonic() < deadline:

@@ -17,9 +17,20 @@ from tests.conftest import unique
 from tests.e2e.conftest import Policies
 from tests.helpers import Record, produce, read_all
 
-PREFIX_HEADERS = ("dlq.original.topic", "dlq.original.partition", "dlq.original.offset",
-                  "dlq.original.timestamp", "dlq.attempt", "dlq.error.class", "dlq.error.message",
-                  "dlq.reason", "dlq.policy", "dlq.subscription", "dlq.first.failure.at", "dlq.failed.at")
+PREFIX_HEADERS = (
+    "dlq.original.topic",
+    "dlq.original.partition",
+    "dlq.original.offset",
+    "dlq.original.timestamp",
+    "dlq.attempt",
+    "dlq.error.class",
+    "dlq.error.message",
+    "dlq.reason",
+    "dlq.policy",
+    "dlq.subscription",
+    "dlq.first.failure.at",
+    "dlq.failed.at",
+)
 
 
 def _wave(prefix: str, count: int) -> list[tuple[bytes, bytes]]:
@@ -41,8 +52,9 @@ def _ledger(bootstrap: str, output: str, dlq: str) -> tuple[collections.Counter[
     return seen, dead
 
 
-def _wait_accounted(bootstrap: str, output: str, dlq: str, keys: list[bytes], timeout: float = 240
-                    ) -> tuple[collections.Counter[bytes], list[Record]]:
+def _wait_accounted(
+    bootstrap: str, output: str, dlq: str, keys: list[bytes], timeout: float = 240
+) -> tuple[collections.Counter[bytes], list[Record]]:
     deadline = time.monotonic() + timeout
     while True:
         seen, dead = _ledger(bootstrap, output, dlq)
@@ -54,35 +66,53 @@ def _wait_accounted(bootstrap: str, output: str, dlq: str, keys: list[bytes], ti
         time.sleep(2)
 
 
-def test_the_whole_loop(bootstrap_servers: str, make_topic: Callable[..., str], policies: Policies,
-                        kube_api: Any, e2e_namespace: str, spark_operator: LocalSparkOperator) -> None:
+def test_the_whole_loop(
+    bootstrap_servers: str,
+    make_topic: Callable[..., str],
+    policies: Policies,
+    kube_api: Any,
+    e2e_namespace: str,
+    spark_operator: LocalSparkOperator,
+) -> None:
     source, output = make_topic("orders", partitions=3), make_topic("billed", partitions=3)
     name = unique("billing")
-    policies.create({
-        "apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy",
-        "metadata": {"name": name, "labels": {"team": "payments"}},
-        "spec": {
-            "source": {"topic": source, "subscription": "billing", "startingOffsets": "earliest"},
-            "broker": {"bootstrapServers": bootstrap_servers},
-            "processor": {"entrypoint": "tests.processors.scripted:process"},
-            "output": {"topic": output},
-            "retry": {"maxRedeliverCount": 2, "backoff": {"type": "fixed", "delay": "300ms"},
-                      "nonRetryableErrors": ["KeyError"]},
-            "deadLetter": {"headers": {"team": "payments"}},
-            "spark": {"trigger": "500ms"},
-        },
-    })
+    policies.create(
+        {
+            "apiVersion": "sparkdlq.io/v1alpha1",
+            "kind": "DeadLetterPolicy",
+            "metadata": {"name": name, "labels": {"team": "payments"}},
+            "spec": {
+                "source": {"topic": source, "subscription": "billing", "startingOffsets": "earliest"},
+                "broker": {"bootstrapServers": bootstrap_servers},
+                "processor": {"entrypoint": "tests.processors.scripted:process"},
+                "output": {"topic": output},
+                "retry": {
+                    "maxRedeliverCount": 2,
+                    "backoff": {"type": "fixed", "delay": "300ms"},
+                    "nonRetryableErrors": ["KeyError"],
+                },
+                "deadLetter": {"headers": {"team": "payments"}},
+                "spark": {"trigger": "500ms"},
+            },
+        }
+    )
     objects = client.CustomObjectsApi(kube_api)
     core = client.CoreV1Api(kube_api)
 
     # Topics, ConfigMap and SparkApplication, with the contract's names.
     status = policies.wait_status(name, lambda s: s.get("phase") == "Running", what="phase Running")
     retry_topic, dlq_topic = f"{source}-billing-RETRY", f"{source}-billing-DLQ"
-    assert (status["retryTopic"], status["deadLetterTopic"], status["sparkApplication"]) == (retry_topic, dlq_topic, name)
+    assert (status["retryTopic"], status["deadLetterTopic"], status["sparkApplication"]) == (
+        retry_topic,
+        dlq_topic,
+        name,
+    )
     topics = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics
     assert len(topics[retry_topic].partitions) == 3
     assert len(topics[dlq_topic].partitions) == 3
-    app = objects.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications", name)
+    app = objects.get_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications", name
+    )
     first_hash = status["configHash"]
     assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == first_hash
     assert app["spec"]["driver"]["annotations"]["sparkdlq.io/config-hash"] == first_hash
@@ -113,8 +143,14 @@ def test_the_whole_loop(bootstrap_servers: str, make_topic: Callable[..., str], 
     # A policy change: new hash, restartCount 1, the job resumes from its checkpoint.
     policies.patch(name, {"spec": {"retry": {"maxRedeliverCount": 1}}})
     status = policies.wait_status(
-        name, lambda s: s.get("configHash") != first_hash and int(s.get("restartCount", 0)) == 1
-        and s.get("phase") == "Running", what="restart")
+        name,
+        lambda s: (
+            s.get("configHash") != first_hash
+            and int(s.get("restartCount", 0)) == 1
+            and s.get("phase") == "Running"
+        ),
+        what="restart",
+    )
     wave2 = _wave("b", 60)
     produce(bootstrap_servers, source, wave2)
     keys2 = [k for k, _ in wave2]
@@ -129,9 +165,13 @@ def test_the_whole_loop(bootstrap_servers: str, make_topic: Callable[..., str], 
     # Suspend: the job goes away, the policy, topics and checkpoint stay.
     policies.patch(name, {"spec": {"suspend": True}})
     policies.wait_status(name, lambda s: s.get("phase") == "Suspended", what="phase Suspended")
-    assert not [a for a in objects.list_namespaced_custom_object(
-        "sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications")["items"]
-        if a["metadata"]["name"] == name]
+    assert not [
+        a
+        for a in objects.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications"
+        )["items"]
+        if a["metadata"]["name"] == name
+    ]
     wave3 = _wave("c", 20)
     produce(bootstrap_servers, source, wave3)
     time.sleep(5)
@@ -145,9 +185,13 @@ def test_the_whole_loop(bootstrap_servers: str, make_topic: Callable[..., str], 
     policies.delete(name)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        apps = objects.list_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", e2e_namespace,
-                                                     "sparkapplications")["items"]
-        if not [a for a in apps if a["metadata"]["name"] == name] and (e2e_namespace, name) not in spark_operator.drivers:
+        apps = objects.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications"
+        )["items"]
+        if (
+            not [a for a in apps if a["metadata"]["name"] == name]
+            and (e2e_namespace, name) not in spark_operator.drivers
+        ):
             break
         time.sleep(1)
     else:

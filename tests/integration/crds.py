@@ -44,8 +44,10 @@ def install_crds(api_client: Any, paths: Iterable[Path], *, timeout: float = 60.
             if error.status != 409:
                 raise
             current = ext.read_custom_resource_definition(name)
-            body = {**crd, "metadata": {**crd["metadata"],
-                                        "resourceVersion": current.metadata.resource_version}}
+            body = {
+                **crd,
+                "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version},
+            }
             ext.replace_custom_resource_definition(name, body)
         names.append(name)
     for crd in load_crds(paths):

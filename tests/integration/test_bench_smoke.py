@@ -115,7 +115,9 @@ def test_the_operator_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     """Benchmark 4 at toy size: its own kube-apiserver, etcd and ``dlq-operator run`` process
     (``bench/operator_scale.py``), then its section of the report."""
     results = tmp_path / "results"
-    operator_scale(results / "operator.json", "smoke test", ("--latency", "5", "--total", "20", "--changes", "2"))
+    operator_scale(
+        results / "operator.json", "smoke test", ("--latency", "5", "--total", "20", "--changes", "2")
+    )
 
     data = json.loads((results / "operator.json").read_text())
     assert data["latency"]["policies"] == 5

@@ -76,14 +76,29 @@ def make_namespace(chart_cluster: Any) -> Iterator[Callable[..., str]]:
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(kubernetes_bin("kubectl")), "--kubeconfig", kubeconfig, *args], input=stdin,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(kubernetes_bin("kubectl")), "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def dry_run_apply(kubeconfig: str, manifests: str) -> subprocess.CompletedProcess[str]:
     """Server-side apply, dry run: admission, strict field validation, nothing stored."""
-    return kubectl(kubeconfig, "apply", "--server-side", "--dry-run=server", "--force-conflicts",
-                   "--field-manager=chart-test", "--validate=strict", "-f", "-", stdin=manifests)
+    return kubectl(
+        kubeconfig,
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--force-conflicts",
+        "--field-manager=chart-test",
+        "--validate=strict",
+        "-f",
+        "-",
+        stdin=manifests,
+    )
 
 
 # --- every rendered object is accepted -----------------------------------------------------------
@@ -91,29 +106,70 @@ def dry_run_apply(kubeconfig: str, manifests: str) -> subprocess.CompletedProces
 
 CASES: list[Any] = [
     pytest.param(lambda ns: {}, id="defaults"),
-    pytest.param(lambda ns: {"operator": {"watch": {"allNamespaces": False, "namespaces": [ns("a"), ns("b")]}}},
-                 id="namespace-scoped"),
-    pytest.param(lambda ns: {"topics": {"strimzi": {"enabled": True, "namespaces": [ns("kafka")]},
-                                        "kafkaConfig": {"secretName": "kafka-admin"}}}, id="strimzi"),
-    pytest.param(lambda ns: {"operator": {"replicas": 2, "strategy": "RollingUpdate"}}, id="peering-cluster-wide"),
-    pytest.param(lambda ns: {"operator": {"replicas": 2, "watch": {"allNamespaces": False,
-                                                                    "namespaces": [ns("a"), ns("b")]}}},
-                 id="peering-namespaced"),
-    pytest.param(lambda ns: {"spark": {"namespaces": [ns("payments")],
-                                       "serviceAccount": {"create": False, "name": "spark"},
-                                       "rbac": {"create": False}}}, id="existing-spark-account"),
-    pytest.param(lambda ns: {"operator": {
-        "extraEnv": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
-        "metrics": {"port": 0}}}, id="scheduling-and-env"),
+    pytest.param(
+        lambda ns: {"operator": {"watch": {"allNamespaces": False, "namespaces": [ns("a"), ns("b")]}}},
+        id="namespace-scoped",
+    ),
+    pytest.param(
+        lambda ns: {
+            "topics": {
+                "strimzi": {"enabled": True, "namespaces": [ns("kafka")]},
+                "kafkaConfig": {"secretName": "kafka-admin"},
+            }
+        },
+        id="strimzi",
+    ),
+    pytest.param(
+        lambda ns: {"operator": {"replicas": 2, "strategy": "RollingUpdate"}}, id="peering-cluster-wide"
+    ),
+    pytest.param(
+        lambda ns: {
+            "operator": {"replicas": 2, "watch": {"allNamespaces": False, "namespaces": [ns("a"), ns("b")]}}
+        },
+        id="peering-namespaced",
+    ),
+    pytest.param(
+        lambda ns: {
+            "spark": {
+                "namespaces": [ns("payments")],
+                "serviceAccount": {"create": False, "name": "spark"},
+                "rbac": {"create": False},
+            }
+        },
+        id="existing-spark-account",
+    ),
+    pytest.param(
+        lambda ns: {
+            "operator": {
+                "extraEnv": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                "tolerations": [
+                    {"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}
+                ],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+                "metrics": {"port": 0},
+            }
+        },
+        id="scheduling-and-env",
+    ),
 ]
 
 
 @pytest.mark.parametrize("values", CASES)
-def test_rendered_objects_pass_a_server_side_dry_run(values: Callable[..., dict[str, Any]], kubeconfig: str,
-                                                     make_namespace: Callable[..., str]) -> None:
+def test_rendered_objects_pass_a_server_side_dry_run(
+    values: Callable[..., dict[str, Any]], kubeconfig: str, make_namespace: Callable[..., str]
+) -> None:
     release_namespace = make_namespace("rel")
     manifests = render_text(values(make_namespace), namespace=release_namespace, include_crds=True)
     objects = [d for d in yaml.safe_load_all(manifests) if d]
@@ -125,8 +181,9 @@ def test_rendered_objects_pass_a_server_side_dry_run(values: Callable[..., dict[
 
 
 @pytest.mark.parametrize("values_file", CI_VALUES, ids=lambda p: p.name)
-def test_ci_values_pass_a_server_side_dry_run(values_file: Path, kubeconfig: str,
-                                              make_namespace: Callable[..., str]) -> None:
+def test_ci_values_pass_a_server_side_dry_run(
+    values_file: Path, kubeconfig: str, make_namespace: Callable[..., str]
+) -> None:
     manifests = render_text(namespace=make_namespace("rel"), values_files=[values_file])
     result = dry_run_apply(kubeconfig, manifests)
     assert result.returncode == 0, result.stderr
@@ -147,17 +204,31 @@ def test_an_unknown_field_would_be_refused(kubeconfig: str, make_namespace: Call
 
 def operator_pod(objects: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
     template = one(objects, "Deployment")["spec"]["template"]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": unique("operator"), "namespace": namespace, "labels": template["metadata"]["labels"]},
-            "spec": copy.deepcopy(template["spec"])}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": unique("operator"),
+            "namespace": namespace,
+            "labels": template["metadata"]["labels"],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+    }
 
 
 @pytest.mark.parametrize("values", [{}, {"operator": {"replicas": 2}}], ids=["standalone", "peering"])
 def test_operator_pod_is_admitted_under_restricted_pod_security(
-        values: dict[str, Any], chart_cluster: Any, kubeconfig: str, make_namespace: Callable[..., str]) -> None:
-    restricted = make_namespace("restricted", labels={
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
-        "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest"})
+    values: dict[str, Any], chart_cluster: Any, kubeconfig: str, make_namespace: Callable[..., str]
+) -> None:
+    restricted = make_namespace(
+        "restricted",
+        labels={
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
+            "pod-security.kubernetes.io/warn": "restricted",
+            "pod-security.kubernetes.io/warn-version": "latest",
+        },
+    )
     objects = render(values, namespace=restricted)
     core = client.CoreV1Api(chart_cluster)
     core.create_namespaced_pod(restricted, operator_pod(objects, restricted), dry_run="All")
@@ -167,7 +238,9 @@ def test_operator_pod_is_admitted_under_restricted_pod_security(
     assert "PodSecurity" not in result.stderr, result.stderr
 
 
-def test_restricted_pod_security_is_really_enforced(chart_cluster: Any, make_namespace: Callable[..., str]) -> None:
+def test_restricted_pod_security_is_really_enforced(
+    chart_cluster: Any, make_namespace: Callable[..., str]
+) -> None:
     """The control for the test above: the same pod without its security settings is refused."""
     restricted = make_namespace("restricted", labels={"pod-security.kubernetes.io/enforce": "restricted"})
     pod = operator_pod(render(namespace=restricted), restricted)
@@ -181,24 +254,44 @@ def test_restricted_pod_security_is_really_enforced(chart_cluster: Any, make_nam
 
 @pytest.mark.parametrize("role", ["driver", "executor"])
 def test_spark_pods_are_admitted_under_restricted_pod_security(
-        role: str, chart_cluster: Any, make_namespace: Callable[..., str]) -> None:
+    role: str, chart_cluster: Any, make_namespace: Callable[..., str]
+) -> None:
     """The driver and executor pods, as the spark-operator builds them from the SparkApplication
     the operator renders (pod and container security contexts, the policy and secret volumes)."""
     from spark_dlq_operator import render as operator_render
     from spark_dlq_operator.config import OperatorConfig
     from tests.unit.policy_builder import policy
 
-    restricted = make_namespace("restricted", labels={
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"})
+    restricted = make_namespace(
+        "restricted",
+        labels={
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
+        },
+    )
     spec = operator_render.spark_application(
-        policy({"spec.broker.secretRef": {"name": "kafka-client"}}), config=OperatorConfig(),
-        owner=operator_render.Owner(name="billing", namespace=restricted, uid="uid-1"))["spec"]
+        policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
+        config=OperatorConfig(),
+        owner=operator_render.Owner(name="billing", namespace=restricted, uid="uid-1"),
+    )["spec"]
     part = spec[role]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique(role), "namespace": restricted},
-           "spec": {"securityContext": part["podSecurityContext"], "volumes": spec["volumes"],
-                    "containers": [{"name": f"spark-kubernetes-{role}", "image": spec["image"],
-                                    "securityContext": part["securityContext"],
-                                    "volumeMounts": part["volumeMounts"]}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": unique(role), "namespace": restricted},
+        "spec": {
+            "securityContext": part["podSecurityContext"],
+            "volumes": spec["volumes"],
+            "containers": [
+                {
+                    "name": f"spark-kubernetes-{role}",
+                    "image": spec["image"],
+                    "securityContext": part["securityContext"],
+                    "volumeMounts": part["volumeMounts"],
+                }
+            ],
+        },
+    }
     core = client.CoreV1Api(chart_cluster)
     core.create_namespaced_pod(restricted, pod, dry_run="All")
     # The control: without the container's security context the same pod is refused.
@@ -214,53 +307,95 @@ def test_spark_pods_are_admitted_under_restricted_pod_security(
 
 #: Rights the operator must not have, whatever the values (checked beside everything it needs).
 NOT_NEEDED = [
-    ("", "secrets", "get"), ("", "secrets", "list"), ("", "pods", "create"), ("", "pods", "list"),
-    ("", "configmaps", "delete"), ("", "configmaps", "update"), ("", "services", "create"),
-    ("sparkdlq.io", "deadletterpolicies", "update"), ("sparkdlq.io", "deadletterpolicies", "delete"),
-    ("sparkdlq.io", "deadletterpolicies", "create"), ("sparkdlq.io", "deadletterpolicies/status", "update"),
-    ("sparkoperator.k8s.io", "sparkapplications", "patch"), ("", "events", "delete"),
-    ("kafka.strimzi.io", "kafkatopics", "create"), ("kafka.strimzi.io", "kafkatopics", "update"),
-    ("kopf.dev", "kopfpeerings", "delete"), ("rbac.authorization.k8s.io", "roles", "create"),
+    ("", "secrets", "get"),
+    ("", "secrets", "list"),
+    ("", "pods", "create"),
+    ("", "pods", "list"),
+    ("", "configmaps", "delete"),
+    ("", "configmaps", "update"),
+    ("", "services", "create"),
+    ("sparkdlq.io", "deadletterpolicies", "update"),
+    ("sparkdlq.io", "deadletterpolicies", "delete"),
+    ("sparkdlq.io", "deadletterpolicies", "create"),
+    ("sparkdlq.io", "deadletterpolicies/status", "update"),
+    ("sparkoperator.k8s.io", "sparkapplications", "patch"),
+    ("", "events", "delete"),
+    ("kafka.strimzi.io", "kafkatopics", "create"),
+    ("kafka.strimzi.io", "kafkatopics", "update"),
+    ("kopf.dev", "kopfpeerings", "delete"),
+    ("rbac.authorization.k8s.io", "roles", "create"),
 ]
 NOT_NEEDED_CLUSTER = [
-    ("", "namespaces", "list"), ("", "namespaces", "create"), ("apiextensions.k8s.io", "customresourcedefinitions",
-                                                                  "create"),
-    ("kopf.dev", "clusterkopfpeerings", "list"), ("", "nodes", "list"),
+    ("", "namespaces", "list"),
+    ("", "namespaces", "create"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
+    ("kopf.dev", "clusterkopfpeerings", "list"),
+    ("", "nodes", "list"),
 ]
 
 
-def allowed(api: Any, user_namespace: str, user: str, *, scope: str, group: str, resource: str, verb: str) -> bool:
+def allowed(
+    api: Any, user_namespace: str, user: str, *, scope: str, group: str, resource: str, verb: str
+) -> bool:
     resource, _, subresource = resource.partition("/")
-    review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
-        user=f"system:serviceaccount:{user_namespace}:{user}",
-        groups=["system:serviceaccounts", f"system:serviceaccounts:{user_namespace}", "system:authenticated"],
-        resource_attributes=client.V1ResourceAttributes(
-            namespace=None if scope == "*" else scope, group=group, resource=resource,
-            subresource=subresource or None, verb=verb)))
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{user_namespace}:{user}",
+            groups=[
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{user_namespace}",
+                "system:authenticated",
+            ],
+            resource_attributes=client.V1ResourceAttributes(
+                namespace=None if scope == "*" else scope,
+                group=group,
+                resource=resource,
+                subresource=subresource or None,
+                verb=verb,
+            ),
+        )
+    )
     result = client.AuthorizationV1Api(api).create_subject_access_review(review)
     return bool(result.status.allowed)
 
 
 INSTALLS: list[Any] = [
-    pytest.param(lambda ns: {"topics": {"strimzi": {"enabled": True, "namespaces": [ns("kafka")]}}},
-                 id="cluster-wide-strimzi"),
-    pytest.param(lambda ns: {"operator": {"replicas": 2, "watch": {"allNamespaces": False,
-                                                                    "namespaces": [ns("a"), ns("b")]}}},
-                 id="namespaced-peering"),
+    pytest.param(
+        lambda ns: {"topics": {"strimzi": {"enabled": True, "namespaces": [ns("kafka")]}}},
+        id="cluster-wide-strimzi",
+    ),
+    pytest.param(
+        lambda ns: {
+            "operator": {"replicas": 2, "watch": {"allNamespaces": False, "namespaces": [ns("a"), ns("b")]}}
+        },
+        id="namespaced-peering",
+    ),
 ]
 
 
 @pytest.mark.parametrize("values", INSTALLS)
 def test_helm_install_grants_exactly_what_the_operator_needs(
-        values: Callable[..., dict[str, Any]], chart_cluster: Any, kubeconfig: str,
-        make_namespace: Callable[..., str]) -> None:
+    values: Callable[..., dict[str, Any]],
+    chart_cluster: Any,
+    kubeconfig: str,
+    make_namespace: Callable[..., str],
+) -> None:
     release_namespace = make_namespace("rel")
     chosen = values(make_namespace)
     release = unique("dlq")
     values_file = Path(kubeconfig).parent / f"{release}-values.yaml"
     values_file.write_text(yaml.safe_dump(chosen))
-    installed = helm("install", release, str(CHART), "--namespace", release_namespace, "--values", str(values_file),
-                     "--kubeconfig", kubeconfig)
+    installed = helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        release_namespace,
+        "--values",
+        str(values_file),
+        "--kubeconfig",
+        kubeconfig,
+    )
     try:
         notes = installed.stdout.split("NOTES:", 1)[1]
         assert "kubectl apply --server-side -f" in notes
@@ -275,19 +410,37 @@ def test_helm_install_grants_exactly_what_the_operator_needs(
                 cluster_scoped = resource in CLUSTER_SCOPED or resource == "clusterkopfpeerings"
                 if cluster_scoped != (scope == "*") and cluster_scoped:
                     continue
-                expected = Grant(scope, group, resource, verb) in want or Grant("*", group, resource, verb) in want
-                got = allowed(chart_cluster, release_namespace, account, scope=scope, group=group,
-                              resource=resource, verb=verb)
+                expected = (
+                    Grant(scope, group, resource, verb) in want or Grant("*", group, resource, verb) in want
+                )
+                got = allowed(
+                    chart_cluster,
+                    release_namespace,
+                    account,
+                    scope=scope,
+                    group=group,
+                    resource=resource,
+                    verb=verb,
+                )
                 if got != expected:
                     wrong.append(f"{scope}: {group or 'core'}/{resource} {verb}: allowed={got}")
         assert not wrong, wrong
         # The drivers' account: its rights in its namespaces, none elsewhere.
-        spark_namespaces = chosen.get("operator", {}).get("watch", {}).get("namespaces") or [release_namespace]
+        spark_namespaces = chosen.get("operator", {}).get("watch", {}).get("namespaces") or [
+            release_namespace
+        ]
         for scope in [*spark_namespaces, make_namespace("other")]:
             for resource in sorted(DRIVER_RESOURCES):
                 for verb in sorted(DRIVER_VERBS):
-                    got = allowed(chart_cluster, scope, "spark-dlq-driver", scope=scope, group="",
-                                  resource=resource, verb=verb)
+                    got = allowed(
+                        chart_cluster,
+                        scope,
+                        "spark-dlq-driver",
+                        scope=scope,
+                        group="",
+                        resource=resource,
+                        verb=verb,
+                    )
                     assert got == (scope in spark_namespaces), (scope, resource, verb)
     finally:
         helm("uninstall", release, "--namespace", release_namespace, "--kubeconfig", kubeconfig)
@@ -299,13 +452,17 @@ def test_helm_install_grants_exactly_what_the_operator_needs(
 
 
 def example_policies() -> list[Any]:
-    gitops = [pytest.param(p, id=p.name) for p in sorted((REPO_ROOT / "examples" / "gitops" / "policies").glob("*.yaml"))]
+    gitops = [
+        pytest.param(p, id=p.name)
+        for p in sorted((REPO_ROOT / "examples" / "gitops" / "policies").glob("*.yaml"))
+    ]
     return [*gitops, pytest.param(REPO_ROOT / "scripts" / "kind-e2e.sh", id="kind-e2e.sh")]
 
 
 @pytest.mark.parametrize("path", example_policies())
-def test_example_policies_are_accepted_by_the_crd(path: Path, chart_cluster: Any,
-                                                  make_namespace: Callable[..., str]) -> None:
+def test_example_policies_are_accepted_by_the_crd(
+    path: Path, chart_cluster: Any, make_namespace: Callable[..., str]
+) -> None:
     text = path.read_text()
     if path.suffix == ".sh":
         block = re.search(r"k apply -f - <<'EOF'\n(.*?)\nEOF", text, re.S)
@@ -315,4 +472,5 @@ def test_example_policies_are_accepted_by_the_crd(path: Path, chart_cluster: Any
     for document in [d for d in yaml.safe_load_all(text) if d]:
         document["metadata"]["namespace"] = namespace
         client.CustomObjectsApi(chart_cluster).create_namespaced_custom_object(
-            "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document, dry_run="All")
+            "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document, dry_run="All"
+        )

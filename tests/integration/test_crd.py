@@ -63,14 +63,15 @@ def create(api: Any, document: dict[str, Any]) -> dict[str, Any]:
     """Create as ``kubectl apply`` does: unknown fields are refused, not silently pruned."""
     objects = client.CustomObjectsApi(api)
     created: dict[str, Any] = objects.create_namespaced_custom_object(
-        GROUP, VERSION, document["metadata"]["namespace"], PLURAL, document,
-        field_validation="Strict")
+        GROUP, VERSION, document["metadata"]["namespace"], PLURAL, document, field_validation="Strict"
+    )
     return created
 
 
 def read(api: Any, namespace: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name)
+        GROUP, VERSION, namespace, PLURAL, name
+    )
     return found
 
 
@@ -94,14 +95,23 @@ def crd_defaults_of(document: dict[str, Any]) -> dict[str, Any]:
 # Defaults
 
 
-@pytest.mark.parametrize("patch", [
-    pytest.param({}, id="minimal"),
-    pytest.param({"retry": {"backoff": {"type": "levels", "levels": ["1s", "5s"]}},
-                  "topics": {"strimzi": {"cluster": "my-cluster"}},
-                  "spark": {"executor": {"instances": 3}}}, id="partly-filled-sections"),
-    pytest.param({"retry": None, "spark": {"driver": None}, "output": {"topic": None}},
-                 id="null-sections"),
-])
+@pytest.mark.parametrize(
+    "patch",
+    [
+        pytest.param({}, id="minimal"),
+        pytest.param(
+            {
+                "retry": {"backoff": {"type": "levels", "levels": ["1s", "5s"]}},
+                "topics": {"strimzi": {"cluster": "my-cluster"}},
+                "spark": {"executor": {"instances": 3}},
+            },
+            id="partly-filled-sections",
+        ),
+        pytest.param(
+            {"retry": None, "spark": {"driver": None}, "output": {"topic": None}}, id="null-sections"
+        ),
+    ],
+)
 def test_defaults_match_the_model(kube_api: Any, namespace: str, patch: dict[str, Any]) -> None:
     document = with_spec(minimal(namespace), patch)
 
@@ -129,23 +139,40 @@ def full_spec() -> dict[str, Any]:
         "retry": {
             "maxRedeliverCount": 3,
             "topic": "orders-retry",
-            "backoff": {"type": "levels", "delay": "500ms", "multiplier": 3.5, "maxDelay": "1h",
-                        "jitter": 0.25, "levels": ["1s", "5s", "1m30s"]},
+            "backoff": {
+                "type": "levels",
+                "delay": "500ms",
+                "multiplier": 3.5,
+                "maxDelay": "1h",
+                "jitter": 0.25,
+                "levels": ["1s", "5s", "1m30s"],
+            },
             "nonRetryableErrors": ["ValueError", "billing.errors.BadOrder"],
         },
-        "deadLetter": {"strategy": "stop", "topic": "orders-dead", "includeStackTrace": False,
-                       "headers": {"team": "billing", "x-source": "orders"}},
+        "deadLetter": {
+            "strategy": "stop",
+            "topic": "orders-dead",
+            "includeStackTrace": False,
+            "headers": {"team": "billing", "x-source": "orders"},
+        },
         "errorWindow": {"size": 100, "threshold": 0.5},
         "topics": {
-            "create": False, "provisioner": "strimzi",
+            "create": False,
+            "provisioner": "strimzi",
             "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
-            "partitions": 6, "replicationFactor": 3,
+            "partitions": 6,
+            "replicationFactor": 3,
             "retryConfig": {"retention.ms": "604800000"},
-            "deadLetterConfig": {"cleanup.policy": "compact", "retention.ms": "-1", "max.message.bytes": "16384"},
+            "deadLetterConfig": {
+                "cleanup.policy": "compact",
+                "retention.ms": "-1",
+                "max.message.bytes": "16384",
+            },
             "deleteWithPolicy": True,
         },
         "spark": {
-            "image": "registry.example/spark-dlq:1.0", "trigger": "10s",
+            "image": "registry.example/spark-dlq:1.0",
+            "trigger": "10s",
             "checkpointLocation": "s3a://checkpoints/orders-billing",
             "driver": {"cores": 2, "memory": "2g"},
             "executor": {"instances": 4, "cores": 2, "memory": "4g"},
@@ -173,14 +200,20 @@ def test_unquoted_topic_config_numbers_are_accepted(kube_api: Any, namespace: st
     assert parse_policy(stored).topics.retry_config == {"retention.ms": "604800000"}
 
 
-@pytest.mark.parametrize(("delay", "max_delay"), [
-    pytest.param("1d", "24h", id="days-equal-hours"),
-    pytest.param("90s", "1m30s", id="mixed-units"),
-    pytest.param("0", "0s", id="zero"),
-    pytest.param("1h", "1d1h", id="days-then-hours"),
-])
+@pytest.mark.parametrize(
+    ("delay", "max_delay"),
+    [
+        pytest.param("1d", "24h", id="days-equal-hours"),
+        pytest.param("90s", "1m30s", id="mixed-units"),
+        pytest.param("0", "0s", id="zero"),
+        pytest.param("1h", "1d1h", id="days-then-hours"),
+    ],
+)
 def test_max_delay_not_shorter_than_delay_is_accepted(
-    kube_api: Any, namespace: str, delay: str, max_delay: str,
+    kube_api: Any,
+    namespace: str,
+    delay: str,
+    max_delay: str,
 ) -> None:
     document = with_spec(minimal(namespace), {"retry": {"backoff": {"delay": delay, "maxDelay": max_delay}}})
 
@@ -195,188 +228,278 @@ def test_max_delay_not_shorter_than_delay_is_accepted(
 
 
 #: The CRD's (and the model's) refusal of a retry or DLQ topic whose max.message.bytes is too small.
-MESSAGE_BYTES_REFUSAL = ("max.message.bytes must be a number of at least 16384: below the producer's "
-                         "batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)")
+MESSAGE_BYTES_REFUSAL = (
+    "max.message.bytes must be a number of at least 16384: below the producer's "
+    "batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)"
+)
 
 INVALID = [
     pytest.param(
-        {"retry": {"maxRedeliverCount": -1}}, "spec.retry.maxRedeliverCount",
+        {"retry": {"maxRedeliverCount": -1}},
+        "spec.retry.maxRedeliverCount",
         "Invalid value: -1: spec.retry.maxRedeliverCount in body should be greater than or equal to 0",
-        id="negative-max-redeliver-count"),
+        id="negative-max-redeliver-count",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"jitter": 1.5}}}, "spec.retry.backoff.jitter",
+        {"retry": {"backoff": {"jitter": 1.5}}},
+        "spec.retry.backoff.jitter",
         "Invalid value: 1.5: spec.retry.backoff.jitter in body should be less than or equal to 1",
-        id="jitter-above-1"),
+        id="jitter-above-1",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"jitter": -0.1}}}, "spec.retry.backoff.jitter",
+        {"retry": {"backoff": {"jitter": -0.1}}},
+        "spec.retry.backoff.jitter",
         "Invalid value: -0.1: spec.retry.backoff.jitter in body should be greater than or equal to 0",
-        id="jitter-below-0"),
+        id="jitter-below-0",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"type": "levels"}}}, "spec.retry.backoff.levels",
+        {"retry": {"backoff": {"type": "levels"}}},
+        "spec.retry.backoff.levels",
         "Required value: must list at least one delay when type is levels",
-        id="levels-type-without-levels"),
+        id="levels-type-without-levels",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"type": "levels", "levels": []}}}, "spec.retry.backoff.levels",
+        {"retry": {"backoff": {"type": "levels", "levels": []}}},
+        "spec.retry.backoff.levels",
         "Required value: must list at least one delay when type is levels",
-        id="levels-type-with-empty-levels"),
+        id="levels-type-with-empty-levels",
+    ),
     pytest.param(
         {"retry": {"backoff": {"type": "levels", "levels": ["1s", "soon"]}}},
         "spec.retry.backoff.levels[1]",
-        "Invalid value: \"soon\": spec.retry.backoff.levels[1] in body should match "
+        'Invalid value: "soon": spec.retry.backoff.levels[1] in body should match '
         "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
-        id="level-not-a-duration"),
+        id="level-not-a-duration",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"multiplier": 0.5}}}, "spec.retry.backoff.multiplier",
+        {"retry": {"backoff": {"multiplier": 0.5}}},
+        "spec.retry.backoff.multiplier",
         "Invalid value: 0.5: spec.retry.backoff.multiplier in body should be greater than or equal to 1",
-        id="multiplier-below-1"),
+        id="multiplier-below-1",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"delay": "5 seconds"}}}, "spec.retry.backoff.delay",
-        "Invalid value: \"5 seconds\": spec.retry.backoff.delay in body should match "
+        {"retry": {"backoff": {"delay": "5 seconds"}}},
+        "spec.retry.backoff.delay",
+        'Invalid value: "5 seconds": spec.retry.backoff.delay in body should match '
         "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
-        id="delay-not-a-duration"),
+        id="delay-not-a-duration",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"delay": "20m"}}}, "spec.retry.backoff.maxDelay",
-        "Invalid value: \"object\": must not be shorter than delay",
-        id="default-max-delay-shorter-than-delay"),
+        {"retry": {"backoff": {"delay": "20m"}}},
+        "spec.retry.backoff.maxDelay",
+        'Invalid value: "object": must not be shorter than delay',
+        id="default-max-delay-shorter-than-delay",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"delay": "1d2h", "maxDelay": "1d1h"}}}, "spec.retry.backoff.maxDelay",
-        "Invalid value: \"object\": must not be shorter than delay",
-        id="max-delay-shorter-in-days"),
+        {"retry": {"backoff": {"delay": "1d2h", "maxDelay": "1d1h"}}},
+        "spec.retry.backoff.maxDelay",
+        'Invalid value: "object": must not be shorter than delay',
+        id="max-delay-shorter-in-days",
+    ),
     pytest.param(
-        {"retry": {"backoff": {"delay": "25h", "maxDelay": "1d"}}}, "spec.retry.backoff.maxDelay",
-        "Invalid value: \"object\": must not be shorter than delay",
-        id="max-delay-one-day-below-25h"),
+        {"retry": {"backoff": {"delay": "25h", "maxDelay": "1d"}}},
+        "spec.retry.backoff.maxDelay",
+        'Invalid value: "object": must not be shorter than delay',
+        id="max-delay-one-day-below-25h",
+    ),
     pytest.param(
-        {"retry": {"topic": "orders"}}, "spec.retry.topic",
-        "Invalid value: \"object\": must differ from spec.source.topic",
-        id="retry-topic-is-source-topic"),
+        {"retry": {"topic": "orders"}},
+        "spec.retry.topic",
+        'Invalid value: "object": must differ from spec.source.topic',
+        id="retry-topic-is-source-topic",
+    ),
     pytest.param(
-        {"deadLetter": {"topic": "orders"}}, "spec.deadLetter.topic",
-        "Invalid value: \"object\": must differ from spec.source.topic",
-        id="dead-letter-topic-is-source-topic"),
+        {"deadLetter": {"topic": "orders"}},
+        "spec.deadLetter.topic",
+        'Invalid value: "object": must differ from spec.source.topic',
+        id="dead-letter-topic-is-source-topic",
+    ),
     pytest.param(
-        {"output": {"topic": "orders"}}, "spec.output.topic",
-        "Invalid value: \"object\": must differ from spec.source.topic",
-        id="output-topic-is-source-topic"),
+        {"output": {"topic": "orders"}},
+        "spec.output.topic",
+        'Invalid value: "object": must differ from spec.source.topic',
+        id="output-topic-is-source-topic",
+    ),
     pytest.param(
-        {"retry": {"topic": "failures"}, "deadLetter": {"topic": "failures"}}, "spec.deadLetter.topic",
-        "Invalid value: \"object\": must differ from the retry topic",
-        id="retry-topic-is-dead-letter-topic"),
+        {"retry": {"topic": "failures"}, "deadLetter": {"topic": "failures"}},
+        "spec.deadLetter.topic",
+        'Invalid value: "object": must differ from the retry topic',
+        id="retry-topic-is-dead-letter-topic",
+    ),
     pytest.param(
-        {"retry": {"topic": "orders-billing-DLQ"}}, "spec.deadLetter.topic",
-        "Invalid value: \"object\": must differ from the retry topic",
-        id="retry-topic-is-derived-dead-letter-topic"),
+        {"retry": {"topic": "orders-billing-DLQ"}},
+        "spec.deadLetter.topic",
+        'Invalid value: "object": must differ from the retry topic',
+        id="retry-topic-is-derived-dead-letter-topic",
+    ),
     pytest.param(
-        {"output": {"topic": "orders-billing-RETRY"}}, "spec.output.topic",
-        "Invalid value: \"object\": must differ from the retry and dead-letter topics",
-        id="output-topic-is-derived-retry-topic"),
+        {"output": {"topic": "orders-billing-RETRY"}},
+        "spec.output.topic",
+        'Invalid value: "object": must differ from the retry and dead-letter topics',
+        id="output-topic-is-derived-retry-topic",
+    ),
     pytest.param(
-        {"source": {"topic": ".."}}, "spec.source.topic",
+        {"source": {"topic": ".."}},
+        "spec.source.topic",
         "Invalid value: \"string\": must not be '.' or '..'",
-        id="source-topic-dot-dot"),
+        id="source-topic-dot-dot",
+    ),
     pytest.param(
-        {"source": {"topic": "or ders"}}, "spec.source.topic",
+        {"source": {"topic": "or ders"}},
+        "spec.source.topic",
         "Invalid value: \"or ders\": spec.source.topic in body should match '^[a-zA-Z0-9._-]+$'",
-        id="source-topic-with-space"),
+        id="source-topic-with-space",
+    ),
     pytest.param(
-        {"source": {"topic": "o" * 250}}, "spec.source.topic",
+        {"source": {"topic": "o" * 250}},
+        "spec.source.topic",
         "Too long: may not be longer than 249",
-        id="source-topic-too-long"),
+        id="source-topic-too-long",
+    ),
     pytest.param(
-        {"deadLetter": {"topic": "dead/letters"}}, "spec.deadLetter.topic",
+        {"deadLetter": {"topic": "dead/letters"}},
+        "spec.deadLetter.topic",
         "Invalid value: \"dead/letters\": spec.deadLetter.topic in body should match '^[a-zA-Z0-9._-]*$'",
-        id="dead-letter-topic-with-slash"),
+        id="dead-letter-topic-with-slash",
+    ),
     pytest.param(
-        {"source": {"topic": "o" * 200, "subscription": "s" * 45}}, "spec.retry.topic",
-        "Invalid value: \"object\": (derived) <source.topic>-<source.subscription>-RETRY must be "
+        {"source": {"topic": "o" * 200, "subscription": "s" * 45}},
+        "spec.retry.topic",
+        'Invalid value: "object": (derived) <source.topic>-<source.subscription>-RETRY must be '
         "at most 249 characters: shorten them or name the retry topic",
-        id="derived-retry-topic-too-long"),
+        id="derived-retry-topic-too-long",
+    ),
     pytest.param(
-        {"source": {"subscription": None}}, "spec.source.subscription", "Required value",
-        id="missing-subscription"),
+        {"source": {"subscription": None}},
+        "spec.source.subscription",
+        "Required value",
+        id="missing-subscription",
+    ),
     pytest.param(
-        {"source": {"startingOffsets": "newest"}}, "spec.source.startingOffsets",
-        "Unsupported value: \"newest\": supported values: \"earliest\", \"latest\"",
-        id="unknown-starting-offsets"),
+        {"source": {"startingOffsets": "newest"}},
+        "spec.source.startingOffsets",
+        'Unsupported value: "newest": supported values: "earliest", "latest"',
+        id="unknown-starting-offsets",
+    ),
     pytest.param(
-        {"broker": {"bootstrapServers": "  "}}, "spec.broker.bootstrapServers",
-        "Invalid value: \"string\": must not be empty",
-        id="blank-bootstrap-servers"),
+        {"broker": {"bootstrapServers": "  "}},
+        "spec.broker.bootstrapServers",
+        'Invalid value: "string": must not be empty',
+        id="blank-bootstrap-servers",
+    ),
     pytest.param(
-        {"processor": {"entrypoint": "billing.handlers"}}, "spec.processor.entrypoint",
+        {"processor": {"entrypoint": "billing.handlers"}},
+        "spec.processor.entrypoint",
         "Invalid value: \"string\": must be 'module:function'",
-        id="entrypoint-without-function"),
+        id="entrypoint-without-function",
+    ),
     pytest.param(
-        {"processor": {"timeout": "-1s"}}, "spec.processor.timeout",
-        "Invalid value: \"-1s\": spec.processor.timeout in body should match "
+        {"processor": {"timeout": "-1s"}},
+        "spec.processor.timeout",
+        'Invalid value: "-1s": spec.processor.timeout in body should match '
         "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
-        id="negative-timeout"),
+        id="negative-timeout",
+    ),
     pytest.param(
-        {"retry": {"nonRetryableErrors": ["ValueError", " "]}}, "spec.retry.nonRetryableErrors[1]",
-        "Invalid value: \"string\": must not be empty",
-        id="blank-non-retryable-error"),
+        {"retry": {"nonRetryableErrors": ["ValueError", " "]}},
+        "spec.retry.nonRetryableErrors[1]",
+        'Invalid value: "string": must not be empty',
+        id="blank-non-retryable-error",
+    ),
     pytest.param(
-        {"deadLetter": {"strategy": "drop"}}, "spec.deadLetter.strategy",
-        "Unsupported value: \"drop\": supported values: \"topic\", \"ignore\", \"stop\"",
-        id="unknown-dead-letter-strategy"),
+        {"deadLetter": {"strategy": "drop"}},
+        "spec.deadLetter.strategy",
+        'Unsupported value: "drop": supported values: "topic", "ignore", "stop"',
+        id="unknown-dead-letter-strategy",
+    ),
     pytest.param(
-        {"deadLetter": {"headers": {"team": "billing", "DLQ.reason": "mine"}}}, "spec.deadLetter.headers",
+        {"deadLetter": {"headers": {"team": "billing", "DLQ.reason": "mine"}}},
+        "spec.deadLetter.headers",
         "Forbidden: header names must not start with 'dlq.': those headers are written by the engine",
-        id="dead-letter-header-in-engine-namespace"),
+        id="dead-letter-header-in-engine-namespace",
+    ),
     pytest.param(
-        {"errorWindow": {"threshold": 0}}, "spec.errorWindow.threshold",
+        {"errorWindow": {"threshold": 0}},
+        "spec.errorWindow.threshold",
         "Invalid value: 0: spec.errorWindow.threshold in body should be greater than 0",
-        id="error-window-threshold-0"),
+        id="error-window-threshold-0",
+    ),
     pytest.param(
-        {"errorWindow": {"threshold": 1.2}}, "spec.errorWindow.threshold",
+        {"errorWindow": {"threshold": 1.2}},
+        "spec.errorWindow.threshold",
         "Invalid value: 1.2: spec.errorWindow.threshold in body should be less than or equal to 1",
-        id="error-window-threshold-above-1"),
+        id="error-window-threshold-above-1",
+    ),
     pytest.param(
-        {"errorWindow": {"size": -5}}, "spec.errorWindow.size",
+        {"errorWindow": {"size": -5}},
+        "spec.errorWindow.size",
         "Invalid value: -5: spec.errorWindow.size in body should be greater than or equal to 0",
-        id="negative-error-window-size"),
+        id="negative-error-window-size",
+    ),
     pytest.param(
-        {"topics": {"provisioner": "strimzi"}}, "spec.topics.strimzi.cluster",
+        {"topics": {"provisioner": "strimzi"}},
+        "spec.topics.strimzi.cluster",
         "Required value: is required when provisioner is strimzi",
-        id="strimzi-provisioner-without-cluster"),
+        id="strimzi-provisioner-without-cluster",
+    ),
     pytest.param(
-        {"topics": {"replicationFactor": 0}}, "spec.topics.replicationFactor",
-        "Invalid value: \"integer\": must be -1 (broker default) or at least 1",
-        id="replication-factor-0"),
+        {"topics": {"replicationFactor": 0}},
+        "spec.topics.replicationFactor",
+        'Invalid value: "integer": must be -1 (broker default) or at least 1',
+        id="replication-factor-0",
+    ),
     pytest.param(
-        {"topics": {"replicationFactor": -2}}, "spec.topics.replicationFactor",
+        {"topics": {"replicationFactor": -2}},
+        "spec.topics.replicationFactor",
         "Invalid value: -2: spec.topics.replicationFactor in body should be greater than or equal to -1",
-        id="replication-factor-below-minus-1"),
+        id="replication-factor-below-minus-1",
+    ),
     pytest.param(
-        {"topics": {"deadLetterConfig": {"max.message.bytes": 16383}}}, "spec.topics.deadLetterConfig",
-        f"Invalid value: \"object\": {MESSAGE_BYTES_REFUSAL}",
-        id="dlq-max-message-bytes-below-batch-size"),
+        {"topics": {"deadLetterConfig": {"max.message.bytes": 16383}}},
+        "spec.topics.deadLetterConfig",
+        f'Invalid value: "object": {MESSAGE_BYTES_REFUSAL}',
+        id="dlq-max-message-bytes-below-batch-size",
+    ),
     pytest.param(
-        {"topics": {"retryConfig": {"max.message.bytes": "1MB"}}}, "spec.topics.retryConfig",
-        f"Invalid value: \"object\": {MESSAGE_BYTES_REFUSAL}",
-        id="retry-max-message-bytes-not-a-number"),
+        {"topics": {"retryConfig": {"max.message.bytes": "1MB"}}},
+        "spec.topics.retryConfig",
+        f'Invalid value: "object": {MESSAGE_BYTES_REFUSAL}',
+        id="retry-max-message-bytes-not-a-number",
+    ),
     pytest.param(
-        {"topics": {"partitions": -1}}, "spec.topics.partitions",
+        {"topics": {"partitions": -1}},
+        "spec.topics.partitions",
         "Invalid value: -1: spec.topics.partitions in body should be greater than or equal to 0",
-        id="negative-partitions"),
+        id="negative-partitions",
+    ),
     pytest.param(
-        {"spark": {"trigger": "0ms"}}, "spec.spark.trigger",
-        "Invalid value: \"string\": must be longer than 0",
-        id="zero-trigger"),
+        {"spark": {"trigger": "0ms"}},
+        "spec.spark.trigger",
+        'Invalid value: "string": must be longer than 0',
+        id="zero-trigger",
+    ),
     pytest.param(
-        {"spark": {"executor": {"instances": 0}}}, "spec.spark.executor.instances",
+        {"spark": {"executor": {"instances": 0}}},
+        "spec.spark.executor.instances",
         "Invalid value: 0: spec.spark.executor.instances in body should be greater than or equal to 1",
-        id="no-executors"),
+        id="no-executors",
+    ),
     pytest.param(
-        {"spark": {"driver": {"memory": "1gb"}}}, "spec.spark.driver.memory",
+        {"spark": {"driver": {"memory": "1gb"}}},
+        "spec.spark.driver.memory",
         "Invalid value: \"1gb\": spec.spark.driver.memory in body should match '^[1-9][0-9]*[kmgtKMGT]?$'",
-        id="driver-memory-not-a-jvm-size"),
+        id="driver-memory-not-a-jvm-size",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("patch", "field", "message"), INVALID)
 def test_invalid_policy_is_refused_naming_the_field(
-    kube_api: Any, namespace: str, patch: dict[str, Any], field: str, message: str,
+    kube_api: Any,
+    namespace: str,
+    patch: dict[str, Any],
+    field: str,
+    message: str,
 ) -> None:
     document = with_spec(minimal(namespace), patch)
 
@@ -389,8 +512,9 @@ def test_invalid_policy_is_refused_naming_the_field(
     assert f"{field}: {message}" in whole
     with pytest.raises(PolicyError) as model_refused:
         parse_policy(document)
-    assert any(issue.path.startswith(field) for issue in model_refused.value.issues), \
+    assert any(issue.path.startswith(field) for issue in model_refused.value.issues), (
         f"the model does not refuse {field}: {model_refused.value}"
+    )
 
 
 def test_unknown_field_is_refused_like_kubectl_does(kube_api: Any, namespace: str) -> None:
@@ -414,8 +538,11 @@ def test_discovery_lists_short_name_category_and_status(kube_api: Any) -> None:
     by_name = {r.name: r for r in resources}
 
     policies = by_name[PLURAL]
-    assert (policies.kind, policies.singular_name, policies.namespaced) == \
-        ("DeadLetterPolicy", "deadletterpolicy", True)
+    assert (policies.kind, policies.singular_name, policies.namespaced) == (
+        "DeadLetterPolicy",
+        "deadletterpolicy",
+        True,
+    )
     assert policies.short_names == ["dlp"]
     assert policies.categories == ["spark-dlq"]
     assert f"{PLURAL}/status" in by_name
@@ -424,16 +551,31 @@ def test_discovery_lists_short_name_category_and_status(kube_api: Any) -> None:
 def kubectl(kubeconfig: str, cache: Path, *args: str) -> str:
     result = subprocess.run(
         [str(kubernetes_bin("kubectl")), "--kubeconfig", kubeconfig, "--cache-dir", str(cache), *args],
-        capture_output=True, text=True, timeout=60, check=False)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-@pytest.mark.parametrize("resource", [
-    "dlp", "spark-dlq", "deadletterpolicy", "deadletterpolicies", "deadletterpolicies.sparkdlq.io",
-])
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "dlp",
+        "spark-dlq",
+        "deadletterpolicy",
+        "deadletterpolicies",
+        "deadletterpolicies.sparkdlq.io",
+    ],
+)
 def test_kubectl_resolves_names_and_prints_columns(
-    kube_api: Any, kubeconfig: str, namespace: str, tmp_path: Path, resource: str,
+    kube_api: Any,
+    kubeconfig: str,
+    namespace: str,
+    tmp_path: Path,
+    resource: str,
 ) -> None:
     create(kube_api, minimal(namespace))
 
@@ -445,12 +587,20 @@ def test_kubectl_resolves_names_and_prints_columns(
 
 
 def test_printer_columns_show_phase_and_restarts(
-    kube_api: Any, kubeconfig: str, namespace: str, tmp_path: Path,
+    kube_api: Any,
+    kubeconfig: str,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     create(kube_api, minimal(namespace))
     client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "orders-billing",
-        {"status": {"phase": "Restarting", "restartCount": 2}})
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "orders-billing",
+        {"status": {"phase": "Restarting", "restartCount": 2}},
+    )
 
     out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace)
 
@@ -465,8 +615,14 @@ STATUS = {
     "observedGeneration": 1,
     "phase": "Running",
     "conditions": [
-        {"type": "Ready", "status": "True", "reason": "JobRunning", "message": "running",
-         "lastTransitionTime": "2026-11-22T01:00:00Z", "observedGeneration": 1},
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "JobRunning",
+            "message": "running",
+            "lastTransitionTime": "2026-11-22T01:00:00Z",
+            "observedGeneration": 1,
+        },
         {"type": "TopicsReady", "status": "True"},
         {"type": "JobRunning", "status": "True"},
     ],
@@ -484,8 +640,8 @@ def test_status_patch_is_kept_and_leaves_spec_alone(kube_api: Any, namespace: st
     created = create(kube_api, minimal(namespace))
 
     objects.patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "orders-billing",
-        {"spec": {"suspend": True}, "status": STATUS})
+        GROUP, VERSION, namespace, PLURAL, "orders-billing", {"spec": {"suspend": True}, "status": STATUS}
+    )
 
     stored = read(kube_api, namespace, "orders-billing")
     assert stored["status"] == STATUS
@@ -497,14 +653,20 @@ def test_spec_update_leaves_status_alone(kube_api: Any, namespace: str) -> None:
     objects = client.CustomObjectsApi(kube_api)
     create(kube_api, minimal(namespace))
     objects.patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "orders-billing", {"status": STATUS})
+        GROUP, VERSION, namespace, PLURAL, "orders-billing", {"status": STATUS}
+    )
 
     current = read(kube_api, namespace, "orders-billing")
     changed = {**current, "spec": {**current["spec"], "suspend": True}, "status": {"phase": "Failed"}}
     objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "orders-billing", changed)
     objects.patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, "orders-billing",
-        {"spec": {"retry": {"maxRedeliverCount": 3}}, "status": {"restartCount": 7}})
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "orders-billing",
+        {"spec": {"retry": {"maxRedeliverCount": 3}}, "status": {"restartCount": 7}},
+    )
 
     stored = read(kube_api, namespace, "orders-billing")
     assert stored["status"] == STATUS
@@ -513,31 +675,55 @@ def test_spec_update_leaves_status_alone(kube_api: Any, namespace: str) -> None:
 
 
 # The status subresource names fields relative to status (its validator starts there).
-@pytest.mark.parametrize(("status", "field", "message"), [
-    pytest.param({"phase": "Sleeping"}, "phase",
-                 "Unsupported value: \"Sleeping\": supported values: \"Pending\", \"Provisioning\", "
-                 "\"Running\", \"Restarting\", \"Suspended\", \"Failed\", \"Invalid\"",
-                 id="unknown-phase"),
-    pytest.param({"conditions": [{"type": "Ready", "status": "True"}, {"type": "Ready", "status": "False"}]},
-                 "status.conditions[1]", "Duplicate value: map[string]interface {}{\"type\":\"Ready\"}",
-                 id="duplicate-condition-type"),
-    pytest.param({"conditions": [{"type": "Ready", "status": "Yes"}]}, "conditions[0].status",
-                 "Unsupported value: \"Yes\": supported values: \"True\", \"False\", \"Unknown\"",
-                 id="condition-status-not-true-false-unknown"),
-    pytest.param({"conditions": [{"type": "Ready"}]}, "conditions[0].status", "Required value",
-                 id="condition-without-status"),
-    pytest.param({"restartCount": -1}, "restartCount",
-                 "Invalid value: -1: restartCount in body should be greater than or equal to 0",
-                 id="negative-restart-count"),
-])
+@pytest.mark.parametrize(
+    ("status", "field", "message"),
+    [
+        pytest.param(
+            {"phase": "Sleeping"},
+            "phase",
+            'Unsupported value: "Sleeping": supported values: "Pending", "Provisioning", '
+            '"Running", "Restarting", "Suspended", "Failed", "Invalid"',
+            id="unknown-phase",
+        ),
+        pytest.param(
+            {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Ready", "status": "False"}]},
+            "status.conditions[1]",
+            'Duplicate value: map[string]interface {}{"type":"Ready"}',
+            id="duplicate-condition-type",
+        ),
+        pytest.param(
+            {"conditions": [{"type": "Ready", "status": "Yes"}]},
+            "conditions[0].status",
+            'Unsupported value: "Yes": supported values: "True", "False", "Unknown"',
+            id="condition-status-not-true-false-unknown",
+        ),
+        pytest.param(
+            {"conditions": [{"type": "Ready"}]},
+            "conditions[0].status",
+            "Required value",
+            id="condition-without-status",
+        ),
+        pytest.param(
+            {"restartCount": -1},
+            "restartCount",
+            "Invalid value: -1: restartCount in body should be greater than or equal to 0",
+            id="negative-restart-count",
+        ),
+    ],
+)
 def test_invalid_status_is_refused(
-    kube_api: Any, namespace: str, status: dict[str, Any], field: str, message: str,
+    kube_api: Any,
+    namespace: str,
+    status: dict[str, Any],
+    field: str,
+    message: str,
 ) -> None:
     create(kube_api, minimal(namespace))
 
     with pytest.raises(ApiException) as refused:
         client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, "orders-billing", {"status": status})
+            GROUP, VERSION, namespace, PLURAL, "orders-billing", {"status": status}
+        )
 
     assert refused.value.status == 422
     causes, _ = refusal(refused.value)
@@ -549,7 +735,12 @@ def test_unknown_status_fields_are_pruned(kube_api: Any, namespace: str) -> None
     create(kube_api, minimal(namespace))
 
     patched = client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "orders-billing",
-        {"status": {"phase": "Running", "kopf": {"progress": {}}}})
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "orders-billing",
+        {"status": {"phase": "Running", "kopf": {"progress": {}}}},
+    )
 
     assert patched["status"] == {"phase": "Running"}

@@ -31,8 +31,12 @@ def _hex(value: bytes | None) -> str | None:
 def process(message: Message) -> Any:
     action = message.headers.get("do", b"").decode()
     if action == "describe":
-        return {"key": _hex(message.key), "value": _hex(message.value), "attempt": message.attempt,
-                "headers": {k: _hex(v) for k, v in message.headers.items()}}
+        return {
+            "key": _hex(message.key),
+            "value": _hex(message.value),
+            "attempt": message.attempt,
+            "headers": {k: _hex(v) for k, v in message.headers.items()},
+        }
     if action == "echo":
         return message.value
     if action == "decode":

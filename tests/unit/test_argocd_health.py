@@ -37,10 +37,12 @@ def run_lua(path: Path, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def policy(generation: int = 1, *observations: Observation) -> dict[str, Any]:
     """A DeadLetterPolicy whose status went through ``observations``."""
-    obj: dict[str, Any] = {"apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy",
-                           "metadata": {"name": "orders-billing", "namespace": "payments",
-                                        "generation": generation},
-                           "spec": {"source": {"topic": "orders", "subscription": "billing"}}}
+    obj: dict[str, Any] = {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicy",
+        "metadata": {"name": "orders-billing", "namespace": "payments", "generation": generation},
+        "spec": {"source": {"topic": "orders", "subscription": "billing"}},
+    }
     if observations:
         status: dict[str, Any] = {}
         for observation in observations:
@@ -69,7 +71,9 @@ def test_no_status_is_progressing() -> None:
 
 
 def test_older_observed_generation_is_progressing_even_when_ready() -> None:
-    obj = policy(3, Observation(generation=2, topics=TOPICS_READY, job=render.job_condition(application("RUNNING"))))
+    obj = policy(
+        3, Observation(generation=2, topics=TOPICS_READY, job=render.job_condition(application("RUNNING")))
+    )
     assert obj["status"]["phase"] == "Running"
     status, message = health(obj)
     assert status == "Progressing"
@@ -83,23 +87,43 @@ def test_missing_observed_generation_is_progressing() -> None:
 
 
 def test_ready_is_healthy() -> None:
-    obj = policy(2, Observation(generation=2, topics=TOPICS_READY), Observation(job=render.job_condition(
-        application("RUNNING"))))
+    obj = policy(
+        2,
+        Observation(generation=2, topics=TOPICS_READY),
+        Observation(job=render.job_condition(application("RUNNING"))),
+    )
     assert obj["status"]["phase"] == "Running"
     status, message = health(obj)
     assert status == "Healthy"
     assert "running" in message
 
 
-@pytest.mark.parametrize(("observation", "words"), [
-    pytest.param(Observation(generation=1, invalid=["spec.retry.backoff.jitter: must be at most 1"]),
-                 ["InvalidSpec", "spec.retry.backoff.jitter"], id="invalid"),
-    pytest.param(Observation(generation=1, topics=TOPICS_READY,
-                             job=render.job_condition(application("FAILED", "driver OOMKilled"))),
-                 ["Failed", "driver OOMKilled"], id="job-failed"),
-    pytest.param(Observation(generation=1, topics=TOPICS_READY, job=render.job_condition(application("COMPLETED"))),
-                 ["Completed"], id="job-completed"),
-])
+@pytest.mark.parametrize(
+    ("observation", "words"),
+    [
+        pytest.param(
+            Observation(generation=1, invalid=["spec.retry.backoff.jitter: must be at most 1"]),
+            ["InvalidSpec", "spec.retry.backoff.jitter"],
+            id="invalid",
+        ),
+        pytest.param(
+            Observation(
+                generation=1,
+                topics=TOPICS_READY,
+                job=render.job_condition(application("FAILED", "driver OOMKilled")),
+            ),
+            ["Failed", "driver OOMKilled"],
+            id="job-failed",
+        ),
+        pytest.param(
+            Observation(
+                generation=1, topics=TOPICS_READY, job=render.job_condition(application("COMPLETED"))
+            ),
+            ["Completed"],
+            id="job-completed",
+        ),
+    ],
+)
 def test_failed_or_invalid_is_degraded(observation: Observation, words: list[str]) -> None:
     obj = policy(1, observation)
     assert obj["status"]["phase"] in ("Failed", "Invalid")
@@ -110,8 +134,11 @@ def test_failed_or_invalid_is_degraded(observation: Observation, words: list[str
 
 
 def test_invalid_after_running_is_degraded() -> None:
-    obj = policy(2, Observation(generation=1, topics=TOPICS_READY, job=render.job_condition(application("RUNNING"))),
-                 Observation(generation=2, invalid=["spec.source.topic: required"]))
+    obj = policy(
+        2,
+        Observation(generation=1, topics=TOPICS_READY, job=render.job_condition(application("RUNNING"))),
+        Observation(generation=2, invalid=["spec.source.topic: required"]),
+    )
     assert health(obj)[0] == "Degraded"
 
 
@@ -123,14 +150,29 @@ def test_suspended_is_suspended() -> None:
     assert "suspend" in message
 
 
-@pytest.mark.parametrize(("observation", "phase", "reason"), [
-    pytest.param(Observation(generation=1, topics=BROKER_DOWN), "Provisioning", "BrokerUnavailable",
-                 id="provisioning"),
-    pytest.param(Observation(generation=1, topics=TOPICS_READY, job=render.JOB_SUBMITTED), "Pending", "Submitted",
-                 id="submitted"),
-    pytest.param(Observation(generation=1, topics=TOPICS_READY, job=render.JOB_RESTARTING, restarted=True),
-                 "Restarting", "Restarting", id="restarting"),
-])
+@pytest.mark.parametrize(
+    ("observation", "phase", "reason"),
+    [
+        pytest.param(
+            Observation(generation=1, topics=BROKER_DOWN),
+            "Provisioning",
+            "BrokerUnavailable",
+            id="provisioning",
+        ),
+        pytest.param(
+            Observation(generation=1, topics=TOPICS_READY, job=render.JOB_SUBMITTED),
+            "Pending",
+            "Submitted",
+            id="submitted",
+        ),
+        pytest.param(
+            Observation(generation=1, topics=TOPICS_READY, job=render.JOB_RESTARTING, restarted=True),
+            "Restarting",
+            "Restarting",
+            id="restarting",
+        ),
+    ],
+)
 def test_everything_else_is_progressing(observation: Observation, phase: str, reason: str) -> None:
     obj = policy(1, observation)
     assert obj["status"]["phase"] == phase
@@ -143,16 +185,22 @@ def test_argocd_cm_patch_carries_the_scripts() -> None:
     patch = yaml.safe_load((ARGOCD / "argocd-cm-patch.yaml").read_text())
     data = patch["data"]
     assert data["resource.customizations.health.sparkdlq.io_DeadLetterPolicy"] == HEALTH.read_text(), (
-        "deploy/argocd/argocd-cm-patch.yaml drifted from health.lua")
+        "deploy/argocd/argocd-cm-patch.yaml drifted from health.lua"
+    )
     assert data["resource.customizations.health.argoproj.io_Application"] == APPLICATION_HEALTH.read_text()
 
 
-@pytest.mark.parametrize(("obj", "expected"), [
-    pytest.param({"status": {"health": {"status": "Healthy"}}}, "Healthy", id="healthy"),
-    pytest.param({"status": {"health": {"status": "Degraded", "message": "x"}}}, "Degraded", id="degraded"),
-    pytest.param({"status": {}}, "Progressing", id="no-health-yet"),
-    pytest.param({}, "Progressing", id="no-status"),
-])
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param({"status": {"health": {"status": "Healthy"}}}, "Healthy", id="healthy"),
+        pytest.param(
+            {"status": {"health": {"status": "Degraded", "message": "x"}}}, "Degraded", id="degraded"
+        ),
+        pytest.param({"status": {}}, "Progressing", id="no-health-yet"),
+        pytest.param({}, "Progressing", id="no-status"),
+    ],
+)
 def test_application_health_follows_argocds_own(obj: dict[str, Any], expected: str) -> None:
     assert run_lua(APPLICATION_HEALTH, {"metadata": {"name": "child"}, **obj})["status"] == expected
 

@@ -15,13 +15,21 @@ from dlq_engine.routing.backoff import delay_ms
         pytest.param(BackoffSpec(type="fixed", delay_ms=1500), 9, 1500, id="fixed-ninth"),
         pytest.param(BackoffSpec(delay_ms=1000, multiplier=2.0), 1, 1000, id="exp-first-is-delay"),
         pytest.param(BackoffSpec(delay_ms=1000, multiplier=2.0), 4, 8000, id="exp-fourth"),
-        pytest.param(BackoffSpec(delay_ms=1000, multiplier=3.0, max_delay_ms=20_000), 4, 20_000, id="exp-capped"),
-        pytest.param(BackoffSpec(delay_ms=1000, multiplier=2.0, max_delay_ms=600_000), 10_000, 600_000,
-                     id="exp-huge-n-no-overflow"),
+        pytest.param(
+            BackoffSpec(delay_ms=1000, multiplier=3.0, max_delay_ms=20_000), 4, 20_000, id="exp-capped"
+        ),
+        pytest.param(
+            BackoffSpec(delay_ms=1000, multiplier=2.0, max_delay_ms=600_000),
+            10_000,
+            600_000,
+            id="exp-huge-n-no-overflow",
+        ),
         pytest.param(BackoffSpec(delay_ms=1000, multiplier=1.0), 5, 1000, id="exp-multiplier-one"),
         pytest.param(BackoffSpec(type="levels", levels_ms=(1000, 5000, 30_000)), 1, 1000, id="levels-first"),
         pytest.param(BackoffSpec(type="levels", levels_ms=(1000, 5000, 30_000)), 3, 30_000, id="levels-last"),
-        pytest.param(BackoffSpec(type="levels", levels_ms=(1000, 5000, 30_000)), 7, 30_000, id="levels-repeat"),
+        pytest.param(
+            BackoffSpec(type="levels", levels_ms=(1000, 5000, 30_000)), 7, 30_000, id="levels-repeat"
+        ),
         pytest.param(BackoffSpec(type="fixed", delay_ms=1000), 0, 1000, id="zero-treated-as-first"),
     ],
 )

@@ -16,9 +16,16 @@ from dlq_engine.routing.outcomes import Route
 
 NOW = 1_800_000_000_000
 SETTINGS = RoutingSettings(
-    retry_topic="orders-billing-RETRY", policy="payments/orders-billing", subscription="billing",
-    max_redeliver=2, backoff=BackoffSpec(type="fixed", delay_ms=1000), strategy="topic",
-    include_stack=False, has_output=True, mode="message", non_retryable=frozenset({"KeyError"}),
+    retry_topic="orders-billing-RETRY",
+    policy="payments/orders-billing",
+    subscription="billing",
+    max_redeliver=2,
+    backoff=BackoffSpec(type="fixed", delay_ms=1000),
+    strategy="topic",
+    include_stack=False,
+    has_output=True,
+    mode="message",
+    non_retryable=frozenset({"KeyError"}),
     static_headers=(("team", "payments"),),
 )
 
@@ -29,15 +36,22 @@ def batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
 
     headers = [[{"key": k, "value": v} for k, v in r.get("headers", [])] for r in rows]
     return pa.RecordBatch.from_arrays(
-        [pa.array(col("key", b"k"), pa.binary()), pa.array(col("value", b"v"), pa.binary()),
-         pa.array(headers, HEADER_TYPE), pa.array(col("topic", "orders"), pa.string()),
-         pa.array(col("partition", 0), pa.int32()), pa.array(col("offset", 0), pa.int64()),
-         pa.array(col("timestamp", 1_700_000_000_000_000), pa.timestamp("us", tz="UTC"))],
-        names=["key", "value", "headers", "topic", "partition", "offset", "timestamp"])
+        [
+            pa.array(col("key", b"k"), pa.binary()),
+            pa.array(col("value", b"v"), pa.binary()),
+            pa.array(headers, HEADER_TYPE),
+            pa.array(col("topic", "orders"), pa.string()),
+            pa.array(col("partition", 0), pa.int32()),
+            pa.array(col("offset", 0), pa.int64()),
+            pa.array(col("timestamp", 1_700_000_000_000_000), pa.timestamp("us", tz="UTC")),
+        ],
+        names=["key", "value", "headers", "topic", "partition", "offset", "timestamp"],
+    )
 
 
-def route(rows: list[dict[str, Any]], processor: Callable[..., Any], settings: RoutingSettings = SETTINGS
-          ) -> list[dict[str, Any]]:
+def route(
+    rows: list[dict[str, Any]], processor: Callable[..., Any], settings: RoutingSettings = SETTINGS
+) -> list[dict[str, Any]]:
     out = route_batch(batch(rows), settings, processor, now_ms=lambda: NOW, rand=lambda: 0.5)
     result = out.to_pylist()
     for row in result:  # the headers of a retry or dead letter: its dlq.* and static headers
@@ -59,9 +73,20 @@ def fail(message: Message) -> Any:
 
 
 def test_a_success_is_handed_back_as_the_record_to_write() -> None:
-    rows = route([{"key": b"K", "value": b"a", "offset": 5, "headers": [("h", b"1")]}], lambda m: m.value.upper())
-    assert rows == [{"route": Route.OUTPUT, "key": b"K", "value": b"A", "headers": [{"key": "h", "value": b"1"}],
-                     "reason": None, "lateness_ms": None, "dlq": {}}]
+    rows = route(
+        [{"key": b"K", "value": b"a", "offset": 5, "headers": [("h", b"1")]}], lambda m: m.value.upper()
+    )
+    assert rows == [
+        {
+            "route": Route.OUTPUT,
+            "key": b"K",
+            "value": b"A",
+            "headers": [{"key": "h", "value": b"1"}],
+            "reason": None,
+            "lateness_ms": None,
+            "dlq": {},
+        }
+    ]
 
 
 def test_the_key_and_unchanged_headers_are_the_input_arrays_themselves() -> None:
@@ -79,12 +104,19 @@ def addresses(array: pa.Array) -> list[int | None]:
 
 def test_failures_keep_their_value_and_other_headers_and_get_this_attempts_dlq_headers() -> None:
     old = [("trace", b"t1"), ("dlq.attempt", b"1"), ("dlq.error.class", b"Old"), ("dlq.deliver.at", b"5")]
-    rows = route([{"value": b"ok", "topic": SETTINGS.retry_topic, "headers": old},
-                  {"value": b"bad", "topic": SETTINGS.retry_topic, "headers": old}],
-                 lambda m: m.value if m.value == b"ok" else fail(m))
+    rows = route(
+        [
+            {"value": b"ok", "topic": SETTINGS.retry_topic, "headers": old},
+            {"value": b"bad", "topic": SETTINGS.retry_topic, "headers": old},
+        ],
+        lambda m: m.value if m.value == b"ok" else fail(m),
+    )
     success, failure = rows
     assert (success["route"], success["value"], success["headers"]) == (
-        Route.OUTPUT, b"ok", [{"key": "trace", "value": b"t1"}])  # no stale dlq.* header
+        Route.OUTPUT,
+        b"ok",
+        [{"key": "trace", "value": b"t1"}],
+    )  # no stale dlq.* header
     assert (failure["route"], failure["value"]) == (Route.RETRY, b"bad")
     names = [h["key"] for h in failure["headers"]]
     assert names[0] == "trace"
@@ -96,18 +128,23 @@ def test_failures_keep_their_value_and_other_headers_and_get_this_attempts_dlq_h
 def test_a_slice_of_a_batch_is_routed_by_its_own_rows_only() -> None:
     # release_when_due hands routing slices, whose header column keeps the parent's entries.
     old = [("dlq.attempt", b"1"), ("dlq.deliver.at", b"5"), ("trace", b"t")]
-    whole = batch([{"value": b"a", "topic": SETTINGS.retry_topic, "headers": old},
-                   {"value": b"b", "topic": SETTINGS.retry_topic, "headers": old},
-                   {"value": b"c", "headers": [("h", b"1")]},
-                   {"value": b"d", "topic": SETTINGS.retry_topic, "headers": old}])
+    whole = batch(
+        [
+            {"value": b"a", "topic": SETTINGS.retry_topic, "headers": old},
+            {"value": b"b", "topic": SETTINGS.retry_topic, "headers": old},
+            {"value": b"c", "headers": [("h", b"1")]},
+            {"value": b"d", "topic": SETTINGS.retry_topic, "headers": old},
+        ]
+    )
     for start, length in ((1, 2), (2, 1), (3, 1), (0, 1)):
         part = whole.slice(start, length)
-        rows = route_batch(part, SETTINGS, lambda m: m.value if m.value != b"b" else fail(m),
-                           now_ms=lambda: NOW).to_pylist()
+        rows = route_batch(
+            part, SETTINGS, lambda m: m.value if m.value != b"b" else fail(m), now_ms=lambda: NOW
+        ).to_pylist()
         assert [r["key"] for r in rows] == [b"k"] * length
         for row, source in zip(rows, part.to_pylist(), strict=True):
             kept = [h for h in source["headers"] if not h["key"].startswith("dlq.")]
-            assert row["headers"][:len(kept)] == kept
+            assert row["headers"][: len(kept)] == kept
             if row["route"] == Route.OUTPUT:
                 assert (row["value"], row["headers"]) == (source["value"], kept)
             else:
@@ -127,11 +164,18 @@ def test_null_headers_are_written_as_none() -> None:
 
 def test_message_fields_reach_the_processor() -> None:
     seen: list[Message] = []
-    route([{"key": b"K", "value": b"V", "headers": [("h", b"1"), ("h", b"2")], "partition": 2,
-            "offset": 9}], lambda m: seen.append(m))
+    route(
+        [{"key": b"K", "value": b"V", "headers": [("h", b"1"), ("h", b"2")], "partition": 2, "offset": 9}],
+        lambda m: seen.append(m),
+    )
     (message,) = seen
     assert (message.key, message.value, message.topic, message.partition, message.offset) == (
-        b"K", b"V", "orders", 2, 9)
+        b"K",
+        b"V",
+        "orders",
+        2,
+        9,
+    )
     assert message.headers == {"h": b"1"}  # the first of repeated keys
     assert message.timestamp == 1_700_000_000_000
     assert message.attempt == 0
@@ -141,18 +185,31 @@ def test_a_first_failure_goes_to_retry_with_every_header() -> None:
     (row,) = route([{"value": b"x", "partition": 1, "offset": 42}], fail)
     assert row["route"] == Route.RETRY
     assert row["dlq"] == {
-        "dlq.original.topic": "orders", "dlq.original.partition": "1", "dlq.original.offset": "42",
-        "dlq.original.timestamp": "1700000000000", "dlq.first.failure.at": str(NOW),
-        "dlq.attempt": "1", "dlq.error.class": "ConnectionError", "dlq.error.message": "down",
-        "dlq.policy": "payments/orders-billing", "dlq.subscription": "billing",
-        "dlq.failed.at": str(NOW), "dlq.deliver.at": str(NOW + 1000),
+        "dlq.original.topic": "orders",
+        "dlq.original.partition": "1",
+        "dlq.original.offset": "42",
+        "dlq.original.timestamp": "1700000000000",
+        "dlq.first.failure.at": str(NOW),
+        "dlq.attempt": "1",
+        "dlq.error.class": "ConnectionError",
+        "dlq.error.message": "down",
+        "dlq.policy": "payments/orders-billing",
+        "dlq.subscription": "billing",
+        "dlq.failed.at": str(NOW),
+        "dlq.deliver.at": str(NOW + 1000),
     }
 
 
 def test_a_retry_record_keeps_its_origin_and_counts_attempts() -> None:
-    carried = [("dlq.original.topic", b"orders"), ("dlq.original.partition", b"3"),
-               ("dlq.original.offset", b"7"), ("dlq.original.timestamp", b"1"),
-               ("dlq.first.failure.at", b"100"), ("dlq.attempt", b"2"), ("dlq.deliver.at", b"5")]
+    carried = [
+        ("dlq.original.topic", b"orders"),
+        ("dlq.original.partition", b"3"),
+        ("dlq.original.offset", b"7"),
+        ("dlq.original.timestamp", b"1"),
+        ("dlq.first.failure.at", b"100"),
+        ("dlq.attempt", b"2"),
+        ("dlq.deliver.at", b"5"),
+    ]
     assert attempt_seen([{"topic": SETTINGS.retry_topic, "headers": carried}]) == 2
     (row,) = route([{"topic": SETTINGS.retry_topic, "offset": 99, "headers": carried}], fail)
     assert row["route"] == Route.DEAD
@@ -166,9 +223,12 @@ def test_a_retry_record_keeps_its_origin_and_counts_attempts() -> None:
 
 @pytest.mark.parametrize(
     ("forged", "attempt"),
-    [pytest.param(b"abc", 0, id="not-a-number"), pytest.param(b"-5", 0, id="negative"),
-     pytest.param(b"99999999999999999999", 1_000_000, id="huge-clamped"),
-     pytest.param(b"\xff\xfe", 0, id="not-utf8")],
+    [
+        pytest.param(b"abc", 0, id="not-a-number"),
+        pytest.param(b"-5", 0, id="negative"),
+        pytest.param(b"99999999999999999999", 1_000_000, id="huge-clamped"),
+        pytest.param(b"\xff\xfe", 0, id="not-utf8"),
+    ],
 )
 def test_forged_attempt_headers_on_retry_records_are_bounded(forged: bytes, attempt: int) -> None:
     assert attempt_seen([{"topic": SETTINGS.retry_topic, "headers": [("dlq.attempt", forged)]}]) == attempt
@@ -187,18 +247,24 @@ def test_retry_delay_from_the_processor_sets_deliver_at() -> None:
 
 
 def test_terminate_and_listed_errors_skip_retries() -> None:
-    rows = route([{"value": b"t"}, {"value": b"n"}],
-                 lambda m: (_ for _ in ()).throw(Terminate("t") if m.value == b"t" else KeyError("n")))
+    rows = route(
+        [{"value": b"t"}, {"value": b"n"}],
+        lambda m: (_ for _ in ()).throw(Terminate("t") if m.value == b"t" else KeyError("n")),
+    )
     assert [(r["route"], r["dlq"]["dlq.reason"]) for r in rows] == [
-        (Route.DEAD, "terminated"), (Route.DEAD, "non-retryable")]
+        (Route.DEAD, "terminated"),
+        (Route.DEAD, "non-retryable"),
+    ]
 
 
 def test_stop_strategy_raises_naming_the_message() -> None:
     settings = dataclasses.replace(SETTINGS, strategy="stop")
     with pytest.raises(StopPipeline) as stopped:
         route([{"offset": 3, "partition": 1}], lambda m: (_ for _ in ()).throw(Terminate("bad")), settings)
-    assert str(stopped.value) == ("DLQ-STOP: strategy stop: message orders[1]@3 failed (terminated): "
-                                  "dlq_engine.model.processor_api.Terminate: bad")
+    assert str(stopped.value) == (
+        "DLQ-STOP: strategy stop: message orders[1]@3 failed (terminated): "
+        "dlq_engine.model.processor_api.Terminate: bad"
+    )
 
 
 def test_batch_mode_gets_all_messages_once_and_a_length_mismatch_fails_them_all() -> None:
@@ -219,12 +285,17 @@ def test_batch_mode_gets_all_messages_once_and_a_length_mismatch_fails_them_all(
 
 @pytest.mark.parametrize(
     "deliver_at",
-    [pytest.param(b"99999999999999999999999", id="beyond-int64"), pytest.param(b"-5", id="negative"),
-     pytest.param(b"soon", id="not-a-number"), pytest.param(b"\xff", id="not-utf8")],
+    [
+        pytest.param(b"99999999999999999999999", id="beyond-int64"),
+        pytest.param(b"-5", id="negative"),
+        pytest.param(b"soon", id="not-a-number"),
+        pytest.param(b"\xff", id="not-utf8"),
+    ],
 )
 def test_an_unreadable_deliver_at_on_a_retry_record_gives_no_lateness(deliver_at: bytes) -> None:
-    (row,) = route([{"topic": SETTINGS.retry_topic, "headers": [("dlq.deliver.at", deliver_at)]}],
-                   lambda m: None)
+    (row,) = route(
+        [{"topic": SETTINGS.retry_topic, "headers": [("dlq.deliver.at", deliver_at)]}], lambda m: None
+    )
     assert (row["route"], row["lateness_ms"]) == (Route.ACK, None)
 
 
@@ -235,12 +306,23 @@ def test_a_huge_explicit_retry_delay_is_held_to_a_representable_time() -> None:
 
 @pytest.mark.parametrize(
     ("returned", "message"),
-    [pytest.param(None, "batch processor returned NoneType; return a list with one result or exception "
-                  "per message", id="none"),
-     pytest.param({"a": 1}, "batch processor returned dict; return a list with one result or exception "
-                  "per message", id="dict"),
-     pytest.param(b"ab", "batch processor returned bytes; return a list with one result or exception "
-                  "per message", id="bytes")],
+    [
+        pytest.param(
+            None,
+            "batch processor returned NoneType; return a list with one result or exception per message",
+            id="none",
+        ),
+        pytest.param(
+            {"a": 1},
+            "batch processor returned dict; return a list with one result or exception per message",
+            id="dict",
+        ),
+        pytest.param(
+            b"ab",
+            "batch processor returned bytes; return a list with one result or exception per message",
+            id="bytes",
+        ),
+    ],
 )
 def test_a_batch_processor_that_returns_no_list_fails_every_message(returned: object, message: str) -> None:
     settings = dataclasses.replace(SETTINGS, mode="batch")
@@ -248,7 +330,9 @@ def test_a_batch_processor_that_returns_no_list_fails_every_message(returned: ob
     assert [(r["route"], r["dlq"]["dlq.error.message"]) for r in rows] == [(Route.RETRY, message)] * 2
 
 
-def test_a_batch_processor_raising_system_exit_fails_every_message_and_unpublishable_items_fail_alone() -> None:
+def test_a_batch_processor_raising_system_exit_fails_every_message_and_unpublishable_items_fail_alone() -> (
+    None
+):
     settings = dataclasses.replace(SETTINGS, mode="batch")
 
     def exits(messages: list[Message]) -> list[object]:

@@ -32,8 +32,12 @@ from tests.chart import (
 TOP_CRD = REPO_ROOT / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
 FULLNAME = f"{RELEASE}-spark-dlq-operator"
 #: Values whose default is a Kubernetes structure (documented as a whole, not key by key).
-KUBERNETES_VALUES = {"operator.resources", "operator.podSecurityContext", "operator.securityContext",
-                     "operator.affinity"}
+KUBERNETES_VALUES = {
+    "operator.resources",
+    "operator.podSecurityContext",
+    "operator.securityContext",
+    "operator.affinity",
+}
 
 
 def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -54,7 +58,8 @@ def test_crd_copy_in_the_chart_is_the_top_level_crd() -> None:
     assert chart_crds == [TOP_CRD.name], "the chart's crds/ holds exactly the top-level CRD"
     assert (CHART / "crds" / TOP_CRD.name).read_bytes() == TOP_CRD.read_bytes(), (
         "charts/spark-dlq-operator/crds/ drifted from crds/: "
-        f"cp {TOP_CRD.relative_to(REPO_ROOT)} charts/spark-dlq-operator/crds/")
+        f"cp {TOP_CRD.relative_to(REPO_ROOT)} charts/spark-dlq-operator/crds/"
+    )
 
 
 def test_crds_are_rendered_only_on_request() -> None:
@@ -113,9 +118,12 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
     assert "SPARK_DLQ_PEERING" not in env
     assert pod_spec(objects)["serviceAccountName"] == FULLNAME
     assert {(o["kind"], o["metadata"]["name"]) for o in objects} == {
-        ("ServiceAccount", FULLNAME), ("ServiceAccount", "spark-dlq-driver"),
-        ("ClusterRole", FULLNAME), ("ClusterRoleBinding", FULLNAME),
-        ("Role", f"{FULLNAME}-spark-driver"), ("RoleBinding", f"{FULLNAME}-spark-driver"),
+        ("ServiceAccount", FULLNAME),
+        ("ServiceAccount", "spark-dlq-driver"),
+        ("ClusterRole", FULLNAME),
+        ("ClusterRoleBinding", FULLNAME),
+        ("Role", f"{FULLNAME}-spark-driver"),
+        ("RoleBinding", f"{FULLNAME}-spark-driver"),
         ("Deployment", FULLNAME),
     }
 
@@ -179,7 +187,9 @@ def test_namespace_scoped_watches_the_given_namespaces() -> None:
     assert one(objects, "ClusterRole")["metadata"]["name"] == f"{FULLNAME}-scanning"
     # The drivers' account follows the watched namespaces.
     assert {s["metadata"]["namespace"] for s in find(objects, "ServiceAccount", "spark-dlq-driver")} == {
-        "payments", "orders"}
+        "payments",
+        "orders",
+    }
 
 
 def test_namespace_scoped_defaults_to_the_release_namespace() -> None:
@@ -189,15 +199,26 @@ def test_namespace_scoped_defaults_to_the_release_namespace() -> None:
 
 
 def test_strimzi_on_grants_kafka_topics_in_the_kafka_namespace_only() -> None:
-    objects = render({"topics": {"strimzi": {"enabled": True, "namespaces": ["kafka"]},
-                                 "kafkaConfig": {"secretName": "kafka-admin", "key": "admin.properties"}}})
+    objects = render(
+        {
+            "topics": {
+                "strimzi": {"enabled": True, "namespaces": ["kafka"]},
+                "kafkaConfig": {"secretName": "kafka-admin", "key": "admin.properties"},
+            }
+        }
+    )
     env = env_of(one(objects, "Deployment"))
     assert env["SPARK_DLQ_PROVISIONER"] == "strimzi"
     assert env["SPARK_DLQ_KAFKA_CONFIG"] == "/etc/spark-dlq-operator/kafka/admin.properties"
     role = one(objects, "Role", f"{FULLNAME}-kafkatopics")
     assert role["metadata"]["namespace"] == "kafka"
-    assert role["rules"] == [{"apiGroups": ["kafka.strimzi.io"], "resources": ["kafkatopics"],
-                              "verbs": ["get", "list", "create", "patch", "delete"]}]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["kafka.strimzi.io"],
+            "resources": ["kafkatopics"],
+            "verbs": ["get", "list", "create", "patch", "delete"],
+        }
+    ]
     volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
     assert volumes["kafka-config"]["secret"]["secretName"] == "kafka-admin"
     for rule in one(objects, "ClusterRole")["rules"]:
@@ -227,10 +248,19 @@ def test_two_replicas_peer_with_distinct_priorities() -> None:
 
 
 def test_peering_when_namespaced_uses_a_kopfpeering_per_namespace() -> None:
-    objects = render({"operator": {"replicas": 3, "peering": {"name": "dlq-peers"},
-                                   "watch": {"allNamespaces": False, "namespaces": ["a", "b"]}}})
+    objects = render(
+        {
+            "operator": {
+                "replicas": 3,
+                "peering": {"name": "dlq-peers"},
+                "watch": {"allNamespaces": False, "namespaces": ["a", "b"]},
+            }
+        }
+    )
     assert {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in find(objects, "KopfPeering")} == {
-        ("a", "dlq-peers"), ("b", "dlq-peers")}
+        ("a", "dlq-peers"),
+        ("b", "dlq-peers"),
+    }
     assert not find(objects, "ClusterKopfPeering")
     assert env_of(one(objects, "Deployment"))["SPARK_DLQ_PEERING"] == "dlq-peers"
 
@@ -243,39 +273,66 @@ def test_peering_priority_command_runs_in_a_posix_shell(tmp_path: Path) -> None:
     fake.write_text('#!/bin/sh\necho "$SPARK_DLQ_PRIORITY $*"\n')
     fake.chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    outputs = {subprocess.run(["/bin/sh", "-c", script, "dlq-operator", "run", "--verbose"], env=env,
-                              capture_output=True, text=True, check=True).stdout for _ in range(3)}
+    outputs = {
+        subprocess.run(
+            ["/bin/sh", "-c", script, "dlq-operator", "run", "--verbose"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for _ in range(3)
+    }
     priorities = {int(line.split()[0]) for line in outputs}
     assert len(priorities) == 3, outputs
     assert all(line.split()[1:] == ["run", "--verbose"] for line in outputs)
 
 
 def test_existing_spark_service_account_is_only_referenced() -> None:
-    objects = render({"spark": {"serviceAccount": {"create": False, "name": "platform-spark"},
-                                "rbac": {"create": False}, "namespaces": ["payments"]}})
+    objects = render(
+        {
+            "spark": {
+                "serviceAccount": {"create": False, "name": "platform-spark"},
+                "rbac": {"create": False},
+                "namespaces": ["payments"],
+            }
+        }
+    )
     assert env_of(one(objects, "Deployment"))["SPARK_DLQ_SPARK_SERVICE_ACCOUNT"] == "platform-spark"
     assert [s["metadata"]["name"] for s in find(objects, "ServiceAccount")] == [FULLNAME]
     assert not find(objects, "Role")
 
 
 def test_spark_driver_role_in_each_spark_namespace() -> None:
-    objects = render({"spark": {"namespaces": ["payments", "orders"],
-                                "serviceAccount": {"annotations": {"iam.example.com/role": "dlq"}}}})
+    objects = render(
+        {
+            "spark": {
+                "namespaces": ["payments", "orders"],
+                "serviceAccount": {"annotations": {"iam.example.com/role": "dlq"}},
+            }
+        }
+    )
     for namespace in ("payments", "orders"):
         account = one(objects, "ServiceAccount", "spark-dlq-driver", namespace)
         assert account["metadata"]["annotations"] == {"iam.example.com/role": "dlq"}
         role = one(objects, "Role", f"{FULLNAME}-spark-driver", namespace)
-        assert role["rules"] == [{"apiGroups": [""], "resources": ["pods", "services", "configmaps"],
-                                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete",
-                                            "deletecollection"]}]
+        assert role["rules"] == [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "services", "configmaps"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+            }
+        ]
         binding = one(objects, "RoleBinding", f"{FULLNAME}-spark-driver", namespace)
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spark-dlq-driver",
-                                        "namespace": namespace}]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "spark-dlq-driver", "namespace": namespace}
+        ]
 
 
 def test_existing_operator_service_account_and_no_rbac() -> None:
-    objects = render({"operator": {"serviceAccount": {"create": False, "name": "dlq-ops"},
-                                   "rbac": {"create": False}}})
+    objects = render(
+        {"operator": {"serviceAccount": {"create": False, "name": "dlq-ops"}, "rbac": {"create": False}}}
+    )
     assert pod_spec(objects)["serviceAccountName"] == "dlq-ops"
     assert not find(objects, "ClusterRole")
     assert not find(objects, "ClusterRoleBinding")
@@ -283,17 +340,26 @@ def test_existing_operator_service_account_and_no_rbac() -> None:
 
 
 def test_values_reach_the_pod() -> None:
-    objects = render({
-        "image": {"repository": "registry.example.com/dlq-op", "tag": "1.2.3", "pullPolicy": "Always"},
-        "imagePullSecrets": ["regcred"], "commonLabels": {"team": "platform"},
-        "spark": {"image": {"repository": "registry.example.com/dlq", "tag": "9"},
-                  "checkpointBase": "s3a://bucket/cp"},
-        "operator": {"verbose": True, "extraArgs": ["--resync-interval", "30"],
-                     "extraEnv": [{"name": "TZ", "value": "UTC"}],
-                     "nodeSelector": {"kubernetes.io/os": "linux"},
-                     "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
-                     "podAnnotations": {"prometheus.io/scrape": "true"}, "priorityClassName": "system-cluster-critical"},
-    })
+    objects = render(
+        {
+            "image": {"repository": "registry.example.com/dlq-op", "tag": "1.2.3", "pullPolicy": "Always"},
+            "imagePullSecrets": ["regcred"],
+            "commonLabels": {"team": "platform"},
+            "spark": {
+                "image": {"repository": "registry.example.com/dlq", "tag": "9"},
+                "checkpointBase": "s3a://bucket/cp",
+            },
+            "operator": {
+                "verbose": True,
+                "extraArgs": ["--resync-interval", "30"],
+                "extraEnv": [{"name": "TZ", "value": "UTC"}],
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "podAnnotations": {"prometheus.io/scrape": "true"},
+                "priorityClassName": "system-cluster-critical",
+            },
+        }
+    )
     deployment = one(objects, "Deployment")
     spec = pod_spec(objects)
     operator = container(objects)
@@ -319,8 +385,13 @@ def test_names_follow_overrides() -> None:
 
 
 def test_every_object_carries_the_release_labels() -> None:
-    for values in ({}, {"operator": {"replicas": 2, "watch": {"allNamespaces": False}},
-                        "topics": {"strimzi": {"enabled": True}}}):
+    for values in (
+        {},
+        {
+            "operator": {"replicas": 2, "watch": {"allNamespaces": False}},
+            "topics": {"strimzi": {"enabled": True}},
+        },
+    ):
         for obj in render(values):
             labels = obj["metadata"]["labels"]
             assert labels["app.kubernetes.io/instance"] == RELEASE, obj["kind"]
@@ -332,28 +403,55 @@ def test_every_object_carries_the_release_labels() -> None:
 # --- the values schema -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    pytest.param({"operator": {"replicsa": 2}}, "operator: Additional property replicsa is not allowed",
-                 id="typo-nested"),
-    pytest.param({"imagePullPolicy": "Always"}, "Additional property imagePullPolicy is not allowed",
-                 id="typo-top-level"),
-    pytest.param({"operator": {"replicas": "two"}}, "operator.replicas: Invalid type. Expected: integer",
-                 id="replicas-string"),
-    pytest.param({"operator": {"watch": {"allNamespaces": "yes"}}},
-                 "operator.watch.allNamespaces: Invalid type. Expected: boolean", id="bool-string"),
-    pytest.param({"operator": {"watch": {"namespaces": "payments"}}},
-                 "operator.watch.namespaces: Invalid type. Expected: array", id="namespaces-string"),
-    pytest.param({"operator": {"strategy": "Rolling"}}, "operator.strategy", id="strategy-enum"),
-    pytest.param({"topics": {"provisioner": "kafka"}}, "topics.provisioner", id="provisioner-enum"),
-    pytest.param({"operator": {"liveness": {"port": 70000}}}, "operator.liveness.port", id="port-range"),
-    pytest.param({"operator": {"resources": {"requests": {"cpu": "lots"}}}}, "operator.resources.requests.cpu",
-                 id="quantity"),
-    pytest.param({"operator": {"securityContext": {"runAsNonroot": True}}},
-                 "Additional property runAsNonroot is not allowed", id="security-context-typo"),
-    pytest.param({"spark": {"namespaces": ["Payments"]}}, "spark.namespaces.0", id="namespace-name"),
-    pytest.param({"topics": {"strimzi": {"namespace": "kafka"}}},
-                 "Additional property namespace is not allowed", id="strimzi-singular"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(
+            {"operator": {"replicsa": 2}},
+            "operator: Additional property replicsa is not allowed",
+            id="typo-nested",
+        ),
+        pytest.param(
+            {"imagePullPolicy": "Always"},
+            "Additional property imagePullPolicy is not allowed",
+            id="typo-top-level",
+        ),
+        pytest.param(
+            {"operator": {"replicas": "two"}},
+            "operator.replicas: Invalid type. Expected: integer",
+            id="replicas-string",
+        ),
+        pytest.param(
+            {"operator": {"watch": {"allNamespaces": "yes"}}},
+            "operator.watch.allNamespaces: Invalid type. Expected: boolean",
+            id="bool-string",
+        ),
+        pytest.param(
+            {"operator": {"watch": {"namespaces": "payments"}}},
+            "operator.watch.namespaces: Invalid type. Expected: array",
+            id="namespaces-string",
+        ),
+        pytest.param({"operator": {"strategy": "Rolling"}}, "operator.strategy", id="strategy-enum"),
+        pytest.param({"topics": {"provisioner": "kafka"}}, "topics.provisioner", id="provisioner-enum"),
+        pytest.param({"operator": {"liveness": {"port": 70000}}}, "operator.liveness.port", id="port-range"),
+        pytest.param(
+            {"operator": {"resources": {"requests": {"cpu": "lots"}}}},
+            "operator.resources.requests.cpu",
+            id="quantity",
+        ),
+        pytest.param(
+            {"operator": {"securityContext": {"runAsNonroot": True}}},
+            "Additional property runAsNonroot is not allowed",
+            id="security-context-typo",
+        ),
+        pytest.param({"spark": {"namespaces": ["Payments"]}}, "spark.namespaces.0", id="namespace-name"),
+        pytest.param(
+            {"topics": {"strimzi": {"namespace": "kafka"}}},
+            "Additional property namespace is not allowed",
+            id="strimzi-singular",
+        ),
+    ],
+)
 def test_schema_refuses_typos_and_wrong_types(values: dict[str, Any], message: str) -> None:
     result = template(values, check=False)
     assert result.returncode != 0
@@ -439,7 +537,11 @@ def test_every_value_is_documented() -> None:
         if any(path.startswith(k + ".") for k in KUBERNETES_VALUES):
             continue
         above = number - 1
-        while above >= 0 and lines[above].strip().startswith("#") and not lines[above].strip().startswith("# --"):
+        while (
+            above >= 0
+            and lines[above].strip().startswith("#")
+            and not lines[above].strip().startswith("# --")
+        ):
             above -= 1
         if above < 0 or not lines[above].strip().startswith("# --"):
             undocumented.append(path)
@@ -461,8 +563,15 @@ def test_templates_are_grouped_by_component_with_named_helpers() -> None:
                 assert parts[1:2] == [component], f"{tpl.name}: {name}"
                 assert len(parts) == 3, f"{tpl.name}: {name}"
     # Every include names a defined helper.
-    defined = {n for tpl in templates.rglob("*.tpl") for n in re.findall(r'define "([^"]+)"', tpl.read_text())}
-    used = {n for f in templates.rglob("*") if f.is_file() for n in re.findall(r'include "([^"]+)"', f.read_text())}
+    defined = {
+        n for tpl in templates.rglob("*.tpl") for n in re.findall(r'define "([^"]+)"', tpl.read_text())
+    }
+    used = {
+        n
+        for f in templates.rglob("*")
+        if f.is_file()
+        for n in re.findall(r'include "([^"]+)"', f.read_text())
+    }
     assert used <= defined, used - defined
     assert defined <= used, f"unused helpers: {defined - used}"
 
@@ -481,7 +590,11 @@ def test_readme_explains_crd_upgrades() -> None:
 
 
 def test_rendered_manifests_are_plain_yaml() -> None:
-    text = render_text({"operator": {"replicas": 2, "watch": {"allNamespaces": False}},
-                        "topics": {"strimzi": {"enabled": True}}})
+    text = render_text(
+        {
+            "operator": {"replicas": 2, "watch": {"allNamespaces": False}},
+            "topics": {"strimzi": {"enabled": True}},
+        }
+    )
     assert "\t" not in text
     assert not re.search(r"^\s+$", text, re.M), "blank lines with trailing spaces in the output"

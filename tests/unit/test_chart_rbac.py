@@ -33,17 +33,27 @@ OPERATOR_SA = f"{RELEASE}-spark-dlq-operator"
 CASES = [
     pytest.param({}, id="cluster-wide"),
     pytest.param({"operator": {"watch": {"allNamespaces": False}}}, id="release-namespace"),
-    pytest.param({"operator": {"watch": {"allNamespaces": False, "namespaces": ["payments", "orders"]}}},
-                 id="two-namespaces"),
+    pytest.param(
+        {"operator": {"watch": {"allNamespaces": False, "namespaces": ["payments", "orders"]}}},
+        id="two-namespaces",
+    ),
     pytest.param({"topics": {"strimzi": {"enabled": True, "namespaces": ["kafka"]}}}, id="strimzi"),
-    pytest.param({"topics": {"strimzi": {"enabled": True, "namespaces": ["kafka", "kafka-eu"]}},
-                  "operator": {"watch": {"allNamespaces": False, "namespaces": ["payments"]}}},
-                 id="strimzi-two-clusters-namespaced"),
+    pytest.param(
+        {
+            "topics": {"strimzi": {"enabled": True, "namespaces": ["kafka", "kafka-eu"]}},
+            "operator": {"watch": {"allNamespaces": False, "namespaces": ["payments"]}},
+        },
+        id="strimzi-two-clusters-namespaced",
+    ),
     pytest.param({"operator": {"replicas": 2}}, id="peering-cluster-wide"),
-    pytest.param({"operator": {"replicas": 2, "watch": {"allNamespaces": False, "namespaces": ["a", "b"]}}},
-                 id="peering-namespaced"),
-    pytest.param({"spark": {"serviceAccount": {"create": False, "name": "spark"}, "rbac": {"create": False}}},
-                 id="existing-spark-account"),
+    pytest.param(
+        {"operator": {"replicas": 2, "watch": {"allNamespaces": False, "namespaces": ["a", "b"]}}},
+        id="peering-namespaced",
+    ),
+    pytest.param(
+        {"spark": {"serviceAccount": {"create": False, "name": "spark"}, "rbac": {"create": False}}},
+        id="existing-spark-account",
+    ),
 ]
 
 
@@ -61,13 +71,15 @@ def test_operator_is_granted_exactly_what_it_needs(values: dict[str, Any]) -> No
 
 def test_cluster_wide_grants_no_namespaced_role() -> None:
     objects = render()
-    assert not [o for o in objects if o["kind"] == "RoleBinding"
-                and o["subjects"][0]["name"] == OPERATOR_SA]
+    assert not [o for o in objects if o["kind"] == "RoleBinding" and o["subjects"][0]["name"] == OPERATOR_SA]
 
 
 def test_kafka_topics_only_in_the_kafka_namespaces() -> None:
-    got = granted(render({"topics": {"strimzi": {"enabled": True, "namespaces": ["kafka"]}}}),
-                  namespace=NAMESPACE, name=OPERATOR_SA)
+    got = granted(
+        render({"topics": {"strimzi": {"enabled": True, "namespaces": ["kafka"]}}}),
+        namespace=NAMESPACE,
+        name=OPERATOR_SA,
+    )
     scopes = {g.scope for g in got if g.group == "kafka.strimzi.io"}
     assert scopes == {"kafka"}
     off = granted(render(), namespace=NAMESPACE, name=OPERATOR_SA)
@@ -85,19 +97,28 @@ def test_operator_never_gets_secrets_or_pods() -> None:
         assert not {g for g in got if g.resource in ("secrets", "pods", "services")}, case.id
 
 
-@pytest.mark.parametrize(("values", "namespaces"), [
-    pytest.param({}, {NAMESPACE}, id="cluster-wide-release-namespace"),
-    pytest.param({"operator": {"watch": {"allNamespaces": False, "namespaces": ["a", "b"]}}}, {"a", "b"},
-                 id="watched-namespaces"),
-    pytest.param({"spark": {"namespaces": ["payments"]}}, {"payments"}, id="explicit"),
-])
-def test_spark_drivers_get_their_role_where_policies_run(values: dict[str, Any], namespaces: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("values", "namespaces"),
+    [
+        pytest.param({}, {NAMESPACE}, id="cluster-wide-release-namespace"),
+        pytest.param(
+            {"operator": {"watch": {"allNamespaces": False, "namespaces": ["a", "b"]}}},
+            {"a", "b"},
+            id="watched-namespaces",
+        ),
+        pytest.param({"spark": {"namespaces": ["payments"]}}, {"payments"}, id="explicit"),
+    ],
+)
+def test_spark_drivers_get_their_role_where_policies_run(
+    values: dict[str, Any], namespaces: set[str]
+) -> None:
     objects = render(values)
     got: set[Grant] = set()
     for namespace in namespaces:
         got |= granted(objects, namespace=namespace, name="spark-dlq-driver")
-    want = expand([{"apiGroups": [""], "resources": sorted(DRIVER_RESOURCES), "verbs": sorted(DRIVER_VERBS)}],
-                  "")
+    want = expand(
+        [{"apiGroups": [""], "resources": sorted(DRIVER_RESOURCES), "verbs": sorted(DRIVER_VERBS)}], ""
+    )
     assert got == {g._replace(scope=ns) for g in want for ns in namespaces}
 
 

@@ -40,14 +40,22 @@ def test_stable_defaults_written_out_or_omitted() -> None:
 
 
 def test_stable_key_order() -> None:
-    reordered = _reversed_keys(policy_document({
-        "spec.deadLetter.headers": {"team": "billing", "app": "orders"},
-        "spec.spark.sparkConf": {"spark.b": "2", "spark.a": "1"},
-    }))
-    assert config_hash(parse_policy(reordered)) == config_hash(policy({
-        "spec.deadLetter.headers": {"team": "billing", "app": "orders"},
-        "spec.spark.sparkConf": {"spark.b": "2", "spark.a": "1"},
-    }))
+    reordered = _reversed_keys(
+        policy_document(
+            {
+                "spec.deadLetter.headers": {"team": "billing", "app": "orders"},
+                "spec.spark.sparkConf": {"spark.b": "2", "spark.a": "1"},
+            }
+        )
+    )
+    assert config_hash(parse_policy(reordered)) == config_hash(
+        policy(
+            {
+                "spec.deadLetter.headers": {"team": "billing", "app": "orders"},
+                "spec.spark.sparkConf": {"spark.b": "2", "spark.a": "1"},
+            }
+        )
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,10 +76,14 @@ def test_stable_key_order() -> None:
         pytest.param({"spec.processor.mode": "message"}, id="default-mode-written"),
         pytest.param({"spec.processor.timeout": "0s"}, id="default-timeout-written"),
         pytest.param({"spec.deadLetter.headers": {}}, id="empty-headers"),
-        pytest.param({"metadata.labels": {"team": "billing"},
-                      "metadata.annotations": {"note": "x"}}, id="labels-and-annotations"),
-        pytest.param({"metadata.resourceVersion": "42", "metadata.generation": 7,
-                      "metadata.uid": "0b0c"}, id="server-set-metadata"),
+        pytest.param(
+            {"metadata.labels": {"team": "billing"}, "metadata.annotations": {"note": "x"}},
+            id="labels-and-annotations",
+        ),
+        pytest.param(
+            {"metadata.resourceVersion": "42", "metadata.generation": 7, "metadata.uid": "0b0c"},
+            id="server-set-metadata",
+        ),
         pytest.param({"status": {"phase": "Running", "restartCount": 3}}, id="status"),
     ],
 )
@@ -82,18 +94,27 @@ def test_stable_equal_meaning(overrides: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("first", "second"),
     [
-        pytest.param({"spec.retry.backoff.delay": "60s"}, {"spec.retry.backoff.delay": "1m"},
-                     id="60s-vs-1m"),
-        pytest.param({"spec.retry.backoff.maxDelay": "90m"},
-                     {"spec.retry.backoff.maxDelay": "1h30m"}, id="90m-vs-1h30m"),
-        pytest.param({"spec.deadLetter.headers": {"priority": 1}},
-                     {"spec.deadLetter.headers": {"priority": "1"}}, id="header-int-vs-string"),
-        pytest.param({"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": 4}},
-                     {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "4"}},
-                     id="spark-conf-int-vs-string"),
-        pytest.param({"spec.retry.nonRetryableErrors": [" ValueError "]},
-                     {"spec.retry.nonRetryableErrors": ["ValueError"]},
-                     id="error-name-spacing"),
+        pytest.param({"spec.retry.backoff.delay": "60s"}, {"spec.retry.backoff.delay": "1m"}, id="60s-vs-1m"),
+        pytest.param(
+            {"spec.retry.backoff.maxDelay": "90m"},
+            {"spec.retry.backoff.maxDelay": "1h30m"},
+            id="90m-vs-1h30m",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": {"priority": 1}},
+            {"spec.deadLetter.headers": {"priority": "1"}},
+            id="header-int-vs-string",
+        ),
+        pytest.param(
+            {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": 4}},
+            {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "4"}},
+            id="spark-conf-int-vs-string",
+        ),
+        pytest.param(
+            {"spec.retry.nonRetryableErrors": [" ValueError "]},
+            {"spec.retry.nonRetryableErrors": ["ValueError"]},
+            id="error-name-spacing",
+        ),
     ],
 )
 def test_stable_equivalent_spellings(first: dict[str, Any], second: dict[str, Any]) -> None:
@@ -114,8 +135,7 @@ def test_stable_equivalent_spellings(first: dict[str, Any], second: dict[str, An
         pytest.param({"spec.source.startingOffsets": "earliest"}, id="starting-offsets"),
         pytest.param({"spec.broker.bootstrapServers": "kafka-2:9092"}, id="bootstrap-servers"),
         pytest.param({"spec.broker.secretRef": {"name": "kafka-client"}}, id="secret-ref"),
-        pytest.param({"spec.processor.entrypoint": "billing.handlers:process_v2"},
-                     id="processor-entrypoint"),
+        pytest.param({"spec.processor.entrypoint": "billing.handlers:process_v2"}, id="processor-entrypoint"),
         pytest.param({"spec.processor.mode": "batch"}, id="processor-mode"),
         pytest.param({"spec.processor.timeout": "30s"}, id="processor-timeout"),
         pytest.param({"spec.output.topic": "orders-billed"}, id="output-topic"),
@@ -143,8 +163,7 @@ def test_stable_equivalent_spellings(first: dict[str, Any], second: dict[str, An
         pytest.param({"spec.spark.executor.instances": 3}, id="executor-instances"),
         pytest.param({"spec.spark.executor.cores": 2}, id="executor-cores"),
         pytest.param({"spec.spark.executor.memory": "4g"}, id="executor-memory"),
-        pytest.param({"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "8"}},
-                     id="spark-conf"),
+        pytest.param({"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "8"}}, id="spark-conf"),
     ],
 )
 def test_changes_for_engine_relevant_field(overrides: dict[str, Any]) -> None:
@@ -173,15 +192,19 @@ def test_changes_for_order_of_levels() -> None:
         pytest.param({"spec.suspend": True}, id="suspend"),
         pytest.param({"spec.topics.create": False}, id="topics-create"),
         pytest.param({"spec.topics.provisioner": "admin"}, id="topics-provisioner"),
-        pytest.param({"spec.topics.provisioner": "strimzi",
-                      "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"}},
-                     id="topics-strimzi"),
+        pytest.param(
+            {
+                "spec.topics.provisioner": "strimzi",
+                "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+            },
+            id="topics-strimzi",
+        ),
         pytest.param({"spec.topics.partitions": 12}, id="topics-partitions"),
         pytest.param({"spec.topics.replicationFactor": 3}, id="topics-replication-factor"),
-        pytest.param({"spec.topics.retryConfig": {"retention.ms": "604800000"}},
-                     id="topics-retry-config"),
-        pytest.param({"spec.topics.deadLetterConfig": {"retention.ms": "-1"}},
-                     id="topics-dead-letter-config"),
+        pytest.param({"spec.topics.retryConfig": {"retention.ms": "604800000"}}, id="topics-retry-config"),
+        pytest.param(
+            {"spec.topics.deadLetterConfig": {"retention.ms": "-1"}}, id="topics-dead-letter-config"
+        ),
         pytest.param({"spec.topics.deleteWithPolicy": True}, id="topics-delete-with-policy"),
     ],
 )
@@ -197,8 +220,16 @@ def test_engine_config_has_identity_and_spec_without_topics_or_suspend() -> None
     config = engine_config(policy())
     assert set(config) == {"name", "namespace", "spec"}
     assert (config["name"], config["namespace"]) == ("orders-billing", "payments")
-    assert set(config["spec"]) == {"source", "broker", "processor", "output", "retry",
-                                   "deadLetter", "errorWindow", "spark"}
+    assert set(config["spec"]) == {
+        "source",
+        "broker",
+        "processor",
+        "output",
+        "retry",
+        "deadLetter",
+        "errorWindow",
+        "spark",
+    }
 
 
 def test_engine_config_names_the_resolved_topics() -> None:

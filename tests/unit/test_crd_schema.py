@@ -89,27 +89,52 @@ def full() -> dict[str, Any]:
     """Every field the model reads, set (the secret reference is only written when given)."""
     document = minimal()
     document["spec"]["source"]["maxOffsetsPerTrigger"] = 5000
-    document["spec"].update({
-        "broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
-        "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
-        "output": {"topic": "orders-billed"},
-        "retry": {"maxRedeliverCount": 3, "topic": "orders-retry",
-                  "backoff": {"type": "levels", "delay": "1s", "multiplier": 2.5, "maxDelay": "1h",
-                              "jitter": 0.1, "levels": ["1s", "1m"]},
-                  "nonRetryableErrors": ["ValueError"]},
-        "deadLetter": {"strategy": "stop", "topic": "orders-dead", "includeStackTrace": False,
-                       "headers": {"team": "billing"}},
-        "errorWindow": {"size": 10, "threshold": 0.5},
-        "topics": {"create": False, "provisioner": "strimzi",
-                   "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
-                   "partitions": 3, "replicationFactor": 2, "retryConfig": {"retention.ms": "1000"},
-                   "deadLetterConfig": {"retention.ms": "-1"}, "deleteWithPolicy": True},
-        "spark": {"image": "spark-dlq:1", "trigger": "5s", "checkpointLocation": "/checkpoints",
-                  "driver": {"cores": 2, "memory": "2g"},
-                  "executor": {"instances": 2, "cores": 2, "memory": "2g"},
-                  "sparkConf": {"spark.ui.enabled": "false"}},
-        "suspend": True,
-    })
+    document["spec"].update(
+        {
+            "broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
+            "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
+            "output": {"topic": "orders-billed"},
+            "retry": {
+                "maxRedeliverCount": 3,
+                "topic": "orders-retry",
+                "backoff": {
+                    "type": "levels",
+                    "delay": "1s",
+                    "multiplier": 2.5,
+                    "maxDelay": "1h",
+                    "jitter": 0.1,
+                    "levels": ["1s", "1m"],
+                },
+                "nonRetryableErrors": ["ValueError"],
+            },
+            "deadLetter": {
+                "strategy": "stop",
+                "topic": "orders-dead",
+                "includeStackTrace": False,
+                "headers": {"team": "billing"},
+            },
+            "errorWindow": {"size": 10, "threshold": 0.5},
+            "topics": {
+                "create": False,
+                "provisioner": "strimzi",
+                "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+                "partitions": 3,
+                "replicationFactor": 2,
+                "retryConfig": {"retention.ms": "1000"},
+                "deadLetterConfig": {"retention.ms": "-1"},
+                "deleteWithPolicy": True,
+            },
+            "spark": {
+                "image": "spark-dlq:1",
+                "trigger": "5s",
+                "checkpointLocation": "/checkpoints",
+                "driver": {"cores": 2, "memory": "2g"},
+                "executor": {"instances": 2, "cores": 2, "memory": "2g"},
+                "sparkConf": {"spark.ui.enabled": "false"},
+            },
+            "suspend": True,
+        }
+    )
     return document
 
 
@@ -134,9 +159,12 @@ def test_names_match_the_contract(crd: dict[str, Any]) -> None:
     assert crd["metadata"]["name"] == "deadletterpolicies.sparkdlq.io"
     assert (spec["group"], spec["scope"]) == ("sparkdlq.io", "Namespaced")
     assert spec["names"] == {
-        "kind": "DeadLetterPolicy", "listKind": "DeadLetterPolicyList",
-        "plural": "deadletterpolicies", "singular": "deadletterpolicy",
-        "shortNames": ["dlp"], "categories": ["spark-dlq"],
+        "kind": "DeadLetterPolicy",
+        "listKind": "DeadLetterPolicyList",
+        "plural": "deadletterpolicies",
+        "singular": "deadletterpolicy",
+        "shortNames": ["dlp"],
+        "categories": ["spark-dlq"],
     }
 
 
@@ -157,8 +185,7 @@ def test_printer_columns(version: dict[str, Any]) -> None:
 
 
 def test_every_node_has_a_type(root: dict[str, Any]) -> None:
-    untyped = [path for path, n in walk(root)
-               if "type" not in n and not n.get("x-kubernetes-int-or-string")]
+    untyped = [path for path, n in walk(root) if "type" not in n and not n.get("x-kubernetes-int-or-string")]
     assert untyped == []
 
 
@@ -179,9 +206,11 @@ def test_every_spec_string_list_and_map_is_bounded(spec_schema: dict[str, Any]) 
     unbounded = []
     for path, n in walk(spec_schema, "spec"):
         kind = n.get("type")
-        if ((kind == "string" and "maxLength" not in n and "enum" not in n)
-                or (kind == "array" and "maxItems" not in n)
-                or (kind == "object" and "additionalProperties" in n and "maxProperties" not in n)):
+        if (
+            (kind == "string" and "maxLength" not in n and "enum" not in n)
+            or (kind == "array" and "maxItems" not in n)
+            or (kind == "object" and "additionalProperties" in n and "maxProperties" not in n)
+        ):
             unbounded.append(path)
     assert unbounded == []
 
@@ -198,16 +227,36 @@ def test_every_rule_has_a_message_and_a_real_field_path(root: dict[str, Any]) ->
 def test_status_schema(root: dict[str, Any]) -> None:
     status = root["properties"]["status"]
     assert set(status["properties"]) == {
-        "observedGeneration", "phase", "conditions", "retryTopic", "deadLetterTopic",
-        "sparkApplication", "configHash", "restartCount", "lastRestartTime",
+        "observedGeneration",
+        "phase",
+        "conditions",
+        "retryTopic",
+        "deadLetterTopic",
+        "sparkApplication",
+        "configHash",
+        "restartCount",
+        "lastRestartTime",
     }
     assert status["properties"]["phase"]["enum"] == [
-        "Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
+        "Pending",
+        "Provisioning",
+        "Running",
+        "Restarting",
+        "Suspended",
+        "Failed",
+        "Invalid",
+    ]
     conditions = status["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     assert set(conditions["items"]["properties"]) == {
-        "type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"}
+        "type",
+        "status",
+        "reason",
+        "message",
+        "lastTransitionTime",
+        "observedGeneration",
+    }
     assert "type" in conditions["items"]["required"]
 
 
@@ -244,12 +293,20 @@ def test_schema_types_match_the_model_values(spec_schema: dict[str, Any]) -> Non
         assert node(spec_schema, path)["type"] == types[type(value)], path
 
 
-@pytest.mark.parametrize("patch", [
-    pytest.param({}, id="minimal"),
-    pytest.param({"retry": {"backoff": {"type": "levels", "levels": ["1s"]}},
-                  "topics": {"strimzi": {"cluster": "c"}}, "spark": {"executor": {"instances": 3}}},
-                 id="partly-filled-sections"),
-])
+@pytest.mark.parametrize(
+    "patch",
+    [
+        pytest.param({}, id="minimal"),
+        pytest.param(
+            {
+                "retry": {"backoff": {"type": "levels", "levels": ["1s"]}},
+                "topics": {"strimzi": {"cluster": "c"}},
+                "spark": {"executor": {"instances": 3}},
+            },
+            id="partly-filled-sections",
+        ),
+    ],
+)
 def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], patch: dict[str, Any]) -> None:
     document = minimal()
     for section, fields in patch.items():
@@ -268,13 +325,16 @@ def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
     assert node(spec_schema, "deadLetter.topic")["default"] == ""
 
 
-@pytest.mark.parametrize(("path", "literal"), [
-    pytest.param("source.startingOffsets", StartingOffsets, id="startingOffsets"),
-    pytest.param("processor.mode", ProcessorMode, id="mode"),
-    pytest.param("retry.backoff.type", BackoffType, id="backoff-type"),
-    pytest.param("deadLetter.strategy", DeadLetterStrategy, id="strategy"),
-    pytest.param("topics.provisioner", Provisioner, id="provisioner"),
-])
+@pytest.mark.parametrize(
+    ("path", "literal"),
+    [
+        pytest.param("source.startingOffsets", StartingOffsets, id="startingOffsets"),
+        pytest.param("processor.mode", ProcessorMode, id="mode"),
+        pytest.param("retry.backoff.type", BackoffType, id="backoff-type"),
+        pytest.param("deadLetter.strategy", DeadLetterStrategy, id="strategy"),
+        pytest.param("topics.provisioner", Provisioner, id="provisioner"),
+    ],
+)
 def test_enums_are_the_model_choices(spec_schema: dict[str, Any], path: str, literal: Any) -> None:
     assert node(spec_schema, path)["enum"] == list(get_args(literal))
 
@@ -310,10 +370,34 @@ def model_accepts_duration(text: str) -> bool:
 
 # Strings only, with no surrounding spaces: the model also takes bare numbers (seconds) and
 # strips spaces, which the CRD refuses.
-@pytest.mark.parametrize("text", [
-    "1s", "500ms", "1h30m", "1.5s", "0", "0s", "2d", "10m", "1m30s", "1d2h3m4s5ms", "01s",
-    "", "1", "s", "-1s", "1 s", "1sec", ".5s", "1.s", "1h 30m", "1us", "P1D", "0.0",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1s",
+        "500ms",
+        "1h30m",
+        "1.5s",
+        "0",
+        "0s",
+        "2d",
+        "10m",
+        "1m30s",
+        "1d2h3m4s5ms",
+        "01s",
+        "",
+        "1",
+        "s",
+        "-1s",
+        "1 s",
+        "1sec",
+        ".5s",
+        "1.s",
+        "1h 30m",
+        "1us",
+        "P1D",
+        "0.0",
+    ],
+)
 def test_duration_pattern_accepts_what_the_model_accepts(text: str) -> None:
     assert (re.search(DURATION_PATTERN, text) is not None) == model_accepts_duration(text)
 
@@ -335,22 +419,54 @@ def model_accepts_field(path: str, value: object) -> bool:
     return True
 
 
-@pytest.mark.parametrize("value", [
-    "512m", "1g", "2G", "1024", "3t", "10k", "0", "0g", "1gb", "g", "1.5g", "-1g", "", " 1g",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "512m",
+        "1g",
+        "2G",
+        "1024",
+        "3t",
+        "10k",
+        "0",
+        "0g",
+        "1gb",
+        "g",
+        "1.5g",
+        "-1g",
+        "",
+        " 1g",
+    ],
+)
 @pytest.mark.parametrize("path", ["spark.driver.memory", "spark.executor.memory"])
 def test_memory_pattern_accepts_what_the_model_accepts(
-    spec_schema: dict[str, Any], path: str, value: str,
+    spec_schema: dict[str, Any],
+    path: str,
+    value: str,
 ) -> None:
     pattern = node(spec_schema, path)["pattern"]
     assert (re.search(pattern, value) is not None) == model_accepts_field(path, value)
 
 
-@pytest.mark.parametrize("value", [
-    "billing:process", "billing.handlers:process", "_a._b:_c", "a1.b2:c3",
-    "billing", ":process", "billing:", "1billing:process", "billing-x:process", "a..b:c",
-    "billing:pro.cess", "billing handlers:process", "a:b:c", " billing:process",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "billing:process",
+        "billing.handlers:process",
+        "_a._b:_c",
+        "a1.b2:c3",
+        "billing",
+        ":process",
+        "billing:",
+        "1billing:process",
+        "billing-x:process",
+        "a..b:c",
+        "billing:pro.cess",
+        "billing handlers:process",
+        "a:b:c",
+        " billing:process",
+    ],
+)
 def test_entrypoint_rule_accepts_what_the_model_accepts(spec_schema: dict[str, Any], value: str) -> None:
     [rule] = node(spec_schema, "processor.entrypoint")["x-kubernetes-validations"]
     match = re.fullmatch(r"self\.matches\('(.+)'\)", rule["rule"].strip())

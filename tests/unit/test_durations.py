@@ -164,8 +164,22 @@ def test_format_ms_shortest_exact(ms: int, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "ms",
-    [0, 1, 999, 1_000, 1_001, 59_999, 60_000, 61_000, 3_599_999, 5_400_000, 86_399_999,
-     86_400_000, 90_061_001, 1_234_567_890],
+    [
+        0,
+        1,
+        999,
+        1_000,
+        1_001,
+        59_999,
+        60_000,
+        61_000,
+        3_599_999,
+        5_400_000,
+        86_399_999,
+        86_400_000,
+        90_061_001,
+        1_234_567_890,
+    ],
 )
 def test_round_trip_ms_to_text_to_ms(ms: int) -> None:
     assert parse_duration_ms(format_ms(ms)) == ms

@@ -77,7 +77,12 @@ def expand(text: str, defaults: dict[str, str]) -> str:
 def test_spark_image_versions_follow_versions_env_and_pyproject() -> None:
     pinned = versions()
     defaults = arg_defaults(SPARK_DOCKERFILE)
-    for key in ("SPARK_VERSION", "SCALA_BINARY", "SPARK_KAFKA_CLIENTS_VERSION", "SPARK_COMMONS_POOL2_VERSION"):
+    for key in (
+        "SPARK_VERSION",
+        "SCALA_BINARY",
+        "SPARK_KAFKA_CLIENTS_VERSION",
+        "SPARK_COMMONS_POOL2_VERSION",
+    ):
         assert defaults[key] == pinned[key], key
     engine = project()["optional-dependencies"]["engine"]  # type: ignore[index]
     assert f"pyspark=={pinned['SPARK_VERSION']}" in engine
@@ -89,7 +94,10 @@ def test_spark_image_is_the_official_apache_spark_python_image() -> None:
     defaults = arg_defaults(SPARK_DOCKERFILE)
     runtime = stages(SPARK_DOCKERFILE)[-1]
     base = expand(runtime[0][1], defaults)
-    assert base == f"apache/spark:{versions()['SPARK_VERSION']}-scala{versions()['SCALA_BINARY']}-java17-python3-ubuntu"
+    assert (
+        base
+        == f"apache/spark:{versions()['SPARK_VERSION']}-scala{versions()['SCALA_BINARY']}-java17-python3-ubuntu"
+    )
 
 
 def test_spark_image_bakes_the_kafka_connector_with_the_test_beds_pom() -> None:
@@ -98,9 +106,12 @@ def test_spark_image_bakes_the_kafka_connector_with_the_test_beds_pom() -> None:
     copied = [rest for word, rest in jars if word == "COPY"]
     assert copied == ["scripts/setup/maven/spark-kafka.pom.xml /build/pom.xml"]
     run = " ".join(rest for word, rest in jars if word == "RUN")
-    for prop, arg in (("spark.version", "SPARK_VERSION"), ("scala.binary", "SCALA_BINARY"),
-                      ("kafka.clients.version", "SPARK_KAFKA_CLIENTS_VERSION"),
-                      ("commons.pool2.version", "SPARK_COMMONS_POOL2_VERSION")):
+    for prop, arg in (
+        ("spark.version", "SPARK_VERSION"),
+        ("scala.binary", "SCALA_BINARY"),
+        ("kafka.clients.version", "SPARK_KAFKA_CLIENTS_VERSION"),
+        ("commons.pool2.version", "SPARK_COMMONS_POOL2_VERSION"),
+    ):
         assert f'-D{prop}="${{{arg}}}"' in run
     # The same -D properties as scripts/setup/jars.sh passes to the same pom.
     jars_sh = (REPO_ROOT / "scripts" / "setup" / "jars.sh").read_text()
@@ -108,7 +119,7 @@ def test_spark_image_bakes_the_kafka_connector_with_the_test_beds_pom() -> None:
         assert f"-D{prop}=" in jars_sh
     pom = (REPO_ROOT / "scripts" / "setup" / "maven" / "spark-kafka.pom.xml").read_text()
     assert pom.count("<dependency>") == 4
-    assert "test \"$(ls /jars/*.jar | wc -l)\" -eq 4" in run
+    assert 'test "$(ls /jars/*.jar | wc -l)" -eq 4' in run
     runtime = stages(SPARK_DOCKERFILE)[-1]
     assert ("COPY", "--from=jars --chmod=0644 /jars/ /opt/spark/jars/") in runtime
 
@@ -195,8 +206,11 @@ def test_operator_image_user_matches_the_charts_security_context() -> None:
 
 @pytest.mark.parametrize("dockerfile", [SPARK_DOCKERFILE, OPERATOR_DOCKERFILE], ids=["spark", "operator"])
 def test_every_copied_source_exists_and_is_not_docker_ignored(dockerfile: Path) -> None:
-    ignored = {line.strip() for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
+    ignored = {
+        line.strip()
+        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     for stage in stages(dockerfile):
         for word, rest in stage:
             if word != "COPY" or rest.startswith("--from"):
@@ -207,12 +221,16 @@ def test_every_copied_source_exists_and_is_not_docker_ignored(dockerfile: Path) 
                 assert source.split("/")[0] not in ignored, f"{source} is in .dockerignore"
 
 
-@pytest.mark.parametrize(("dockerfile", "packages"), [
-    pytest.param(SPARK_DOCKERFILE, {"dlq_engine"}, id="spark"),
-    pytest.param(OPERATOR_DOCKERFILE, {"dlq_engine", "spark_dlq_operator"}, id="operator"),
-])
+@pytest.mark.parametrize(
+    ("dockerfile", "packages"),
+    [
+        pytest.param(SPARK_DOCKERFILE, {"dlq_engine"}, id="spark"),
+        pytest.param(OPERATOR_DOCKERFILE, {"dlq_engine", "spark_dlq_operator"}, id="operator"),
+    ],
+)
 def test_wheel_builds_from_exactly_what_the_dockerfile_copies(
-        dockerfile: Path, packages: set[str], tmp_path: Path) -> None:
+    dockerfile: Path, packages: set[str], tmp_path: Path
+) -> None:
     wheel_stage = next(s for s in stages(dockerfile) if s[0][1].endswith(" AS wheel"))
     src = tmp_path / "src"
     src.mkdir()
@@ -229,20 +247,43 @@ def test_wheel_builds_from_exactly_what_the_dockerfile_copies(
                 else:
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy(path, destination)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(tmp_path / "dist"), str(src)], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     [wheel] = (tmp_path / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist() if not name.startswith("spark_dlq-")}
     assert top == packages
 
 
-@pytest.mark.parametrize(("extra", "exclude", "present", "absent"), [
-    pytest.param("engine", ["pyspark"], ["PyYAML", "pyarrow", "pandas"], ["pyspark", "spark-dlq"], id="engine"),
-    pytest.param("operator", [], ["PyYAML", "kopf", "confluent-kafka"], ["pyspark", "spark-dlq"], id="operator"),
-])
-def test_requirements_come_from_pyproject(extra: str, exclude: list[str], present: list[str],
-                                          absent: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("extra", "exclude", "present", "absent"),
+    [
+        pytest.param(
+            "engine", ["pyspark"], ["PyYAML", "pyarrow", "pandas"], ["pyspark", "spark-dlq"], id="engine"
+        ),
+        pytest.param(
+            "operator", [], ["PyYAML", "kopf", "confluent-kafka"], ["pyspark", "spark-dlq"], id="operator"
+        ),
+    ],
+)
+def test_requirements_come_from_pyproject(
+    extra: str, exclude: list[str], present: list[str], absent: list[str]
+) -> None:
     args = [sys.executable, str(REQUIREMENTS), str(REPO_ROOT / "pyproject.toml"), extra]
     for name in exclude:
         args += ["--exclude", name]
@@ -260,11 +301,17 @@ def test_requirements_come_from_pyproject(extra: str, exclude: list[str], presen
 def test_makefile_builds_and_loads_both_images() -> None:
     make = shutil.which("make")
     assert make, "make is needed to check the Makefile"
-    out = subprocess.run([make, "-n", "-C", str(REPO_ROOT), "kind-load", "KIND_CLUSTER=test"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [make, "-n", "-C", str(REPO_ROOT), "kind-load", "KIND_CLUSTER=test"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     version, pinned = project()["version"], versions()
     assert f"docker build -f operator/Dockerfile -t spark-dlq-operator:{version} ." in out
-    assert f"docker build -f spark_image/Dockerfile --build-arg SPARK_VERSION={pinned['SPARK_VERSION']}" in out
+    assert (
+        f"docker build -f spark_image/Dockerfile --build-arg SPARK_VERSION={pinned['SPARK_VERSION']}" in out
+    )
     for key in ("SCALA_BINARY", "SPARK_KAFKA_CLIENTS_VERSION", "SPARK_COMMONS_POOL2_VERSION"):
         assert f"--build-arg {key}={pinned[key]}" in out
     assert f"kind load docker-image --name test spark-dlq-operator:{version} spark-dlq:{version}" in out
@@ -282,9 +329,17 @@ def test_kind_script_parses_and_says_it_cannot_run_here() -> None:
     assert "CANNOT RUN ON THE MACHINE" in header
     assert "checked by reading" in header
     text = KIND_E2E.read_text()
-    for needed in ("kind create cluster", "make images", "make kind-load", "charts/spark-dlq-operator",
-                   "spark-operator/spark-operator", "strimzi-kafka-operator", "kind: DeadLetterPolicy",
-                   "orders-billing-DLQ", "dlq.reason:terminated"):
+    for needed in (
+        "kind create cluster",
+        "make images",
+        "make kind-load",
+        "charts/spark-dlq-operator",
+        "spark-operator/spark-operator",
+        "strimzi-kafka-operator",
+        "kind: DeadLetterPolicy",
+        "orders-billing-DLQ",
+        "dlq.reason:terminated",
+    ):
         assert needed in text, needed
     for key in ("SPARK_OPERATOR_CHART_VERSION", "STRIMZI_VERSION", "STRIMZI_KAFKA_VERSION"):
         assert f"${key}" in text or f'"${key}"' in text

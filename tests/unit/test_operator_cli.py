@@ -22,23 +22,58 @@ def test_defaults_with_one_namespace() -> None:
 
 
 def test_flags_fill_the_config() -> None:
-    config = config_from_args([
-        "run", "-n", "a", "-n", "b", "--spark-image", "img:1", "--checkpoint-base", "s3a://cp",
-        "--spark-service-account", "sa", "--provisioner", "strimzi", "--liveness", "http://0.0.0.0:8080/healthz",
-        "--metrics-port", "0", "--peering", "spark-dlq", "--priority", "10", "--resync-interval", "5",
-        "--finalizer-timeout", "30"], environ={})
+    config = config_from_args(
+        [
+            "run",
+            "-n",
+            "a",
+            "-n",
+            "b",
+            "--spark-image",
+            "img:1",
+            "--checkpoint-base",
+            "s3a://cp",
+            "--spark-service-account",
+            "sa",
+            "--provisioner",
+            "strimzi",
+            "--liveness",
+            "http://0.0.0.0:8080/healthz",
+            "--metrics-port",
+            "0",
+            "--peering",
+            "spark-dlq",
+            "--priority",
+            "10",
+            "--resync-interval",
+            "5",
+            "--finalizer-timeout",
+            "30",
+        ],
+        environ={},
+    )
     assert config.namespaces == ("a", "b")
-    assert (config.spark_image, config.checkpoint_base, config.spark_service_account) == \
-        ("img:1", "s3a://cp", "sa")
-    assert (config.provisioner, config.liveness, config.metrics_port) == \
-        ("strimzi", "http://0.0.0.0:8080/healthz", 0)
+    assert (config.spark_image, config.checkpoint_base, config.spark_service_account) == (
+        "img:1",
+        "s3a://cp",
+        "sa",
+    )
+    assert (config.provisioner, config.liveness, config.metrics_port) == (
+        "strimzi",
+        "http://0.0.0.0:8080/healthz",
+        0,
+    )
     assert (config.peering, config.priority) == ("spark-dlq", 10)
     assert (config.resync_interval, config.finalizer_timeout) == (5.0, 30.0)
 
 
 def test_environment_fills_what_flags_do_not_say() -> None:
-    environ = {"SPARK_DLQ_NAMESPACES": "a, b", "SPARK_DLQ_SPARK_IMAGE": "env:1",
-               "SPARK_DLQ_METRICS_PORT": "9999", "SPARK_DLQ_PEERING": "spark-dlq"}
+    environ = {
+        "SPARK_DLQ_NAMESPACES": "a, b",
+        "SPARK_DLQ_SPARK_IMAGE": "env:1",
+        "SPARK_DLQ_METRICS_PORT": "9999",
+        "SPARK_DLQ_PEERING": "spark-dlq",
+    }
     config = config_from_args(["run", "--spark-image", "flag:1"], environ=environ)
     assert config.namespaces == ("a", "b")
     assert config.spark_image == "flag:1"
@@ -59,11 +94,14 @@ def test_kafka_config_file_is_read(tmp_path: Path) -> None:
     assert config.kafka_config == (("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"))
 
 
-@pytest.mark.parametrize("argv", [
-    pytest.param(["run"], id="no-namespace"),
-    pytest.param(["run", "-A", "-n", "a"], id="both"),
-    pytest.param(["run", "-A", "--provisioner", "kafka"], id="unknown-provisioner"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["run"], id="no-namespace"),
+        pytest.param(["run", "-A", "-n", "a"], id="both"),
+        pytest.param(["run", "-A", "--provisioner", "kafka"], id="unknown-provisioner"),
+    ],
+)
 def test_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         config_from_args(argv, environ={})

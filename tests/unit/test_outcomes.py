@@ -56,11 +56,15 @@ def test_an_unsupported_result_type_is_a_failure_naming_the_type() -> None:
 
 
 def test_terminate_retry_and_listed_errors_are_classified() -> None:
-    assert invoke(lambda m: (_ for _ in ()).throw(Terminate("no")), MESSAGE, frozenset(),
-                  with_stack=False).kind is Kind.TERMINATED
+    assert (
+        invoke(lambda m: (_ for _ in ()).throw(Terminate("no")), MESSAGE, frozenset(), with_stack=False).kind
+        is Kind.TERMINATED
+    )
     retry = classify(Retry(delay="30s"), frozenset(), with_stack=False)
     assert (retry.kind, retry.delay_ms) == (Kind.TRANSIENT, 30_000)
-    assert classify(CardDeclined("x"), frozenset({"BillingError"}), with_stack=False).kind is Kind.NON_RETRYABLE
+    assert (
+        classify(CardDeclined("x"), frozenset({"BillingError"}), with_stack=False).kind is Kind.NON_RETRYABLE
+    )
     qualified = f"{__name__}.BillingError"
     assert classify(CardDeclined("x"), frozenset({qualified}), with_stack=False).kind is Kind.NON_RETRYABLE
     assert classify(CardDeclined("x"), frozenset({"KeyError"}), with_stack=False).kind is Kind.TRANSIENT
@@ -68,7 +72,9 @@ def test_terminate_retry_and_listed_errors_are_classified() -> None:
 
 def test_builtin_errors_are_named_without_module_and_others_with_it() -> None:
     assert classify(KeyError("k"), frozenset(), with_stack=False).error_class == "KeyError"
-    assert classify(CardDeclined("x"), frozenset(), with_stack=False).error_class == f"{__name__}.CardDeclined"
+    assert (
+        classify(CardDeclined("x"), frozenset(), with_stack=False).error_class == f"{__name__}.CardDeclined"
+    )
 
 
 def test_an_exception_whose_str_raises_is_still_routed() -> None:
@@ -113,19 +119,24 @@ def test_batch_items_may_be_results_or_exceptions() -> None:
         pytest.param(Kind.TRANSIENT, 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"),
         pytest.param(Kind.TRANSIENT, 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"),
         pytest.param(Kind.TERMINATED, 1, "topic", True, Decision(Route.DEAD, "terminated"), id="terminated"),
-        pytest.param(Kind.NON_RETRYABLE, 1, "topic", True, Decision(Route.DEAD, "non-retryable"), id="non-retryable"),
+        pytest.param(
+            Kind.NON_RETRYABLE, 1, "topic", True, Decision(Route.DEAD, "non-retryable"), id="non-retryable"
+        ),
         pytest.param(Kind.TERMINATED, 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"),
         pytest.param(Kind.TRANSIENT, 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"),
     ],
 )
 def test_decide(kind: Kind, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
-    assert decide(Outcome(kind), failures=failures, max_redeliver=3, strategy=strategy,
-                  has_output=has_output) == expected
+    assert (
+        decide(Outcome(kind), failures=failures, max_redeliver=3, strategy=strategy, has_output=has_output)
+        == expected
+    )
 
 
 def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
-    assert decide(Outcome(Kind.TRANSIENT), failures=1, max_redeliver=0, strategy="topic",
-                  has_output=True) == Decision(Route.DEAD, "exhausted")
+    assert decide(
+        Outcome(Kind.TRANSIENT), failures=1, max_redeliver=0, strategy="topic", has_output=True
+    ) == Decision(Route.DEAD, "exhausted")
 
 
 @pytest.mark.parametrize(
@@ -133,21 +144,37 @@ def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
     [
         pytest.param(42, "processor returned int; return bytes, str, dict or None", id="int"),
         pytest.param({1, 2}, "processor returned set; return bytes, str, dict or None", id="set"),
-        pytest.param({"when": datetime.date(2026, 1, 2)},
-                     "processor returned a dict that is not JSON: Object of type date is not JSON serializable",
-                     id="dict-with-an-object"),
-        pytest.param({(1, 2): "x"}, "processor returned a dict that is not JSON: keys must be str, int, "
-                     "float, bool or None, not tuple", id="dict-with-a-tuple-key"),
-        pytest.param({"x": float("nan")}, "processor returned a dict that is not JSON: Out of range float "
-                     "values are not JSON compliant", id="dict-with-nan"),
-        pytest.param("\udcff", "processor returned a str that is not valid Unicode text: 'utf-8' codec can't "
-                     "encode character '\\udcff' in position 0: surrogates not allowed", id="lone-surrogate"),
+        pytest.param(
+            {"when": datetime.date(2026, 1, 2)},
+            "processor returned a dict that is not JSON: Object of type date is not JSON serializable",
+            id="dict-with-an-object",
+        ),
+        pytest.param(
+            {(1, 2): "x"},
+            "processor returned a dict that is not JSON: keys must be str, int, "
+            "float, bool or None, not tuple",
+            id="dict-with-a-tuple-key",
+        ),
+        pytest.param(
+            {"x": float("nan")},
+            "processor returned a dict that is not JSON: Out of range float values are not JSON compliant",
+            id="dict-with-nan",
+        ),
+        pytest.param(
+            "\udcff",
+            "processor returned a str that is not valid Unicode text: 'utf-8' codec can't "
+            "encode character '\\udcff' in position 0: surrogates not allowed",
+            id="lone-surrogate",
+        ),
     ],
 )
 def test_unpublishable_results_are_failures_naming_the_problem(result: Any, message: str) -> None:
     outcome = invoke(lambda m: result, MESSAGE, frozenset(), with_stack=False)
     assert (outcome.kind, outcome.error_class, outcome.error_message) == (
-        Kind.TRANSIENT, "dlq_engine.routing.outcomes.UnsupportedResult", message)
+        Kind.TRANSIENT,
+        "dlq_engine.routing.outcomes.UnsupportedResult",
+        message,
+    )
     # The same item in a batch processor's answer fails that message, and nothing is raised.
     assert outcome_of(result, frozenset(), with_stack=False).error_message == message
 
@@ -161,8 +188,11 @@ def test_a_cyclic_dict_is_not_json() -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [pytest.param(SystemExit(3), id="sys-exit"), pytest.param(KeyboardInterrupt(), id="keyboard-interrupt"),
-     pytest.param(GeneratorExit(), id="generator-exit")],
+    [
+        pytest.param(SystemExit(3), id="sys-exit"),
+        pytest.param(KeyboardInterrupt(), id="keyboard-interrupt"),
+        pytest.param(GeneratorExit(), id="generator-exit"),
+    ],
 )
 def test_base_exceptions_from_the_processor_are_failures_of_that_message(error: BaseException) -> None:
     def raise_it(m: Message) -> None:

@@ -24,13 +24,32 @@ from spark_dlq_operator.config import OperatorConfig
 from tests.chart import CI_VALUES, render
 from tests.unit.policy_builder import policy
 
-ALLOWED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
-                             "persistentVolumeClaim", "projected", "secret"})
-SAFE_SYSCTLS = frozenset({"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies",
-                          "net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start",
-                          "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
-                          "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                          "net.ipv4.tcp_keepalive_probes"})
+ALLOWED_VOLUMES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+)
+SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
+)
 
 
 def violations(pod: Mapping[str, Any]) -> list[str]:
@@ -55,8 +74,11 @@ def violations(pod: Mapping[str, Any]) -> list[str]:
         found.append("pod runAsUser 0")
     if (context.get("seccompProfile") or {}).get("type") == "Unconfined":
         found.append("pod seccompProfile Unconfined")
-    containers = [*(pod.get("initContainers") or []), *(pod.get("containers") or []),
-                  *(pod.get("ephemeralContainers") or [])]
+    containers = [
+        *(pod.get("initContainers") or []),
+        *(pod.get("containers") or []),
+        *(pod.get("ephemeralContainers") or []),
+    ]
     if not containers:
         found.append("no containers")
     for container in containers:
@@ -106,8 +128,17 @@ CHART_VALUES: list[Any] = [
     *[pytest.param({}, [path], id=path.name) for path in CI_VALUES],
     pytest.param({"operator": {"replicas": 2}}, [], id="peering"),
     pytest.param({"topics": {"kafkaConfig": {"secretName": "kafka-admin"}}}, [], id="kafka-config-secret"),
-    pytest.param({"operator": {"extraEnv": [{"name": "X", "value": "1"}], "metrics": {"port": 0},
-                               "podLabels": {"team": "dlq"}}}, [], id="extra-env-no-metrics"),
+    pytest.param(
+        {
+            "operator": {
+                "extraEnv": [{"name": "X", "value": "1"}],
+                "metrics": {"port": 0},
+                "podLabels": {"team": "dlq"},
+            }
+        },
+        [],
+        id="extra-env-no-metrics",
+    ),
 ]
 
 
@@ -123,16 +154,26 @@ def spark_pods() -> dict[str, dict[str, Any]]:
     """The driver and executor pods as the spark-operator builds them from the SparkApplication
     (its pod and container security contexts, the application's volumes)."""
     app = operator_render.spark_application(
-        policy({"spec.broker.secretRef": {"name": "kafka-client"}}), config=OperatorConfig(),
-        owner=operator_render.Owner(name="orders-billing", namespace="payments", uid="uid-1"))
+        policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
+        config=OperatorConfig(),
+        owner=operator_render.Owner(name="orders-billing", namespace="payments", uid="uid-1"),
+    )
     spec = app["spec"]
     pods = {}
     for role in ("driver", "executor"):
         part = spec[role]
-        pods[role] = {"securityContext": part["podSecurityContext"], "volumes": spec["volumes"],
-                      "containers": [{"name": f"spark-kubernetes-{role}", "image": spec["image"],
-                                      "securityContext": part["securityContext"],
-                                      "volumeMounts": part["volumeMounts"]}]}
+        pods[role] = {
+            "securityContext": part["podSecurityContext"],
+            "volumes": spec["volumes"],
+            "containers": [
+                {
+                    "name": f"spark-kubernetes-{role}",
+                    "image": spec["image"],
+                    "securityContext": part["securityContext"],
+                    "volumeMounts": part["volumeMounts"],
+                }
+            ],
+        }
     return pods
 
 
@@ -148,28 +189,52 @@ def _container(pod: dict[str, Any]) -> dict[str, Any]:
 BREAKS: list[Any] = [
     pytest.param(lambda p: p.update(hostNetwork=True), "hostNetwork", id="host-network"),
     pytest.param(lambda p: p.update(hostPID=True), "hostPID", id="host-pid"),
-    pytest.param(lambda p: p["volumes"].append({"name": "root", "hostPath": {"path": "/"}}),
-                 "volume root: ['hostPath']", id="host-path"),
-    pytest.param(lambda p: p["containers"][0]["securityContext"].update(privileged=True), "privileged",
-                 id="privileged"),
-    pytest.param(lambda p: p["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
-                 "allowPrivilegeEscalation is not false", id="privilege-escalation"),
-    pytest.param(lambda p: [p["securityContext"].pop("runAsNonRoot"),
-                            p["containers"][0]["securityContext"].pop("runAsNonRoot")],
-                 "runAsNonRoot is not true", id="root"),
-    pytest.param(lambda p: [p["securityContext"].pop("seccompProfile"),
-                            p["containers"][0]["securityContext"].pop("seccompProfile")],
-                 "seccompProfile None", id="no-seccomp"),
-    pytest.param(lambda p: p["containers"][0]["securityContext"].update(capabilities={"add": ["SYS_ADMIN"]}),
-                 "capabilities do not drop ALL", id="capabilities"),
-    pytest.param(lambda p: p["containers"][0].update(ports=[{"containerPort": 80, "hostPort": 80}]),
-                 "hostPort", id="host-port"),
+    pytest.param(
+        lambda p: p["volumes"].append({"name": "root", "hostPath": {"path": "/"}}),
+        "volume root: ['hostPath']",
+        id="host-path",
+    ),
+    pytest.param(
+        lambda p: p["containers"][0]["securityContext"].update(privileged=True), "privileged", id="privileged"
+    ),
+    pytest.param(
+        lambda p: p["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+        "allowPrivilegeEscalation is not false",
+        id="privilege-escalation",
+    ),
+    pytest.param(
+        lambda p: [
+            p["securityContext"].pop("runAsNonRoot"),
+            p["containers"][0]["securityContext"].pop("runAsNonRoot"),
+        ],
+        "runAsNonRoot is not true",
+        id="root",
+    ),
+    pytest.param(
+        lambda p: [
+            p["securityContext"].pop("seccompProfile"),
+            p["containers"][0]["securityContext"].pop("seccompProfile"),
+        ],
+        "seccompProfile None",
+        id="no-seccomp",
+    ),
+    pytest.param(
+        lambda p: p["containers"][0]["securityContext"].update(capabilities={"add": ["SYS_ADMIN"]}),
+        "capabilities do not drop ALL",
+        id="capabilities",
+    ),
+    pytest.param(
+        lambda p: p["containers"][0].update(ports=[{"containerPort": 80, "hostPort": 80}]),
+        "hostPort",
+        id="host-port",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("breaking", "expected"), BREAKS)
-def test_the_check_finds_each_kind_of_violation(breaking: Callable[[dict[str, Any]], object],
-                                                expected: str) -> None:
+def test_the_check_finds_each_kind_of_violation(
+    breaking: Callable[[dict[str, Any]], object], expected: str
+) -> None:
     """The control: the same pod, broken in one way, is caught."""
     pod = copy.deepcopy(spark_pods()["driver"])
     breaking(pod)

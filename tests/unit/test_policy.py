@@ -41,8 +41,11 @@ DURATION_HINT = "must be a duration such as 500ms, 1s or 2m"
 
 
 #: How the model refuses a retry or DLQ topic whose max.message.bytes is too small.
-MESSAGE_BYTES_REFUSAL = ("max.message.bytes must be a number of at least 16384: below the producer's "
-                         "batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)")
+MESSAGE_BYTES_REFUSAL = (
+    "max.message.bytes must be a number of at least 16384: below the producer's "
+    "batch.size (16 KiB) the Kafka client retries a refused batch forever (KAFKA-8350)"
+)
+
 
 def test_defaults_identity_and_constants() -> None:
     assert API_VERSION == "sparkdlq.io/v1alpha1"
@@ -61,19 +64,32 @@ def test_defaults_every_field_of_minimal_policy() -> None:
         retry=RetrySpec(
             max_redeliver_count=16,
             topic="",
-            backoff=BackoffSpec(type="exponential", delay_ms=1_000, multiplier=2.0,
-                                max_delay_ms=600_000, jitter=0.0, levels_ms=()),
+            backoff=BackoffSpec(
+                type="exponential",
+                delay_ms=1_000,
+                multiplier=2.0,
+                max_delay_ms=600_000,
+                jitter=0.0,
+                levels_ms=(),
+            ),
             non_retryable_errors=(),
         ),
         dead_letter=DeadLetter(strategy="topic", topic="", include_stack_trace=True, headers={}),
         error_window=ErrorWindow(size=0, threshold=1.0),
         topics=Topics(
-            create=True, provisioner="auto", strimzi=StrimziTarget(namespace="", cluster=""),
-            partitions=0, replication_factor=-1, retry_config={}, dead_letter_config={},
+            create=True,
+            provisioner="auto",
+            strimzi=StrimziTarget(namespace="", cluster=""),
+            partitions=0,
+            replication_factor=-1,
+            retry_config={},
+            dead_letter_config={},
             delete_with_policy=False,
         ),
         spark=Spark(
-            image="", trigger_ms=1_000, checkpoint_location="",
+            image="",
+            trigger_ms=1_000,
+            checkpoint_location="",
             driver=Resources(cores=1, memory="1g", instances=1),
             executor=Resources(cores=1, memory="1g", instances=1),
             spark_conf={},
@@ -91,20 +107,37 @@ CONTRACT_DEFAULT_SPEC: dict[str, Any] = {
     "retry": {
         "maxRedeliverCount": 16,
         "topic": "orders-billing-RETRY",
-        "backoff": {"type": "exponential", "delay": "1s", "multiplier": 2.0, "maxDelay": "10m",
-                    "jitter": 0.0, "levels": []},
+        "backoff": {
+            "type": "exponential",
+            "delay": "1s",
+            "multiplier": 2.0,
+            "maxDelay": "10m",
+            "jitter": 0.0,
+            "levels": [],
+        },
         "nonRetryableErrors": [],
     },
-    "deadLetter": {"strategy": "topic", "topic": "orders-billing-DLQ", "includeStackTrace": True,
-                   "headers": {}},
+    "deadLetter": {
+        "strategy": "topic",
+        "topic": "orders-billing-DLQ",
+        "includeStackTrace": True,
+        "headers": {},
+    },
     "errorWindow": {"size": 0, "threshold": 1.0},
     "topics": {
-        "create": True, "provisioner": "auto", "strimzi": {"namespace": "", "cluster": ""},
-        "partitions": 0, "replicationFactor": -1, "retryConfig": {}, "deadLetterConfig": {},
+        "create": True,
+        "provisioner": "auto",
+        "strimzi": {"namespace": "", "cluster": ""},
+        "partitions": 0,
+        "replicationFactor": -1,
+        "retryConfig": {},
+        "deadLetterConfig": {},
         "deleteWithPolicy": False,
     },
     "spark": {
-        "image": "", "trigger": "1s", "checkpointLocation": "",
+        "image": "",
+        "trigger": "1s",
+        "checkpointLocation": "",
         "driver": {"cores": 1, "memory": "1g"},
         "executor": {"instances": 1, "cores": 1, "memory": "1g"},
         "sparkConf": {},
@@ -169,8 +202,7 @@ def test_derived_dead_letter_topic_is_topic_subscription_dlq() -> None:
 
 def test_derived_topics_follow_source_and_subscription() -> None:
     p = policy({"spec.source.topic": "payments.v2", "spec.source.subscription": "audit_1"})
-    assert (p.retry_topic, p.dead_letter_topic) == ("payments.v2-audit_1-RETRY",
-                                                    "payments.v2-audit_1-DLQ")
+    assert (p.retry_topic, p.dead_letter_topic) == ("payments.v2-audit_1-RETRY", "payments.v2-audit_1-DLQ")
 
 
 def test_derived_topics_explicit_names_win() -> None:
@@ -184,8 +216,9 @@ def test_derived_topics_empty_string_means_derived() -> None:
 
 
 def test_derived_topics_written_out_equal_omitted() -> None:
-    written = policy({"spec.retry.topic": "orders-billing-RETRY",
-                      "spec.deadLetter.topic": "orders-billing-DLQ"})
+    written = policy(
+        {"spec.retry.topic": "orders-billing-RETRY", "spec.deadLetter.topic": "orders-billing-DLQ"}
+    )
     assert written == policy()
 
 
@@ -196,84 +229,144 @@ def test_derived_topics_written_out_equal_omitted() -> None:
 @pytest.mark.parametrize(
     ("overrides", "attribute", "expected"),
     [
-        pytest.param({"spec.source.startingOffsets": "earliest"}, "source.starting_offsets",
-                     "earliest", id="starting-offsets-earliest"),
-        pytest.param({"spec.broker.secretRef": {"name": "kafka-client"}}, "broker.secret_ref",
-                     SecretRef(name="kafka-client"), id="secret-ref"),
-        pytest.param({"spec.processor.mode": "batch"}, "processor.mode", "batch",
-                     id="processor-mode-batch"),
-        pytest.param({"spec.processor.timeout": "30s"}, "processor.timeout_ms", 30_000,
-                     id="processor-timeout"),
-        pytest.param({"spec.processor.entrypoint": "handler:run"}, "processor.entrypoint",
-                     "handler:run", id="entrypoint-single-module"),
-        pytest.param({"spec.processor.entrypoint": "_pkg.mod_2:_fn"}, "processor.entrypoint",
-                     "_pkg.mod_2:_fn", id="entrypoint-underscores-digits"),
-        pytest.param({"spec.output.topic": "orders-billed"}, "output.topic", "orders-billed",
-                     id="output-topic"),
-        pytest.param({"spec.output.topic": "a" * 249}, "output.topic", "a" * 249,
-                     id="topic-249-characters"),
-        pytest.param({"spec.retry.maxRedeliverCount": 0}, "retry.max_redeliver_count", 0,
-                     id="max-redeliver-zero-means-no-retry"),
-        pytest.param({"spec.retry.backoff.type": "fixed"}, "retry.backoff.type", "fixed",
-                     id="backoff-fixed"),
-        pytest.param({"spec.retry.backoff.delay": 5}, "retry.backoff.delay_ms", 5_000,
-                     id="delay-number-is-seconds"),
-        pytest.param({"spec.retry.backoff.multiplier": 1}, "retry.backoff.multiplier", 1.0,
-                     id="multiplier-one"),
-        pytest.param({"spec.retry.backoff.jitter": 0}, "retry.backoff.jitter", 0.0,
-                     id="jitter-zero"),
-        pytest.param({"spec.retry.backoff.jitter": 1}, "retry.backoff.jitter", 1.0,
-                     id="jitter-one"),
-        pytest.param({"spec.retry.backoff.delay": "1m", "spec.retry.backoff.maxDelay": "60s"},
-                     "retry.backoff.max_delay_ms", 60_000, id="max-delay-equal-to-delay"),
-        pytest.param({"spec.retry.backoff.type": "fixed", "spec.retry.backoff.delay": "30m"},
-                     "retry.backoff.delay_ms", 1_800_000,
-                     id="fixed-delay-not-capped-by-max-delay"),
-        pytest.param({"spec.retry.backoff.type": "levels", "spec.retry.backoff.delay": "20m",
-                      "spec.retry.backoff.levels": ["1s"]},
-                     "retry.backoff.delay_ms", 1_200_000,
-                     id="levels-delay-not-capped-by-max-delay"),
-        pytest.param({"spec.retry.backoff.type": "levels",
-                      "spec.retry.backoff.levels": ["1s", "5s", 10, "1m"]},
-                     "retry.backoff.levels_ms", (1_000, 5_000, 10_000, 60_000), id="levels"),
-        pytest.param({"spec.retry.nonRetryableErrors": ["ValueError", " billing.BadInput "]},
-                     "retry.non_retryable_errors", ("ValueError", "billing.BadInput"),
-                     id="non-retryable-errors-stripped"),
-        pytest.param({"spec.deadLetter.strategy": "stop"}, "dead_letter.strategy", "stop",
-                     id="strategy-stop"),
-        pytest.param({"spec.deadLetter.includeStackTrace": False},
-                     "dead_letter.include_stack_trace", False, id="no-stack-trace"),
-        pytest.param({"spec.deadLetter.headers": {"team": "billing", "priority": 1,
-                                                  "paged": True, "ratio": 0.5}},
-                     "dead_letter.headers",
-                     {"team": "billing", "priority": "1", "paged": "true", "ratio": "0.5"},
-                     id="headers-scalars-become-strings"),
-        pytest.param({"spec.errorWindow.threshold": 1}, "error_window.threshold", 1.0,
-                     id="threshold-one"),
-        pytest.param({"spec.errorWindow.threshold": 0.01}, "error_window.threshold", 0.01,
-                     id="threshold-small"),
-        pytest.param({"spec.topics.provisioner": "strimzi",
-                      "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"}},
-                     "topics.strimzi", StrimziTarget(namespace="kafka", cluster="my-cluster"),
-                     id="strimzi-target"),
-        pytest.param({"spec.topics.replicationFactor": 1}, "topics.replication_factor", 1,
-                     id="replication-factor-one"),
-        pytest.param({"spec.topics.retryConfig": {"retention.ms": 604800000}},
-                     "topics.retry_config", {"retention.ms": "604800000"},
-                     id="topic-config-number-becomes-string"),
-        pytest.param({"spec.topics.deadLetterConfig": {"cleanup.policy": "compact"}},
-                     "topics.dead_letter_config", {"cleanup.policy": "compact"},
-                     id="dead-letter-topic-config"),
-        pytest.param({"spec.spark.trigger": "500ms"}, "spark.trigger_ms", 500,
-                     id="trigger"),
-        pytest.param({"spec.spark.executor": {"instances": 3, "cores": 2, "memory": "2G"}},
-                     "spark.executor", Resources(cores=2, memory="2G", instances=3),
-                     id="executor-resources"),
-        pytest.param({"spec.spark.driver.memory": "512m"}, "spark.driver.memory", "512m",
-                     id="driver-memory"),
-        pytest.param({"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": 4}},
-                     "spark.spark_conf", {"spark.sql.shuffle.partitions": "4"},
-                     id="spark-conf-number-becomes-string"),
+        pytest.param(
+            {"spec.source.startingOffsets": "earliest"},
+            "source.starting_offsets",
+            "earliest",
+            id="starting-offsets-earliest",
+        ),
+        pytest.param(
+            {"spec.broker.secretRef": {"name": "kafka-client"}},
+            "broker.secret_ref",
+            SecretRef(name="kafka-client"),
+            id="secret-ref",
+        ),
+        pytest.param({"spec.processor.mode": "batch"}, "processor.mode", "batch", id="processor-mode-batch"),
+        pytest.param(
+            {"spec.processor.timeout": "30s"}, "processor.timeout_ms", 30_000, id="processor-timeout"
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "handler:run"},
+            "processor.entrypoint",
+            "handler:run",
+            id="entrypoint-single-module",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "_pkg.mod_2:_fn"},
+            "processor.entrypoint",
+            "_pkg.mod_2:_fn",
+            id="entrypoint-underscores-digits",
+        ),
+        pytest.param(
+            {"spec.output.topic": "orders-billed"}, "output.topic", "orders-billed", id="output-topic"
+        ),
+        pytest.param({"spec.output.topic": "a" * 249}, "output.topic", "a" * 249, id="topic-249-characters"),
+        pytest.param(
+            {"spec.retry.maxRedeliverCount": 0},
+            "retry.max_redeliver_count",
+            0,
+            id="max-redeliver-zero-means-no-retry",
+        ),
+        pytest.param({"spec.retry.backoff.type": "fixed"}, "retry.backoff.type", "fixed", id="backoff-fixed"),
+        pytest.param(
+            {"spec.retry.backoff.delay": 5}, "retry.backoff.delay_ms", 5_000, id="delay-number-is-seconds"
+        ),
+        pytest.param(
+            {"spec.retry.backoff.multiplier": 1}, "retry.backoff.multiplier", 1.0, id="multiplier-one"
+        ),
+        pytest.param({"spec.retry.backoff.jitter": 0}, "retry.backoff.jitter", 0.0, id="jitter-zero"),
+        pytest.param({"spec.retry.backoff.jitter": 1}, "retry.backoff.jitter", 1.0, id="jitter-one"),
+        pytest.param(
+            {"spec.retry.backoff.delay": "1m", "spec.retry.backoff.maxDelay": "60s"},
+            "retry.backoff.max_delay_ms",
+            60_000,
+            id="max-delay-equal-to-delay",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "fixed", "spec.retry.backoff.delay": "30m"},
+            "retry.backoff.delay_ms",
+            1_800_000,
+            id="fixed-delay-not-capped-by-max-delay",
+        ),
+        pytest.param(
+            {
+                "spec.retry.backoff.type": "levels",
+                "spec.retry.backoff.delay": "20m",
+                "spec.retry.backoff.levels": ["1s"],
+            },
+            "retry.backoff.delay_ms",
+            1_200_000,
+            id="levels-delay-not-capped-by-max-delay",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "levels", "spec.retry.backoff.levels": ["1s", "5s", 10, "1m"]},
+            "retry.backoff.levels_ms",
+            (1_000, 5_000, 10_000, 60_000),
+            id="levels",
+        ),
+        pytest.param(
+            {"spec.retry.nonRetryableErrors": ["ValueError", " billing.BadInput "]},
+            "retry.non_retryable_errors",
+            ("ValueError", "billing.BadInput"),
+            id="non-retryable-errors-stripped",
+        ),
+        pytest.param(
+            {"spec.deadLetter.strategy": "stop"}, "dead_letter.strategy", "stop", id="strategy-stop"
+        ),
+        pytest.param(
+            {"spec.deadLetter.includeStackTrace": False},
+            "dead_letter.include_stack_trace",
+            False,
+            id="no-stack-trace",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": {"team": "billing", "priority": 1, "paged": True, "ratio": 0.5}},
+            "dead_letter.headers",
+            {"team": "billing", "priority": "1", "paged": "true", "ratio": "0.5"},
+            id="headers-scalars-become-strings",
+        ),
+        pytest.param({"spec.errorWindow.threshold": 1}, "error_window.threshold", 1.0, id="threshold-one"),
+        pytest.param(
+            {"spec.errorWindow.threshold": 0.01}, "error_window.threshold", 0.01, id="threshold-small"
+        ),
+        pytest.param(
+            {
+                "spec.topics.provisioner": "strimzi",
+                "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+            },
+            "topics.strimzi",
+            StrimziTarget(namespace="kafka", cluster="my-cluster"),
+            id="strimzi-target",
+        ),
+        pytest.param(
+            {"spec.topics.replicationFactor": 1}, "topics.replication_factor", 1, id="replication-factor-one"
+        ),
+        pytest.param(
+            {"spec.topics.retryConfig": {"retention.ms": 604800000}},
+            "topics.retry_config",
+            {"retention.ms": "604800000"},
+            id="topic-config-number-becomes-string",
+        ),
+        pytest.param(
+            {"spec.topics.deadLetterConfig": {"cleanup.policy": "compact"}},
+            "topics.dead_letter_config",
+            {"cleanup.policy": "compact"},
+            id="dead-letter-topic-config",
+        ),
+        pytest.param({"spec.spark.trigger": "500ms"}, "spark.trigger_ms", 500, id="trigger"),
+        pytest.param(
+            {"spec.spark.executor": {"instances": 3, "cores": 2, "memory": "2G"}},
+            "spark.executor",
+            Resources(cores=2, memory="2G", instances=3),
+            id="executor-resources",
+        ),
+        pytest.param({"spec.spark.driver.memory": "512m"}, "spark.driver.memory", "512m", id="driver-memory"),
+        pytest.param(
+            {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": 4}},
+            "spark.spark_conf",
+            {"spark.sql.shuffle.partitions": "4"},
+            id="spark-conf-number-becomes-string",
+        ),
         pytest.param({"spec.suspend": True}, "suspend", True, id="suspend"),
     ],
 )
@@ -285,14 +378,16 @@ def test_accepts_value(overrides: dict[str, Any], attribute: str, expected: obje
 
 
 def test_accepts_fields_kubernetes_adds() -> None:
-    document = policy_document({
-        "metadata.uid": "0b0c7c1e",
-        "metadata.resourceVersion": "42",
-        "metadata.generation": 3,
-        "metadata.labels": {"team": "billing"},
-        "metadata.annotations": {"note": "x"},
-        "status": {"phase": "Running", "configHash": "9f2c"},
-    })
+    document = policy_document(
+        {
+            "metadata.uid": "0b0c7c1e",
+            "metadata.resourceVersion": "42",
+            "metadata.generation": 3,
+            "metadata.labels": {"team": "billing"},
+            "metadata.annotations": {"note": "x"},
+            "status": {"phase": "Running", "configHash": "9f2c"},
+        }
+    )
     assert parse_policy(document) == policy()
 
 
@@ -308,418 +403,634 @@ def _long(n: int) -> str:
     ("overrides", "expected"),
     [
         # -- apiVersion, kind, metadata
-        pytest.param({"apiVersion": "sparkdlq.io/v1"},
-                     ["apiVersion: must be sparkdlq.io/v1alpha1, got 'sparkdlq.io/v1'"],
-                     id="api-version-wrong"),
-        pytest.param({"apiVersion": DELETE},
-                     ["apiVersion: must be sparkdlq.io/v1alpha1, got None"],
-                     id="api-version-missing"),
-        pytest.param({"kind": "DeadLetterPolicies"},
-                     ["kind: must be DeadLetterPolicy, got 'DeadLetterPolicies'"],
-                     id="kind-wrong"),
-        pytest.param({"kind": DELETE}, ["kind: must be DeadLetterPolicy, got None"],
-                     id="kind-missing"),
-        pytest.param({"metadata": DELETE}, ["metadata: is required, with at least a name"],
-                     id="metadata-missing"),
-        pytest.param({"metadata": "orders-billing"},
-                     ["metadata: is required, with at least a name"], id="metadata-not-mapping"),
-        pytest.param({"metadata.name": DELETE}, ["metadata.name: is required"],
-                     id="metadata-name-missing"),
-        pytest.param({"metadata.name": ""}, ["metadata.name: is required"],
-                     id="metadata-name-empty"),
-        pytest.param({"metadata.name": ["orders"]}, ["metadata.name: is required"],
-                     id="metadata-name-not-string"),
+        pytest.param(
+            {"apiVersion": "sparkdlq.io/v1"},
+            ["apiVersion: must be sparkdlq.io/v1alpha1, got 'sparkdlq.io/v1'"],
+            id="api-version-wrong",
+        ),
+        pytest.param(
+            {"apiVersion": DELETE},
+            ["apiVersion: must be sparkdlq.io/v1alpha1, got None"],
+            id="api-version-missing",
+        ),
+        pytest.param(
+            {"kind": "DeadLetterPolicies"},
+            ["kind: must be DeadLetterPolicy, got 'DeadLetterPolicies'"],
+            id="kind-wrong",
+        ),
+        pytest.param({"kind": DELETE}, ["kind: must be DeadLetterPolicy, got None"], id="kind-missing"),
+        pytest.param(
+            {"metadata": DELETE}, ["metadata: is required, with at least a name"], id="metadata-missing"
+        ),
+        pytest.param(
+            {"metadata": "orders-billing"},
+            ["metadata: is required, with at least a name"],
+            id="metadata-not-mapping",
+        ),
+        pytest.param({"metadata.name": DELETE}, ["metadata.name: is required"], id="metadata-name-missing"),
+        pytest.param({"metadata.name": ""}, ["metadata.name: is required"], id="metadata-name-empty"),
+        pytest.param(
+            {"metadata.name": ["orders"]}, ["metadata.name: is required"], id="metadata-name-not-string"
+        ),
         # -- spec as a whole
-        pytest.param({"spec": DELETE},
-                     ["spec: is required",
-                      "spec.source.topic: is required",
-                      "spec.source.subscription: is required",
-                      "spec.broker.bootstrapServers: is required",
-                      "spec.processor.entrypoint: is required"],
-                     id="spec-missing"),
-        pytest.param({"spec": ["orders"]},
-                     ["spec: must be a mapping, got a list",
-                      "spec.source.topic: is required",
-                      "spec.source.subscription: is required",
-                      "spec.broker.bootstrapServers: is required",
-                      "spec.processor.entrypoint: is required"],
-                     id="spec-not-mapping"),
-        pytest.param({"spec.retry": 3}, ["spec.retry: must be a mapping, got int 3"],
-                     id="section-not-mapping"),
+        pytest.param(
+            {"spec": DELETE},
+            [
+                "spec: is required",
+                "spec.source.topic: is required",
+                "spec.source.subscription: is required",
+                "spec.broker.bootstrapServers: is required",
+                "spec.processor.entrypoint: is required",
+            ],
+            id="spec-missing",
+        ),
+        pytest.param(
+            {"spec": ["orders"]},
+            [
+                "spec: must be a mapping, got a list",
+                "spec.source.topic: is required",
+                "spec.source.subscription: is required",
+                "spec.broker.bootstrapServers: is required",
+                "spec.processor.entrypoint: is required",
+            ],
+            id="spec-not-mapping",
+        ),
+        pytest.param(
+            {"spec.retry": 3}, ["spec.retry: must be a mapping, got int 3"], id="section-not-mapping"
+        ),
         # -- source
-        pytest.param({"spec.source.topic": DELETE}, ["spec.source.topic: is required"],
-                     id="source-topic-missing"),
-        pytest.param({"spec.source.topic": "  "},
-                     ["spec.source.topic: is required and must not be empty",
-                      f"spec.source.topic: {TOPIC_CHARS}, got '  '",
-                      f"spec.retry.topic: (derived) {TOPIC_CHARS}, got '  -billing-RETRY'",
-                      f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, got '  -billing-DLQ'"],
-                     id="source-topic-blank"),
-        pytest.param({"spec.source.topic": 42},
-                     ["spec.source.topic: must be a string, got int 42"],
-                     id="source-topic-not-string"),
-        pytest.param({"spec.source.topic": "orders/v1"},
-                     [f"spec.source.topic: {TOPIC_CHARS}, got 'orders/v1'",
-                      f"spec.retry.topic: (derived) {TOPIC_CHARS}, got 'orders/v1-billing-RETRY'",
-                      f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, "
-                      "got 'orders/v1-billing-DLQ'"],
-                     id="source-topic-bad-chars"),
-        pytest.param({"spec.source.topic": _long(250)},
-                     ["spec.source.topic: must be at most 249 characters, got 250",
-                      "spec.retry.topic: (derived) must be at most 249 characters, got 264",
-                      "spec.deadLetter.topic: (derived) must be at most 249 characters, got 262"],
-                     id="source-topic-too-long"),
-        pytest.param({"spec.source.topic": _long(240)},
-                     ["spec.retry.topic: (derived) must be at most 249 characters, got 254",
-                      "spec.deadLetter.topic: (derived) must be at most 249 characters, got 252"],
-                     id="derived-topics-too-long"),
-        pytest.param({"spec.source.subscription": DELETE},
-                     ["spec.source.subscription: is required"], id="subscription-missing"),
-        pytest.param({"spec.source.subscription": ""},
-                     ["spec.source.subscription: is required and must not be empty"],
-                     id="subscription-empty"),
-        pytest.param({"spec.source.subscription": "bill ing"},
-                     [f"spec.source.subscription: {TOPIC_CHARS} (it is part of the default "
-                      "topic names), got 'bill ing'",
-                      f"spec.retry.topic: (derived) {TOPIC_CHARS}, got 'orders-bill ing-RETRY'",
-                      f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, "
-                      "got 'orders-bill ing-DLQ'"],
-                     id="subscription-bad-chars"),
-        pytest.param({"spec.source.startingOffsets": "newest"},
-                     ["spec.source.startingOffsets: must be one of earliest, latest, "
-                      "got 'newest'"],
-                     id="starting-offsets-bad-enum"),
+        pytest.param(
+            {"spec.source.topic": DELETE}, ["spec.source.topic: is required"], id="source-topic-missing"
+        ),
+        pytest.param(
+            {"spec.source.topic": "  "},
+            [
+                "spec.source.topic: is required and must not be empty",
+                f"spec.source.topic: {TOPIC_CHARS}, got '  '",
+                f"spec.retry.topic: (derived) {TOPIC_CHARS}, got '  -billing-RETRY'",
+                f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, got '  -billing-DLQ'",
+            ],
+            id="source-topic-blank",
+        ),
+        pytest.param(
+            {"spec.source.topic": 42},
+            ["spec.source.topic: must be a string, got int 42"],
+            id="source-topic-not-string",
+        ),
+        pytest.param(
+            {"spec.source.topic": "orders/v1"},
+            [
+                f"spec.source.topic: {TOPIC_CHARS}, got 'orders/v1'",
+                f"spec.retry.topic: (derived) {TOPIC_CHARS}, got 'orders/v1-billing-RETRY'",
+                f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, got 'orders/v1-billing-DLQ'",
+            ],
+            id="source-topic-bad-chars",
+        ),
+        pytest.param(
+            {"spec.source.topic": _long(250)},
+            [
+                "spec.source.topic: must be at most 249 characters, got 250",
+                "spec.retry.topic: (derived) must be at most 249 characters, got 264",
+                "spec.deadLetter.topic: (derived) must be at most 249 characters, got 262",
+            ],
+            id="source-topic-too-long",
+        ),
+        pytest.param(
+            {"spec.source.topic": _long(240)},
+            [
+                "spec.retry.topic: (derived) must be at most 249 characters, got 254",
+                "spec.deadLetter.topic: (derived) must be at most 249 characters, got 252",
+            ],
+            id="derived-topics-too-long",
+        ),
+        pytest.param(
+            {"spec.source.subscription": DELETE},
+            ["spec.source.subscription: is required"],
+            id="subscription-missing",
+        ),
+        pytest.param(
+            {"spec.source.subscription": ""},
+            ["spec.source.subscription: is required and must not be empty"],
+            id="subscription-empty",
+        ),
+        pytest.param(
+            {"spec.source.subscription": "bill ing"},
+            [
+                f"spec.source.subscription: {TOPIC_CHARS} (it is part of the default "
+                "topic names), got 'bill ing'",
+                f"spec.retry.topic: (derived) {TOPIC_CHARS}, got 'orders-bill ing-RETRY'",
+                f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, got 'orders-bill ing-DLQ'",
+            ],
+            id="subscription-bad-chars",
+        ),
+        pytest.param(
+            {"spec.source.startingOffsets": "newest"},
+            ["spec.source.startingOffsets: must be one of earliest, latest, got 'newest'"],
+            id="starting-offsets-bad-enum",
+        ),
         # -- broker
-        pytest.param({"spec.broker.bootstrapServers": DELETE},
-                     ["spec.broker.bootstrapServers: is required"], id="bootstrap-missing"),
-        pytest.param({"spec.broker": DELETE},
-                     ["spec.broker.bootstrapServers: is required"], id="broker-missing"),
-        pytest.param({"spec.broker.secretRef": {}},
-                     ["spec.broker.secretRef.name: is required"], id="secret-ref-without-name"),
-        pytest.param({"spec.broker.secretRef": "kafka-client"},
-                     ["spec.broker.secretRef: must be a mapping, got the string 'kafka-client'",
-                      "spec.broker.secretRef.name: is required"],
-                     id="secret-ref-not-mapping"),
-        pytest.param({"spec.broker.secretRef": {"name": "kafka", "key": "password"}},
-                     ["spec.broker.secretRef.key: unknown field"], id="secret-ref-unknown-field"),
+        pytest.param(
+            {"spec.broker.bootstrapServers": DELETE},
+            ["spec.broker.bootstrapServers: is required"],
+            id="bootstrap-missing",
+        ),
+        pytest.param(
+            {"spec.broker": DELETE}, ["spec.broker.bootstrapServers: is required"], id="broker-missing"
+        ),
+        pytest.param(
+            {"spec.broker.secretRef": {}},
+            ["spec.broker.secretRef.name: is required"],
+            id="secret-ref-without-name",
+        ),
+        pytest.param(
+            {"spec.broker.secretRef": "kafka-client"},
+            [
+                "spec.broker.secretRef: must be a mapping, got the string 'kafka-client'",
+                "spec.broker.secretRef.name: is required",
+            ],
+            id="secret-ref-not-mapping",
+        ),
+        pytest.param(
+            {"spec.broker.secretRef": {"name": "kafka", "key": "password"}},
+            ["spec.broker.secretRef.key: unknown field"],
+            id="secret-ref-unknown-field",
+        ),
         # -- processor
-        pytest.param({"spec.processor.entrypoint": DELETE},
-                     ["spec.processor.entrypoint: is required"], id="entrypoint-missing"),
-        pytest.param({"spec.processor.entrypoint": "billing.handlers.process"},
-                     ["spec.processor.entrypoint: must be 'module:function', "
-                      "got 'billing.handlers.process'"],
-                     id="entrypoint-no-colon"),
-        pytest.param({"spec.processor.entrypoint": "billing:handlers:process"},
-                     ["spec.processor.entrypoint: must be 'module:function', "
-                      "got 'billing:handlers:process'"],
-                     id="entrypoint-two-colons"),
-        pytest.param({"spec.processor.entrypoint": ":process"},
-                     ["spec.processor.entrypoint: must be 'module:function', got ':process'"],
-                     id="entrypoint-no-module"),
-        pytest.param({"spec.processor.entrypoint": "billing:"},
-                     ["spec.processor.entrypoint: must be 'module:function', got 'billing:'"],
-                     id="entrypoint-no-function"),
-        pytest.param({"spec.processor.entrypoint": "billing:handlers.process"},
-                     ["spec.processor.entrypoint: must be 'module:function', "
-                      "got 'billing:handlers.process'"],
-                     id="entrypoint-dotted-function"),
-        pytest.param({"spec.processor.entrypoint": "billing-handlers:process"},
-                     ["spec.processor.entrypoint: must be 'module:function', "
-                      "got 'billing-handlers:process'"],
-                     id="entrypoint-dash-in-module"),
-        pytest.param({"spec.processor.entrypoint": "1billing:process"},
-                     ["spec.processor.entrypoint: must be 'module:function', "
-                      "got '1billing:process'"],
-                     id="entrypoint-module-starts-with-digit"),
-        pytest.param({"spec.processor.entrypoint": "billing..handlers:process"},
-                     ["spec.processor.entrypoint: must be 'module:function', "
-                      "got 'billing..handlers:process'"],
-                     id="entrypoint-empty-module-part"),
-        pytest.param({"spec.processor.mode": "stream"},
-                     ["spec.processor.mode: must be one of message, batch, got 'stream'"],
-                     id="processor-mode-bad-enum"),
-        pytest.param({"spec.processor.timeout": "soon"},
-                     [f"spec.processor.timeout: {DURATION_HINT}, got 'soon'"],
-                     id="processor-timeout-bad"),
+        pytest.param(
+            {"spec.processor.entrypoint": DELETE},
+            ["spec.processor.entrypoint: is required"],
+            id="entrypoint-missing",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "billing.handlers.process"},
+            ["spec.processor.entrypoint: must be 'module:function', got 'billing.handlers.process'"],
+            id="entrypoint-no-colon",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "billing:handlers:process"},
+            ["spec.processor.entrypoint: must be 'module:function', got 'billing:handlers:process'"],
+            id="entrypoint-two-colons",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": ":process"},
+            ["spec.processor.entrypoint: must be 'module:function', got ':process'"],
+            id="entrypoint-no-module",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "billing:"},
+            ["spec.processor.entrypoint: must be 'module:function', got 'billing:'"],
+            id="entrypoint-no-function",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "billing:handlers.process"},
+            ["spec.processor.entrypoint: must be 'module:function', got 'billing:handlers.process'"],
+            id="entrypoint-dotted-function",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "billing-handlers:process"},
+            ["spec.processor.entrypoint: must be 'module:function', got 'billing-handlers:process'"],
+            id="entrypoint-dash-in-module",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "1billing:process"},
+            ["spec.processor.entrypoint: must be 'module:function', got '1billing:process'"],
+            id="entrypoint-module-starts-with-digit",
+        ),
+        pytest.param(
+            {"spec.processor.entrypoint": "billing..handlers:process"},
+            ["spec.processor.entrypoint: must be 'module:function', got 'billing..handlers:process'"],
+            id="entrypoint-empty-module-part",
+        ),
+        pytest.param(
+            {"spec.processor.mode": "stream"},
+            ["spec.processor.mode: must be one of message, batch, got 'stream'"],
+            id="processor-mode-bad-enum",
+        ),
+        pytest.param(
+            {"spec.processor.timeout": "soon"},
+            [f"spec.processor.timeout: {DURATION_HINT}, got 'soon'"],
+            id="processor-timeout-bad",
+        ),
         # -- output
-        pytest.param({"spec.output.topic": "orders"},
-                     ["spec.output.topic: must differ from spec.source.topic ('orders')"],
-                     id="output-equals-source"),
-        pytest.param({"spec.output.topic": "orders-billing-RETRY"},
-                     ["spec.output.topic: must differ from the retry and dead-letter topics "
-                      "('orders-billing-RETRY')"],
-                     id="output-equals-retry"),
-        pytest.param({"spec.output.topic": "orders-billing-DLQ"},
-                     ["spec.output.topic: must differ from the retry and dead-letter topics "
-                      "('orders-billing-DLQ')"],
-                     id="output-equals-dead-letter"),
-        pytest.param({"spec.output.topic": "billed!"},
-                     [f"spec.output.topic: {TOPIC_CHARS}, got 'billed!'"],
-                     id="output-topic-bad-chars"),
-        pytest.param({"spec.output.topic": _long(250)},
-                     ["spec.output.topic: must be at most 249 characters, got 250"],
-                     id="output-topic-250-characters"),
-        pytest.param({"spec.output.topic": "."},
-                     ["spec.output.topic: must not be '.' or '..', got '.'"],
-                     id="output-topic-dot"),
-        pytest.param({"spec.output.topic": ".."},
-                     ["spec.output.topic: must not be '.' or '..', got '..'"],
-                     id="output-topic-dot-dot"),
+        pytest.param(
+            {"spec.output.topic": "orders"},
+            ["spec.output.topic: must differ from spec.source.topic ('orders')"],
+            id="output-equals-source",
+        ),
+        pytest.param(
+            {"spec.output.topic": "orders-billing-RETRY"},
+            ["spec.output.topic: must differ from the retry and dead-letter topics ('orders-billing-RETRY')"],
+            id="output-equals-retry",
+        ),
+        pytest.param(
+            {"spec.output.topic": "orders-billing-DLQ"},
+            ["spec.output.topic: must differ from the retry and dead-letter topics ('orders-billing-DLQ')"],
+            id="output-equals-dead-letter",
+        ),
+        pytest.param(
+            {"spec.output.topic": "billed!"},
+            [f"spec.output.topic: {TOPIC_CHARS}, got 'billed!'"],
+            id="output-topic-bad-chars",
+        ),
+        pytest.param(
+            {"spec.output.topic": _long(250)},
+            ["spec.output.topic: must be at most 249 characters, got 250"],
+            id="output-topic-250-characters",
+        ),
+        pytest.param(
+            {"spec.output.topic": "."},
+            ["spec.output.topic: must not be '.' or '..', got '.'"],
+            id="output-topic-dot",
+        ),
+        pytest.param(
+            {"spec.output.topic": ".."},
+            ["spec.output.topic: must not be '.' or '..', got '..'"],
+            id="output-topic-dot-dot",
+        ),
         # -- retry
-        pytest.param({"spec.retry.maxRedeliverCount": -1},
-                     ["spec.retry.maxRedeliverCount: must be at least 0, got -1"],
-                     id="max-redeliver-negative"),
-        pytest.param({"spec.retry.maxRedeliverCount": 1.5},
-                     ["spec.retry.maxRedeliverCount: must be a whole number, got 1.5"],
-                     id="max-redeliver-fraction"),
-        pytest.param({"spec.retry.maxRedeliverCount": "3"},
-                     ["spec.retry.maxRedeliverCount: must be a whole number, got '3'"],
-                     id="max-redeliver-string"),
-        pytest.param({"spec.retry.maxRedeliverCount": True},
-                     ["spec.retry.maxRedeliverCount: must be a whole number, got True"],
-                     id="max-redeliver-boolean"),
-        pytest.param({"spec.retry.topic": "orders"},
-                     ["spec.retry.topic: must differ from spec.source.topic ('orders')"],
-                     id="retry-topic-equals-source"),
-        pytest.param({"spec.retry.topic": "retry#1"},
-                     [f"spec.retry.topic: {TOPIC_CHARS}, got 'retry#1'"],
-                     id="retry-topic-bad-chars"),
-        pytest.param({"spec.retry.topic": ".."},
-                     ["spec.retry.topic: must not be '.' or '..', got '..'"],
-                     id="retry-topic-dot-dot"),
-        pytest.param({"spec.retry.topic": _long(250)},
-                     ["spec.retry.topic: must be at most 249 characters, got 250"],
-                     id="retry-topic-too-long"),
-        pytest.param({"spec.retry.topic": "billing-errors",
-                      "spec.deadLetter.topic": "billing-errors"},
-                     ["spec.deadLetter.topic: must differ from the retry topic "
-                      "('billing-errors')"],
-                     id="retry-equals-dead-letter"),
-        pytest.param({"spec.retry.topic": "orders-billing-DLQ"},
-                     ["spec.deadLetter.topic: must differ from the retry topic "
-                      "('orders-billing-DLQ')"],
-                     id="retry-equals-derived-dead-letter"),
-        pytest.param({"spec.retry.topic": "orders", "spec.deadLetter.topic": "orders",
-                      "spec.output.topic": "orders"},
-                     ["spec.retry.topic: must differ from spec.source.topic ('orders')",
-                      "spec.deadLetter.topic: must differ from spec.source.topic ('orders')",
-                      "spec.output.topic: must differ from spec.source.topic ('orders')",
-                      "spec.deadLetter.topic: must differ from the retry topic ('orders')",
-                      "spec.output.topic: must differ from the retry and dead-letter topics "
-                      "('orders')"],
-                     id="every-topic-equals-source"),
-        pytest.param({"spec.retry.backoff.type": "linear"},
-                     ["spec.retry.backoff.type: must be one of fixed, exponential, levels, "
-                      "got 'linear'"],
-                     id="backoff-type-bad-enum"),
-        pytest.param({"spec.retry.backoff.type": "Fixed"},
-                     ["spec.retry.backoff.type: must be one of fixed, exponential, levels, "
-                      "got 'Fixed'"],
-                     id="backoff-type-case-matters"),
-        pytest.param({"spec.retry.backoff.delay": "fast"},
-                     [f"spec.retry.backoff.delay: {DURATION_HINT}, got 'fast'"],
-                     id="delay-bad"),
-        pytest.param({"spec.retry.backoff.delay": -1},
-                     ["spec.retry.backoff.delay: must not be negative, got -1"],
-                     id="delay-negative"),
-        pytest.param({"spec.retry.backoff.maxDelay": "forever"},
-                     [f"spec.retry.backoff.maxDelay: {DURATION_HINT}, got 'forever'"],
-                     id="max-delay-bad"),
-        pytest.param({"spec.retry.backoff.multiplier": 0.5},
-                     ["spec.retry.backoff.multiplier: must be at least 1.0, got 0.5"],
-                     id="multiplier-below-one"),
-        pytest.param({"spec.retry.backoff.multiplier": 0},
-                     ["spec.retry.backoff.multiplier: must be at least 1.0, got 0.0"],
-                     id="multiplier-zero"),
-        pytest.param({"spec.retry.backoff.multiplier": "2"},
-                     ["spec.retry.backoff.multiplier: must be a number, got '2'"],
-                     id="multiplier-string"),
-        pytest.param({"spec.retry.backoff.multiplier": float("nan")},
-                     ["spec.retry.backoff.multiplier: must be a finite number, got nan"],
-                     id="multiplier-nan"),
-        pytest.param({"spec.retry.backoff.multiplier": float("inf")},
-                     ["spec.retry.backoff.multiplier: must be a finite number, got inf"],
-                     id="multiplier-infinite"),
-        pytest.param({"spec.retry.backoff.jitter": 1.5},
-                     ["spec.retry.backoff.jitter: must be between 0 and 1, got 1.5"],
-                     id="jitter-above-one"),
-        pytest.param({"spec.retry.backoff.jitter": -0.1},
-                     ["spec.retry.backoff.jitter: must be between 0 and 1, got -0.1"],
-                     id="jitter-negative"),
-        pytest.param({"spec.retry.backoff.jitter": 2},
-                     ["spec.retry.backoff.jitter: must be between 0 and 1, got 2.0"],
-                     id="jitter-integer-above-one"),
-        pytest.param({"spec.retry.backoff.jitter": True},
-                     ["spec.retry.backoff.jitter: must be a number, got True"],
-                     id="jitter-boolean"),
-        pytest.param({"spec.retry.backoff.jitter": float("nan")},
-                     ["spec.retry.backoff.jitter: must be a finite number, got nan"],
-                     id="jitter-nan"),
-        pytest.param({"spec.retry.backoff.delay": "1m", "spec.retry.backoff.maxDelay": "30s"},
-                     ["spec.retry.backoff.maxDelay: must not be shorter than delay (1m), got 30s"],
-                     id="max-delay-below-delay"),
-        pytest.param({"spec.retry.backoff.delay": "20m"},
-                     ["spec.retry.backoff.maxDelay: must not be shorter than delay (20m), "
-                      "got 10m"],
-                     id="delay-above-default-max-delay"),
-        pytest.param({"spec.retry.backoff.type": "levels", "spec.retry.backoff.levels": []},
-                     ["spec.retry.backoff.levels: must list at least one delay when type is "
-                      "levels"],
-                     id="levels-empty"),
-        pytest.param({"spec.retry.backoff.type": "levels"},
-                     ["spec.retry.backoff.levels: must list at least one delay when type is "
-                      "levels"],
-                     id="levels-missing"),
-        pytest.param({"spec.retry.backoff.type": "levels", "spec.retry.backoff.levels": "1s"},
-                     ["spec.retry.backoff.levels: must be a list of durations, "
-                      "got the string '1s'",
-                      "spec.retry.backoff.levels: must list at least one delay when type is "
-                      "levels"],
-                     id="levels-not-list"),
-        pytest.param({"spec.retry.backoff.type": "levels",
-                      "spec.retry.backoff.levels": ["1s", "soon", -5]},
-                     [f"spec.retry.backoff.levels[1]: {DURATION_HINT}, got 'soon'",
-                      "spec.retry.backoff.levels[2]: must not be negative, got -5"],
-                     id="levels-bad-items"),
-        pytest.param({"spec.retry.nonRetryableErrors": "ValueError"},
-                     ["spec.retry.nonRetryableErrors: must be a list, got the string "
-                      "'ValueError'"],
-                     id="non-retryable-not-list"),
-        pytest.param({"spec.retry.nonRetryableErrors": ["ValueError", "", 3]},
-                     ["spec.retry.nonRetryableErrors[1]: must be a non-empty string, got ''",
-                      "spec.retry.nonRetryableErrors[2]: must be a non-empty string, got 3"],
-                     id="non-retryable-bad-items"),
+        pytest.param(
+            {"spec.retry.maxRedeliverCount": -1},
+            ["spec.retry.maxRedeliverCount: must be at least 0, got -1"],
+            id="max-redeliver-negative",
+        ),
+        pytest.param(
+            {"spec.retry.maxRedeliverCount": 1.5},
+            ["spec.retry.maxRedeliverCount: must be a whole number, got 1.5"],
+            id="max-redeliver-fraction",
+        ),
+        pytest.param(
+            {"spec.retry.maxRedeliverCount": "3"},
+            ["spec.retry.maxRedeliverCount: must be a whole number, got '3'"],
+            id="max-redeliver-string",
+        ),
+        pytest.param(
+            {"spec.retry.maxRedeliverCount": True},
+            ["spec.retry.maxRedeliverCount: must be a whole number, got True"],
+            id="max-redeliver-boolean",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "orders"},
+            ["spec.retry.topic: must differ from spec.source.topic ('orders')"],
+            id="retry-topic-equals-source",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "retry#1"},
+            [f"spec.retry.topic: {TOPIC_CHARS}, got 'retry#1'"],
+            id="retry-topic-bad-chars",
+        ),
+        pytest.param(
+            {"spec.retry.topic": ".."},
+            ["spec.retry.topic: must not be '.' or '..', got '..'"],
+            id="retry-topic-dot-dot",
+        ),
+        pytest.param(
+            {"spec.retry.topic": _long(250)},
+            ["spec.retry.topic: must be at most 249 characters, got 250"],
+            id="retry-topic-too-long",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "billing-errors", "spec.deadLetter.topic": "billing-errors"},
+            ["spec.deadLetter.topic: must differ from the retry topic ('billing-errors')"],
+            id="retry-equals-dead-letter",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "orders-billing-DLQ"},
+            ["spec.deadLetter.topic: must differ from the retry topic ('orders-billing-DLQ')"],
+            id="retry-equals-derived-dead-letter",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "orders", "spec.deadLetter.topic": "orders", "spec.output.topic": "orders"},
+            [
+                "spec.retry.topic: must differ from spec.source.topic ('orders')",
+                "spec.deadLetter.topic: must differ from spec.source.topic ('orders')",
+                "spec.output.topic: must differ from spec.source.topic ('orders')",
+                "spec.deadLetter.topic: must differ from the retry topic ('orders')",
+                "spec.output.topic: must differ from the retry and dead-letter topics ('orders')",
+            ],
+            id="every-topic-equals-source",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "linear"},
+            ["spec.retry.backoff.type: must be one of fixed, exponential, levels, got 'linear'"],
+            id="backoff-type-bad-enum",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "Fixed"},
+            ["spec.retry.backoff.type: must be one of fixed, exponential, levels, got 'Fixed'"],
+            id="backoff-type-case-matters",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.delay": "fast"},
+            [f"spec.retry.backoff.delay: {DURATION_HINT}, got 'fast'"],
+            id="delay-bad",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.delay": -1},
+            ["spec.retry.backoff.delay: must not be negative, got -1"],
+            id="delay-negative",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.maxDelay": "forever"},
+            [f"spec.retry.backoff.maxDelay: {DURATION_HINT}, got 'forever'"],
+            id="max-delay-bad",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.multiplier": 0.5},
+            ["spec.retry.backoff.multiplier: must be at least 1.0, got 0.5"],
+            id="multiplier-below-one",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.multiplier": 0},
+            ["spec.retry.backoff.multiplier: must be at least 1.0, got 0.0"],
+            id="multiplier-zero",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.multiplier": "2"},
+            ["spec.retry.backoff.multiplier: must be a number, got '2'"],
+            id="multiplier-string",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.multiplier": float("nan")},
+            ["spec.retry.backoff.multiplier: must be a finite number, got nan"],
+            id="multiplier-nan",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.multiplier": float("inf")},
+            ["spec.retry.backoff.multiplier: must be a finite number, got inf"],
+            id="multiplier-infinite",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.jitter": 1.5},
+            ["spec.retry.backoff.jitter: must be between 0 and 1, got 1.5"],
+            id="jitter-above-one",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.jitter": -0.1},
+            ["spec.retry.backoff.jitter: must be between 0 and 1, got -0.1"],
+            id="jitter-negative",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.jitter": 2},
+            ["spec.retry.backoff.jitter: must be between 0 and 1, got 2.0"],
+            id="jitter-integer-above-one",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.jitter": True},
+            ["spec.retry.backoff.jitter: must be a number, got True"],
+            id="jitter-boolean",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.jitter": float("nan")},
+            ["spec.retry.backoff.jitter: must be a finite number, got nan"],
+            id="jitter-nan",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.delay": "1m", "spec.retry.backoff.maxDelay": "30s"},
+            ["spec.retry.backoff.maxDelay: must not be shorter than delay (1m), got 30s"],
+            id="max-delay-below-delay",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.delay": "20m"},
+            ["spec.retry.backoff.maxDelay: must not be shorter than delay (20m), got 10m"],
+            id="delay-above-default-max-delay",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "levels", "spec.retry.backoff.levels": []},
+            ["spec.retry.backoff.levels: must list at least one delay when type is levels"],
+            id="levels-empty",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "levels"},
+            ["spec.retry.backoff.levels: must list at least one delay when type is levels"],
+            id="levels-missing",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "levels", "spec.retry.backoff.levels": "1s"},
+            [
+                "spec.retry.backoff.levels: must be a list of durations, got the string '1s'",
+                "spec.retry.backoff.levels: must list at least one delay when type is levels",
+            ],
+            id="levels-not-list",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.type": "levels", "spec.retry.backoff.levels": ["1s", "soon", -5]},
+            [
+                f"spec.retry.backoff.levels[1]: {DURATION_HINT}, got 'soon'",
+                "spec.retry.backoff.levels[2]: must not be negative, got -5",
+            ],
+            id="levels-bad-items",
+        ),
+        pytest.param(
+            {"spec.retry.nonRetryableErrors": "ValueError"},
+            ["spec.retry.nonRetryableErrors: must be a list, got the string 'ValueError'"],
+            id="non-retryable-not-list",
+        ),
+        pytest.param(
+            {"spec.retry.nonRetryableErrors": ["ValueError", "", 3]},
+            [
+                "spec.retry.nonRetryableErrors[1]: must be a non-empty string, got ''",
+                "spec.retry.nonRetryableErrors[2]: must be a non-empty string, got 3",
+            ],
+            id="non-retryable-bad-items",
+        ),
         # -- deadLetter
-        pytest.param({"spec.deadLetter.strategy": "drop"},
-                     ["spec.deadLetter.strategy: must be one of topic, ignore, stop, "
-                      "got 'drop'"],
-                     id="strategy-bad-enum"),
-        pytest.param({"spec.deadLetter.topic": "orders"},
-                     ["spec.deadLetter.topic: must differ from spec.source.topic ('orders')"],
-                     id="dead-letter-topic-equals-source"),
-        pytest.param({"spec.deadLetter.topic": "orders-billing-RETRY"},
-                     ["spec.deadLetter.topic: must differ from the retry topic "
-                      "('orders-billing-RETRY')"],
-                     id="dead-letter-equals-derived-retry"),
-        pytest.param({"spec.deadLetter.topic": "dead letters"},
-                     [f"spec.deadLetter.topic: {TOPIC_CHARS}, got 'dead letters'"],
-                     id="dead-letter-topic-bad-chars"),
-        pytest.param({"spec.deadLetter.topic": "."},
-                     ["spec.deadLetter.topic: must not be '.' or '..', got '.'"],
-                     id="dead-letter-topic-dot"),
-        pytest.param({"spec.deadLetter.includeStackTrace": "yes"},
-                     ["spec.deadLetter.includeStackTrace: must be true or false, got 'yes'"],
-                     id="include-stack-trace-not-boolean"),
-        pytest.param({"spec.deadLetter.headers": {"dlq.reason": "manual"}},
-                     ["spec.deadLetter.headers.dlq.reason: must not start with 'dlq.': those "
-                      "headers are written by the engine"],
-                     id="header-dlq-prefix"),
-        pytest.param({"spec.deadLetter.headers": {"DLQ.Team": "billing"}},
-                     ["spec.deadLetter.headers.DLQ.Team: must not start with 'dlq.': those "
-                      "headers are written by the engine"],
-                     id="header-dlq-prefix-any-case"),
-        pytest.param({"spec.deadLetter.headers": ["team=billing"]},
-                     ["spec.deadLetter.headers: must be a mapping of strings, got a list"],
-                     id="headers-not-mapping"),
-        pytest.param({"spec.deadLetter.headers": {"team": ["a", "b"]}},
-                     ["spec.deadLetter.headers.team: must be a string, got a list"],
-                     id="header-value-not-scalar"),
-        pytest.param({"spec.deadLetter.headers": {1: "x"}},
-                     ["spec.deadLetter.headers: keys must be strings, got 1"],
-                     id="header-key-not-string"),
+        pytest.param(
+            {"spec.deadLetter.strategy": "drop"},
+            ["spec.deadLetter.strategy: must be one of topic, ignore, stop, got 'drop'"],
+            id="strategy-bad-enum",
+        ),
+        pytest.param(
+            {"spec.deadLetter.topic": "orders"},
+            ["spec.deadLetter.topic: must differ from spec.source.topic ('orders')"],
+            id="dead-letter-topic-equals-source",
+        ),
+        pytest.param(
+            {"spec.deadLetter.topic": "orders-billing-RETRY"},
+            ["spec.deadLetter.topic: must differ from the retry topic ('orders-billing-RETRY')"],
+            id="dead-letter-equals-derived-retry",
+        ),
+        pytest.param(
+            {"spec.deadLetter.topic": "dead letters"},
+            [f"spec.deadLetter.topic: {TOPIC_CHARS}, got 'dead letters'"],
+            id="dead-letter-topic-bad-chars",
+        ),
+        pytest.param(
+            {"spec.deadLetter.topic": "."},
+            ["spec.deadLetter.topic: must not be '.' or '..', got '.'"],
+            id="dead-letter-topic-dot",
+        ),
+        pytest.param(
+            {"spec.deadLetter.includeStackTrace": "yes"},
+            ["spec.deadLetter.includeStackTrace: must be true or false, got 'yes'"],
+            id="include-stack-trace-not-boolean",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": {"dlq.reason": "manual"}},
+            [
+                "spec.deadLetter.headers.dlq.reason: must not start with 'dlq.': those "
+                "headers are written by the engine"
+            ],
+            id="header-dlq-prefix",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": {"DLQ.Team": "billing"}},
+            [
+                "spec.deadLetter.headers.DLQ.Team: must not start with 'dlq.': those "
+                "headers are written by the engine"
+            ],
+            id="header-dlq-prefix-any-case",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": ["team=billing"]},
+            ["spec.deadLetter.headers: must be a mapping of strings, got a list"],
+            id="headers-not-mapping",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": {"team": ["a", "b"]}},
+            ["spec.deadLetter.headers.team: must be a string, got a list"],
+            id="header-value-not-scalar",
+        ),
+        pytest.param(
+            {"spec.deadLetter.headers": {1: "x"}},
+            ["spec.deadLetter.headers: keys must be strings, got 1"],
+            id="header-key-not-string",
+        ),
         # -- errorWindow
-        pytest.param({"spec.errorWindow.size": -1},
-                     ["spec.errorWindow.size: must be at least 0, got -1"],
-                     id="error-window-size-negative"),
-        pytest.param({"spec.errorWindow.threshold": 0},
-                     ["spec.errorWindow.threshold: must be greater than 0 and at most 1, "
-                      "got 0.0"],
-                     id="threshold-zero"),
-        pytest.param({"spec.errorWindow.threshold": 1.5},
-                     ["spec.errorWindow.threshold: must be greater than 0 and at most 1, "
-                      "got 1.5"],
-                     id="threshold-above-one"),
-        pytest.param({"spec.errorWindow.threshold": -0.5},
-                     ["spec.errorWindow.threshold: must be greater than 0 and at most 1, "
-                      "got -0.5"],
-                     id="threshold-negative"),
+        pytest.param(
+            {"spec.errorWindow.size": -1},
+            ["spec.errorWindow.size: must be at least 0, got -1"],
+            id="error-window-size-negative",
+        ),
+        pytest.param(
+            {"spec.errorWindow.threshold": 0},
+            ["spec.errorWindow.threshold: must be greater than 0 and at most 1, got 0.0"],
+            id="threshold-zero",
+        ),
+        pytest.param(
+            {"spec.errorWindow.threshold": 1.5},
+            ["spec.errorWindow.threshold: must be greater than 0 and at most 1, got 1.5"],
+            id="threshold-above-one",
+        ),
+        pytest.param(
+            {"spec.errorWindow.threshold": -0.5},
+            ["spec.errorWindow.threshold: must be greater than 0 and at most 1, got -0.5"],
+            id="threshold-negative",
+        ),
         # -- topics
-        pytest.param({"spec.topics.create": "true"},
-                     ["spec.topics.create: must be true or false, got 'true'"],
-                     id="create-not-boolean"),
-        pytest.param({"spec.topics.provisioner": "helm"},
-                     ["spec.topics.provisioner: must be one of auto, admin, strimzi, "
-                      "got 'helm'"],
-                     id="provisioner-bad-enum"),
-        pytest.param({"spec.topics.provisioner": "strimzi"},
-                     ["spec.topics.strimzi.cluster: is required when provisioner is strimzi"],
-                     id="strimzi-without-cluster"),
-        pytest.param({"spec.topics.provisioner": "strimzi",
-                      "spec.topics.strimzi": {"namespace": "kafka"}},
-                     ["spec.topics.strimzi.cluster: is required when provisioner is strimzi"],
-                     id="strimzi-namespace-only"),
-        pytest.param({"spec.topics.strimzi": {"cluster": "c", "name": "x"}},
-                     ["spec.topics.strimzi.name: unknown field"],
-                     id="strimzi-unknown-field"),
-        pytest.param({"spec.topics.partitions": -1},
-                     ["spec.topics.partitions: must be at least 0, got -1"],
-                     id="partitions-negative"),
-        pytest.param({"spec.topics.replicationFactor": 0},
-                     ["spec.topics.replicationFactor: must be -1 (broker default) or at least "
-                      "1, got 0"],
-                     id="replication-factor-zero"),
-        pytest.param({"spec.topics.replicationFactor": -2},
-                     ["spec.topics.replicationFactor: must be at least -1, got -2"],
-                     id="replication-factor-below-minus-one"),
-        pytest.param({"spec.topics.deadLetterConfig": {"max.message.bytes": 16383}},
-                     [f"spec.topics.deadLetterConfig: {MESSAGE_BYTES_REFUSAL}, got '16383'"],
-                     id="dlq-max-message-bytes-below-batch-size"),
-        pytest.param({"spec.topics.retryConfig": {"max.message.bytes": "1MB"}},
-                     [f"spec.topics.retryConfig: {MESSAGE_BYTES_REFUSAL}, got '1MB'"],
-                     id="retry-max-message-bytes-not-a-number"),
-        pytest.param({"spec.topics.retryConfig": "retention.ms=1"},
-                     ["spec.topics.retryConfig: must be a mapping of strings, got the string "
-                      "'retention.ms=1'"],
-                     id="retry-config-not-mapping"),
-        pytest.param({"spec.topics.deleteWithPolicy": 1},
-                     ["spec.topics.deleteWithPolicy: must be true or false, got 1"],
-                     id="delete-with-policy-not-boolean"),
+        pytest.param(
+            {"spec.topics.create": "true"},
+            ["spec.topics.create: must be true or false, got 'true'"],
+            id="create-not-boolean",
+        ),
+        pytest.param(
+            {"spec.topics.provisioner": "helm"},
+            ["spec.topics.provisioner: must be one of auto, admin, strimzi, got 'helm'"],
+            id="provisioner-bad-enum",
+        ),
+        pytest.param(
+            {"spec.topics.provisioner": "strimzi"},
+            ["spec.topics.strimzi.cluster: is required when provisioner is strimzi"],
+            id="strimzi-without-cluster",
+        ),
+        pytest.param(
+            {"spec.topics.provisioner": "strimzi", "spec.topics.strimzi": {"namespace": "kafka"}},
+            ["spec.topics.strimzi.cluster: is required when provisioner is strimzi"],
+            id="strimzi-namespace-only",
+        ),
+        pytest.param(
+            {"spec.topics.strimzi": {"cluster": "c", "name": "x"}},
+            ["spec.topics.strimzi.name: unknown field"],
+            id="strimzi-unknown-field",
+        ),
+        pytest.param(
+            {"spec.topics.partitions": -1},
+            ["spec.topics.partitions: must be at least 0, got -1"],
+            id="partitions-negative",
+        ),
+        pytest.param(
+            {"spec.topics.replicationFactor": 0},
+            ["spec.topics.replicationFactor: must be -1 (broker default) or at least 1, got 0"],
+            id="replication-factor-zero",
+        ),
+        pytest.param(
+            {"spec.topics.replicationFactor": -2},
+            ["spec.topics.replicationFactor: must be at least -1, got -2"],
+            id="replication-factor-below-minus-one",
+        ),
+        pytest.param(
+            {"spec.topics.deadLetterConfig": {"max.message.bytes": 16383}},
+            [f"spec.topics.deadLetterConfig: {MESSAGE_BYTES_REFUSAL}, got '16383'"],
+            id="dlq-max-message-bytes-below-batch-size",
+        ),
+        pytest.param(
+            {"spec.topics.retryConfig": {"max.message.bytes": "1MB"}},
+            [f"spec.topics.retryConfig: {MESSAGE_BYTES_REFUSAL}, got '1MB'"],
+            id="retry-max-message-bytes-not-a-number",
+        ),
+        pytest.param(
+            {"spec.topics.retryConfig": "retention.ms=1"},
+            ["spec.topics.retryConfig: must be a mapping of strings, got the string 'retention.ms=1'"],
+            id="retry-config-not-mapping",
+        ),
+        pytest.param(
+            {"spec.topics.deleteWithPolicy": 1},
+            ["spec.topics.deleteWithPolicy: must be true or false, got 1"],
+            id="delete-with-policy-not-boolean",
+        ),
         # -- spark
-        pytest.param({"spec.spark.trigger": "0s"}, ["spec.spark.trigger: must be longer than 0"],
-                     id="trigger-zero"),
-        pytest.param({"spec.spark.trigger": "often"},
-                     [f"spec.spark.trigger: {DURATION_HINT}, got 'often'"],
-                     id="trigger-bad"),
-        pytest.param({"spec.spark.driver.memory": "1GB"},
-                     ["spec.spark.driver.memory: must be a JVM memory size such as 512m or 2g, "
-                      "got '1GB'"],
-                     id="driver-memory-bad-suffix"),
-        pytest.param({"spec.spark.executor.memory": "2Gi"},
-                     ["spec.spark.executor.memory: must be a JVM memory size such as 512m or "
-                      "2g, got '2Gi'"],
-                     id="executor-memory-kubernetes-style"),
-        pytest.param({"spec.spark.executor.memory": "0g"},
-                     ["spec.spark.executor.memory: must be a JVM memory size such as 512m or "
-                      "2g, got '0g'"],
-                     id="executor-memory-zero"),
-        pytest.param({"spec.spark.driver.memory": ""},
-                     ["spec.spark.driver.memory: must be a JVM memory size such as 512m or 2g, "
-                      "got ''"],
-                     id="driver-memory-empty"),
-        pytest.param({"spec.spark.driver.cores": 0},
-                     ["spec.spark.driver.cores: must be at least 1, got 0"],
-                     id="driver-cores-zero"),
-        pytest.param({"spec.spark.executor.instances": 0},
-                     ["spec.spark.executor.instances: must be at least 1, got 0"],
-                     id="executor-instances-zero"),
-        pytest.param({"spec.spark.driver.instances": 2},
-                     ["spec.spark.driver.instances: unknown field"],
-                     id="driver-has-no-instances"),
-        pytest.param({"spec.spark.sparkConf": {"spark.x": {"nested": 1}}},
-                     ["spec.spark.sparkConf.spark.x: must be a string, got a mapping"],
-                     id="spark-conf-value-not-scalar"),
-        pytest.param({"spec.suspend": "yes"}, ["spec.suspend: must be true or false, got 'yes'"],
-                     id="suspend-not-boolean"),
+        pytest.param(
+            {"spec.spark.trigger": "0s"}, ["spec.spark.trigger: must be longer than 0"], id="trigger-zero"
+        ),
+        pytest.param(
+            {"spec.spark.trigger": "often"},
+            [f"spec.spark.trigger: {DURATION_HINT}, got 'often'"],
+            id="trigger-bad",
+        ),
+        pytest.param(
+            {"spec.spark.driver.memory": "1GB"},
+            ["spec.spark.driver.memory: must be a JVM memory size such as 512m or 2g, got '1GB'"],
+            id="driver-memory-bad-suffix",
+        ),
+        pytest.param(
+            {"spec.spark.executor.memory": "2Gi"},
+            ["spec.spark.executor.memory: must be a JVM memory size such as 512m or 2g, got '2Gi'"],
+            id="executor-memory-kubernetes-style",
+        ),
+        pytest.param(
+            {"spec.spark.executor.memory": "0g"},
+            ["spec.spark.executor.memory: must be a JVM memory size such as 512m or 2g, got '0g'"],
+            id="executor-memory-zero",
+        ),
+        pytest.param(
+            {"spec.spark.driver.memory": ""},
+            ["spec.spark.driver.memory: must be a JVM memory size such as 512m or 2g, got ''"],
+            id="driver-memory-empty",
+        ),
+        pytest.param(
+            {"spec.spark.driver.cores": 0},
+            ["spec.spark.driver.cores: must be at least 1, got 0"],
+            id="driver-cores-zero",
+        ),
+        pytest.param(
+            {"spec.spark.executor.instances": 0},
+            ["spec.spark.executor.instances: must be at least 1, got 0"],
+            id="executor-instances-zero",
+        ),
+        pytest.param(
+            {"spec.spark.driver.instances": 2},
+            ["spec.spark.driver.instances: unknown field"],
+            id="driver-has-no-instances",
+        ),
+        pytest.param(
+            {"spec.spark.sparkConf": {"spark.x": {"nested": 1}}},
+            ["spec.spark.sparkConf.spark.x: must be a string, got a mapping"],
+            id="spark-conf-value-not-scalar",
+        ),
+        pytest.param(
+            {"spec.suspend": "yes"},
+            ["spec.suspend: must be true or false, got 'yes'"],
+            id="suspend-not-boolean",
+        ),
     ],
 )
 def test_validation_message(overrides: dict[str, Any], expected: list[str]) -> None:
@@ -728,8 +1039,7 @@ def test_validation_message(overrides: dict[str, Any], expected: list[str]) -> N
 
 def test_validation_long_source_with_explicit_topics_is_fine() -> None:
     # Only derived names inherit the source's length; explicit ones are checked on their own.
-    p = policy({"spec.source.topic": "t" * 240, "spec.retry.topic": "r",
-                "spec.deadLetter.topic": "d"})
+    p = policy({"spec.source.topic": "t" * 240, "spec.retry.topic": "r", "spec.deadLetter.topic": "d"})
     assert (p.retry_topic, p.dead_letter_topic) == ("r", "d")
 
 
@@ -738,8 +1048,7 @@ def test_validation_long_source_with_explicit_topics_is_fine() -> None:
     [
         pytest.param(None, "(document): must be a mapping, got NoneType None", id="none"),
         pytest.param(["spec"], "(document): must be a mapping, got a list", id="list"),
-        pytest.param("policy", "(document): must be a mapping, got the string 'policy'",
-                     id="string"),
+        pytest.param("policy", "(document): must be a mapping, got the string 'policy'", id="string"),
     ],
 )
 def test_validation_document_not_mapping(document: object, expected: str) -> None:
@@ -749,31 +1058,43 @@ def test_validation_document_not_mapping(document: object, expected: str) -> Non
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        pytest.param({"spec.retry.maxRedeliveryCount": 3},
-                     "spec.retry.maxRedeliveryCount: unknown field "
-                     "(did you mean 'maxRedeliverCount'?)",
-                     id="max-redelivery-count"),
-        pytest.param({"spec.retyr": {}}, "spec.retyr: unknown field (did you mean 'retry'?)",
-                     id="spec-level"),
-        pytest.param({"spec.deadletter": {}},
-                     "spec.deadletter: unknown field (did you mean 'deadLetter'?)",
-                     id="case-typo"),
-        pytest.param({"spec.retry.backoff.jiter": 0.5},
-                     "spec.retry.backoff.jiter: unknown field (did you mean 'jitter'?)",
-                     id="backoff-level"),
-        pytest.param({"spec.source.subscripton": "x"},
-                     "spec.source.subscripton: unknown field (did you mean 'subscription'?)",
-                     id="source-level"),
-        pytest.param({"spec.spark.sparkconf": {}},
-                     "spec.spark.sparkconf: unknown field (did you mean 'sparkConf'?)",
-                     id="spark-level"),
-        pytest.param({"spec.topics.replication": 3},
-                     "spec.topics.replication: unknown field "
-                     "(did you mean 'replicationFactor'?)", id="prefix"),
-        pytest.param({"spec.topics.replicas": 3},
-                     "spec.topics.replicas: unknown field", id="too-far-for-a-hint"),
-        pytest.param({"spec.source.partition": 0}, "spec.source.partition: unknown field",
-                     id="no-hint"),
+        pytest.param(
+            {"spec.retry.maxRedeliveryCount": 3},
+            "spec.retry.maxRedeliveryCount: unknown field (did you mean 'maxRedeliverCount'?)",
+            id="max-redelivery-count",
+        ),
+        pytest.param(
+            {"spec.retyr": {}}, "spec.retyr: unknown field (did you mean 'retry'?)", id="spec-level"
+        ),
+        pytest.param(
+            {"spec.deadletter": {}},
+            "spec.deadletter: unknown field (did you mean 'deadLetter'?)",
+            id="case-typo",
+        ),
+        pytest.param(
+            {"spec.retry.backoff.jiter": 0.5},
+            "spec.retry.backoff.jiter: unknown field (did you mean 'jitter'?)",
+            id="backoff-level",
+        ),
+        pytest.param(
+            {"spec.source.subscripton": "x"},
+            "spec.source.subscripton: unknown field (did you mean 'subscription'?)",
+            id="source-level",
+        ),
+        pytest.param(
+            {"spec.spark.sparkconf": {}},
+            "spec.spark.sparkconf: unknown field (did you mean 'sparkConf'?)",
+            id="spark-level",
+        ),
+        pytest.param(
+            {"spec.topics.replication": 3},
+            "spec.topics.replication: unknown field (did you mean 'replicationFactor'?)",
+            id="prefix",
+        ),
+        pytest.param(
+            {"spec.topics.replicas": 3}, "spec.topics.replicas: unknown field", id="too-far-for-a-hint"
+        ),
+        pytest.param({"spec.source.partition": 0}, "spec.source.partition: unknown field", id="no-hint"),
         pytest.param({"spec.status": {}}, "spec.status: unknown field", id="status-inside-spec"),
     ],
 )
@@ -782,19 +1103,21 @@ def test_validation_unknown_field(overrides: dict[str, Any], expected: str) -> N
 
 
 def test_validation_several_problems_reported_at_once() -> None:
-    document = policy_document({
-        "kind": "Policy",
-        "metadata.name": DELETE,
-        "spec.source.subscription": DELETE,
-        "spec.retry.maxRedeliverCount": -1,
-        "spec.retry.backoff.jitter": 1.5,
-        "spec.deadLetter.strategy": "drop",
-        "spec.deadLetter.headers": {"dlq.reason": "x"},
-        "spec.topics.replicationFactor": 0,
-        "spec.spark.executor.memory": "lots",
-        "spec.suspend": "no",
-        "spec.retryPolicy": {},
-    })
+    document = policy_document(
+        {
+            "kind": "Policy",
+            "metadata.name": DELETE,
+            "spec.source.subscription": DELETE,
+            "spec.retry.maxRedeliverCount": -1,
+            "spec.retry.backoff.jitter": 1.5,
+            "spec.deadLetter.strategy": "drop",
+            "spec.deadLetter.headers": {"dlq.reason": "x"},
+            "spec.topics.replicationFactor": 0,
+            "spec.spark.executor.memory": "lots",
+            "spec.suspend": "no",
+            "spec.retryPolicy": {},
+        }
+    )
     assert issues(document) == [
         "kind: must be DeadLetterPolicy, got 'Policy'",
         "metadata.name: is required",
@@ -813,14 +1136,15 @@ def test_validation_several_problems_reported_at_once() -> None:
 
 def test_validation_error_carries_issues_and_joined_message() -> None:
     with pytest.raises(PolicyError) as info:
-        parse_policy(policy_document({"spec.retry.maxRedeliverCount": -1,
-                                      "spec.retry.backoff.jitter": 1.5}))
+        parse_policy(policy_document({"spec.retry.maxRedeliverCount": -1, "spec.retry.backoff.jitter": 1.5}))
     assert info.value.issues == (
         Issue("spec.retry.maxRedeliverCount", "must be at least 0, got -1"),
         Issue("spec.retry.backoff.jitter", "must be between 0 and 1, got 1.5"),
     )
-    assert str(info.value) == ("spec.retry.maxRedeliverCount: must be at least 0, got -1; "
-                               "spec.retry.backoff.jitter: must be between 0 and 1, got 1.5")
+    assert str(info.value) == (
+        "spec.retry.maxRedeliverCount: must be at least 0, got -1; "
+        "spec.retry.backoff.jitter: must be between 0 and 1, got 1.5"
+    )
     assert isinstance(info.value, ValueError)
 
 
@@ -861,32 +1185,43 @@ def test_topic_name_problem(name: str, expected: str | None) -> None:
 
 FULL_OVERRIDES: dict[str, Any] = {
     "metadata.namespace": "billing-prod",
-    "spec.source": {"topic": "orders", "subscription": "billing",
-                    "startingOffsets": "earliest"},
+    "spec.source": {"topic": "orders", "subscription": "billing", "startingOffsets": "earliest"},
     "spec.broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
-    "spec.processor": {"entrypoint": "billing.handlers:process", "mode": "batch",
-                       "timeout": "1m30s"},
+    "spec.processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "1m30s"},
     "spec.output": {"topic": "orders-billed"},
     "spec.retry": {
         "maxRedeliverCount": 5,
         "topic": "billing-retry",
-        "backoff": {"type": "levels", "delay": "2s", "multiplier": 3, "maxDelay": "1h",
-                    "jitter": 0.25, "levels": ["1s", "5s", "1m30s"]},
+        "backoff": {
+            "type": "levels",
+            "delay": "2s",
+            "multiplier": 3,
+            "maxDelay": "1h",
+            "jitter": 0.25,
+            "levels": ["1s", "5s", "1m30s"],
+        },
         "nonRetryableErrors": ["ValueError", "billing.BadInput"],
     },
-    "spec.deadLetter": {"strategy": "stop", "topic": "billing-dead", "includeStackTrace": False,
-                        "headers": {"team": "billing", "priority": 1}},
+    "spec.deadLetter": {
+        "strategy": "stop",
+        "topic": "billing-dead",
+        "includeStackTrace": False,
+        "headers": {"team": "billing", "priority": 1},
+    },
     "spec.errorWindow": {"size": 100, "threshold": 0.5},
     "spec.topics": {
-        "create": False, "provisioner": "strimzi",
+        "create": False,
+        "provisioner": "strimzi",
         "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
-        "partitions": 6, "replicationFactor": 3,
+        "partitions": 6,
+        "replicationFactor": 3,
         "retryConfig": {"retention.ms": 604800000},
         "deadLetterConfig": {"cleanup.policy": "delete"},
         "deleteWithPolicy": True,
     },
     "spec.spark": {
-        "image": "registry/spark-dlq:1", "trigger": "5s",
+        "image": "registry/spark-dlq:1",
+        "trigger": "5s",
         "checkpointLocation": "s3a://bucket/ckpt",
         "driver": {"cores": 2, "memory": "2g"},
         "executor": {"instances": 4, "cores": 3, "memory": "4g"},
@@ -932,20 +1267,31 @@ def test_round_trip_to_document_shape() -> None:
 
 def test_round_trip_to_spec_full_policy() -> None:
     spec = to_spec(policy(FULL_OVERRIDES))
-    assert spec["broker"] == {"bootstrapServers": "kafka.kafka:9092",
-                              "secretRef": {"name": "kafka-client"}}
-    assert spec["processor"] == {"entrypoint": "billing.handlers:process", "mode": "batch",
-                                 "timeout": "1m30s"}
+    assert spec["broker"] == {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}}
+    assert spec["processor"] == {
+        "entrypoint": "billing.handlers:process",
+        "mode": "batch",
+        "timeout": "1m30s",
+    }
     assert spec["retry"] == {
         "maxRedeliverCount": 5,
         "topic": "billing-retry",
-        "backoff": {"type": "levels", "delay": "2s", "multiplier": 3.0, "maxDelay": "1h",
-                    "jitter": 0.25, "levels": ["1s", "5s", "1m30s"]},
+        "backoff": {
+            "type": "levels",
+            "delay": "2s",
+            "multiplier": 3.0,
+            "maxDelay": "1h",
+            "jitter": 0.25,
+            "levels": ["1s", "5s", "1m30s"],
+        },
         "nonRetryableErrors": ["ValueError", "billing.BadInput"],
     }
-    assert spec["deadLetter"] == {"strategy": "stop", "topic": "billing-dead",
-                                  "includeStackTrace": False,
-                                  "headers": {"priority": "1", "team": "billing"}}
+    assert spec["deadLetter"] == {
+        "strategy": "stop",
+        "topic": "billing-dead",
+        "includeStackTrace": False,
+        "headers": {"priority": "1", "team": "billing"},
+    }
     assert spec["topics"]["retryConfig"] == {"retention.ms": "604800000"}
     assert spec["spark"]["executor"] == {"instances": 4, "cores": 3, "memory": "4g"}
     assert spec["spark"]["trigger"] == "5s"
@@ -953,8 +1299,11 @@ def test_round_trip_to_spec_full_policy() -> None:
 
 
 def test_round_trip_to_spec_sorts_mappings() -> None:
-    spec = to_spec(policy({"spec.deadLetter.headers": {"b": "2", "a": "1"},
-                           "spec.spark.sparkConf": {"z": "1", "m": "2"}}))
+    spec = to_spec(
+        policy(
+            {"spec.deadLetter.headers": {"b": "2", "a": "1"}, "spec.spark.sparkConf": {"z": "1", "m": "2"}}
+        )
+    )
     assert list(spec["deadLetter"]["headers"]) == ["a", "b"]
     assert list(spec["spark"]["sparkConf"]) == ["m", "z"]
 

@@ -94,42 +94,70 @@ def test_load_file_valid_policy(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        pytest.param("jitter: 0.5 ", "jitter: 1.5 ",
-                     "policy.yaml:18: spec.retry.backoff.jitter: must be between 0 and 1, "
-                     "got 1.5",
-                     id="jitter"),
-        pytest.param("apiVersion: sparkdlq.io/v1alpha1 ", "apiVersion: v1 ",
-                     "policy.yaml:1: apiVersion: must be sparkdlq.io/v1alpha1, got 'v1'",
-                     id="api-version"),
-        pytest.param("kind: DeadLetterPolicy ", "kind: Policy ",
-                     "policy.yaml:2: kind: must be DeadLetterPolicy, got 'Policy'",
-                     id="kind"),
-        pytest.param("topic: orders ", "topic: [orders] ",
-                     "policy.yaml:8: spec.source.topic: must be a string, got a list",
-                     id="source-topic"),
-        pytest.param("maxRedeliverCount: 3 ", "maxRedeliverCount: -3 ",
-                     "policy.yaml:15: spec.retry.maxRedeliverCount: must be at least 0, got -3",
-                     id="max-redeliver-count"),
-        pytest.param("maxRedeliverCount: 3 ", "maxRedeliveryCount: 3 ",
-                     "policy.yaml:15: spec.retry.maxRedeliveryCount: unknown field "
-                     "(did you mean 'maxRedeliverCount'?)",
-                     id="unknown-field"),
-        pytest.param("type: levels ", "type: linear ",
-                     "policy.yaml:17: spec.retry.backoff.type: must be one of fixed, "
-                     "exponential, levels, got 'linear'",
-                     id="enum"),
-        pytest.param("- 5s ", "- soon ",
-                     "policy.yaml:21: spec.retry.backoff.levels[1]: must be a duration such as "
-                     "500ms, 1s or 2m, got 'soon'",
-                     id="list-item"),
-        pytest.param("team: billing ", "dlq.team: billing ",
-                     "policy.yaml:24: spec.deadLetter.headers.dlq.team: must not start with "
-                     "'dlq.': those headers are written by the engine",
-                     id="key-with-dots"),
-        pytest.param("entrypoint: billing.handlers:process ", "entrypoint: billing ",
-                     "policy.yaml:13: spec.processor.entrypoint: must be 'module:function', "
-                     "got 'billing'",
-                     id="entrypoint"),
+        pytest.param(
+            "jitter: 0.5 ",
+            "jitter: 1.5 ",
+            "policy.yaml:18: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5",
+            id="jitter",
+        ),
+        pytest.param(
+            "apiVersion: sparkdlq.io/v1alpha1 ",
+            "apiVersion: v1 ",
+            "policy.yaml:1: apiVersion: must be sparkdlq.io/v1alpha1, got 'v1'",
+            id="api-version",
+        ),
+        pytest.param(
+            "kind: DeadLetterPolicy ",
+            "kind: Policy ",
+            "policy.yaml:2: kind: must be DeadLetterPolicy, got 'Policy'",
+            id="kind",
+        ),
+        pytest.param(
+            "topic: orders ",
+            "topic: [orders] ",
+            "policy.yaml:8: spec.source.topic: must be a string, got a list",
+            id="source-topic",
+        ),
+        pytest.param(
+            "maxRedeliverCount: 3 ",
+            "maxRedeliverCount: -3 ",
+            "policy.yaml:15: spec.retry.maxRedeliverCount: must be at least 0, got -3",
+            id="max-redeliver-count",
+        ),
+        pytest.param(
+            "maxRedeliverCount: 3 ",
+            "maxRedeliveryCount: 3 ",
+            "policy.yaml:15: spec.retry.maxRedeliveryCount: unknown field "
+            "(did you mean 'maxRedeliverCount'?)",
+            id="unknown-field",
+        ),
+        pytest.param(
+            "type: levels ",
+            "type: linear ",
+            "policy.yaml:17: spec.retry.backoff.type: must be one of fixed, "
+            "exponential, levels, got 'linear'",
+            id="enum",
+        ),
+        pytest.param(
+            "- 5s ",
+            "- soon ",
+            "policy.yaml:21: spec.retry.backoff.levels[1]: must be a duration such as "
+            "500ms, 1s or 2m, got 'soon'",
+            id="list-item",
+        ),
+        pytest.param(
+            "team: billing ",
+            "dlq.team: billing ",
+            "policy.yaml:24: spec.deadLetter.headers.dlq.team: must not start with "
+            "'dlq.': those headers are written by the engine",
+            id="key-with-dots",
+        ),
+        pytest.param(
+            "entrypoint: billing.handlers:process ",
+            "entrypoint: billing ",
+            "policy.yaml:13: spec.processor.entrypoint: must be 'module:function', got 'billing'",
+            id="entrypoint",
+        ),
     ],
 )
 def test_line_of_the_field(old: str, new: str, expected: str) -> None:
@@ -139,20 +167,27 @@ def test_line_of_the_field(old: str, new: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("old", "expected"),
     [
-        pytest.param("    subscription: billing                 # 9\n",
-                     "policy.yaml:7: spec.source.subscription: is required",
-                     id="subscription-at-source"),
-        pytest.param("  name: orders-billing                    # 4\n",
-                     "policy.yaml:3: metadata.name: is required",
-                     id="name-at-metadata"),
-        pytest.param("    bootstrapServers: kafka.kafka:9092    # 11\n",
-                     "policy.yaml:10: spec.broker.bootstrapServers: is required",
-                     id="bootstrap-at-broker"),
-        pytest.param("        - 1s                              # 20\n"
-                     "        - 5s                              # 21\n",
-                     "policy.yaml:19: spec.retry.backoff.levels: must list at least one delay "
-                     "when type is levels",
-                     id="levels-null-at-levels"),
+        pytest.param(
+            "    subscription: billing                 # 9\n",
+            "policy.yaml:7: spec.source.subscription: is required",
+            id="subscription-at-source",
+        ),
+        pytest.param(
+            "  name: orders-billing                    # 4\n",
+            "policy.yaml:3: metadata.name: is required",
+            id="name-at-metadata",
+        ),
+        pytest.param(
+            "    bootstrapServers: kafka.kafka:9092    # 11\n",
+            "policy.yaml:10: spec.broker.bootstrapServers: is required",
+            id="bootstrap-at-broker",
+        ),
+        pytest.param(
+            "        - 1s                              # 20\n"
+            "        - 5s                              # 21\n",
+            "policy.yaml:19: spec.retry.backoff.levels: must list at least one delay when type is levels",
+            id="levels-null-at-levels",
+        ),
     ],
 )
 def test_line_missing_field_at_its_parent(old: str, expected: str) -> None:
@@ -160,8 +195,9 @@ def test_line_missing_field_at_its_parent(old: str, expected: str) -> None:
 
 
 def test_line_missing_section_at_the_nearest_written_ancestor() -> None:
-    text = _edit("  processor:                              # 12\n"
-                 "    entrypoint: billing.handlers:process  # 13\n", "")
+    text = _edit(
+        "  processor:                              # 12\n    entrypoint: billing.handlers:process  # 13\n", ""
+    )
     assert _problems(text) == ["policy.yaml:6: spec.processor.entrypoint: is required"]
 
 
@@ -194,9 +230,7 @@ spec:
   processor: {entrypoint: "m:f"}
   retry: {backoff: {jitter: 2}}
 """
-    assert _problems(text) == [
-        "policy.yaml:8: spec.retry.backoff.jitter: must be between 0 and 1, got 2.0"
-    ]
+    assert _problems(text) == ["policy.yaml:8: spec.retry.backoff.jitter: must be between 0 and 1, got 2.0"]
 
 
 def test_line_several_problems_one_line_each() -> None:
@@ -212,7 +246,9 @@ def test_line_several_problems_one_line_each() -> None:
     )
     assert [p.line for p in info.value.problems] == [2, 21, 18]
     assert [p.issue.path for p in info.value.problems] == [
-        "kind", "spec.retry.backoff.levels[1]", "spec.retry.backoff.jitter",
+        "kind",
+        "spec.retry.backoff.levels[1]",
+        "spec.retry.backoff.jitter",
     ]
 
 
@@ -223,19 +259,31 @@ def test_line_several_problems_one_line_each() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        pytest.param("subscription: billing ", "subscription: billing: x ",
-                     "policy.yaml:9: (yaml): mapping values are not allowed here",
-                     id="mapping-value-in-scalar"),
-        pytest.param("  broker:", "\tbroker:",
-                     "policy.yaml:10: (yaml): found character '\\t' that cannot start any token",
-                     id="tab-indentation"),
-        pytest.param("  deadLetter:", "---\n  deadLetter:",
-                     "policy.yaml:22: (yaml): but found another document",
-                     id="two-documents"),
-        pytest.param("team: billing ", "team: !!python/name:os.system ",
-                     "policy.yaml:24: (yaml): could not determine a constructor for the tag "
-                     "'tag:yaml.org,2002:python/name:os.system'",
-                     id="unsafe-tag"),
+        pytest.param(
+            "subscription: billing ",
+            "subscription: billing: x ",
+            "policy.yaml:9: (yaml): mapping values are not allowed here",
+            id="mapping-value-in-scalar",
+        ),
+        pytest.param(
+            "  broker:",
+            "\tbroker:",
+            "policy.yaml:10: (yaml): found character '\\t' that cannot start any token",
+            id="tab-indentation",
+        ),
+        pytest.param(
+            "  deadLetter:",
+            "---\n  deadLetter:",
+            "policy.yaml:22: (yaml): but found another document",
+            id="two-documents",
+        ),
+        pytest.param(
+            "team: billing ",
+            "team: !!python/name:os.system ",
+            "policy.yaml:24: (yaml): could not determine a constructor for the tag "
+            "'tag:yaml.org,2002:python/name:os.system'",
+            id="unsafe-tag",
+        ),
     ],
 )
 def test_yaml_syntax_error_one_line_with_line_number(old: str, new: str, expected: str) -> None:
@@ -250,15 +298,16 @@ def test_yaml_unclosed_flow_sequence() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        pytest.param("", "policy.yaml: (document): must be a mapping, got NoneType None",
-                     id="empty"),
-        pytest.param("# nothing\n", "policy.yaml: (document): must be a mapping, got NoneType None",
-                     id="only-a-comment"),
-        pytest.param("- orders\n", "policy.yaml: (document): must be a mapping, got a list",
-                     id="list"),
-        pytest.param("orders\n",
-                     "policy.yaml: (document): must be a mapping, got the string 'orders'",
-                     id="scalar"),
+        pytest.param("", "policy.yaml: (document): must be a mapping, got NoneType None", id="empty"),
+        pytest.param(
+            "# nothing\n",
+            "policy.yaml: (document): must be a mapping, got NoneType None",
+            id="only-a-comment",
+        ),
+        pytest.param("- orders\n", "policy.yaml: (document): must be a mapping, got a list", id="list"),
+        pytest.param(
+            "orders\n", "policy.yaml: (document): must be a mapping, got the string 'orders'", id="scalar"
+        ),
     ],
 )
 def test_yaml_document_not_a_mapping(text: str, expected: str) -> None:
@@ -288,9 +337,7 @@ def test_error_yaml_has_no_chained_exception() -> None:
 def test_error_default_source_name() -> None:
     with pytest.raises(PolicyFileError) as info:
         load_policy_text(_edit("jitter: 0.5 ", "jitter: 1.5 "))
-    assert str(info.value) == (
-        "<policy>:18: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5"
-    )
+    assert str(info.value) == ("<policy>:18: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5")
 
 
 def test_error_is_a_value_error() -> None:
@@ -300,10 +347,16 @@ def test_error_is_a_value_error() -> None:
 @pytest.mark.parametrize(
     ("located", "expected"),
     [
-        pytest.param(LocatedIssue("policy.yaml", 9, Issue("spec.x", "is wrong")),
-                     "policy.yaml:9: spec.x: is wrong", id="with-line"),
-        pytest.param(LocatedIssue("policy.yaml", None, Issue("spec.x", "is wrong")),
-                     "policy.yaml: spec.x: is wrong", id="without-line"),
+        pytest.param(
+            LocatedIssue("policy.yaml", 9, Issue("spec.x", "is wrong")),
+            "policy.yaml:9: spec.x: is wrong",
+            id="with-line",
+        ),
+        pytest.param(
+            LocatedIssue("policy.yaml", None, Issue("spec.x", "is wrong")),
+            "policy.yaml: spec.x: is wrong",
+            id="without-line",
+        ),
     ],
 )
 def test_error_located_issue_text(located: LocatedIssue, expected: str) -> None:
@@ -315,9 +368,7 @@ def test_error_file_problems_name_the_path(tmp_path: Path) -> None:
     path.write_text(_edit("jitter: 0.5 ", "jitter: 1.5 "), encoding="utf-8")
     with pytest.raises(PolicyFileError) as info:
         load_policy_file(path)
-    assert str(info.value) == (
-        f"{path}:18: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5"
-    )
+    assert str(info.value) == (f"{path}:18: spec.retry.backoff.jitter: must be between 0 and 1, got 1.5")
 
 
 def test_error_missing_file(tmp_path: Path) -> None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 from dlq_engine.job.preflight import redact, root_cause
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="S3cret-pw";'
-CLIENT = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": JAAS,
-          "ssl.truststore.password": "changeit-123"}
+CLIENT = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN",
+    "sasl.jaas.config": JAAS,
+    "ssl.truststore.password": "changeit-123",
+}
 
 
 def test_redact_hides_a_whole_secret_value() -> None:

@@ -13,17 +13,31 @@ from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from tests.unit.policy_builder import policy
 
-CONFIG = OperatorConfig(namespaces=("payments",), spark_image="registry/spark-dlq:1",
-                        spark_version="4.0.0", checkpoint_base="s3a://cp/dlq/",
-                        spark_service_account="spark-driver")
+CONFIG = OperatorConfig(
+    namespaces=("payments",),
+    spark_image="registry/spark-dlq:1",
+    spark_version="4.0.0",
+    checkpoint_base="s3a://cp/dlq/",
+    spark_service_account="spark-driver",
+)
 OWNER = Owner(name="orders-billing", namespace="payments", uid="uid-1")
 LABELS = {"app.kubernetes.io/managed-by": "spark-dlq-operator", "sparkdlq.io/policy": "orders-billing"}
-REFERENCE = {"apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy", "name": "orders-billing",
-             "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}
+REFERENCE = {
+    "apiVersion": "sparkdlq.io/v1alpha1",
+    "kind": "DeadLetterPolicy",
+    "name": "orders-billing",
+    "uid": "uid-1",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
 #: The restricted Pod Security Standard on the driver and executor pods.
 POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-CONTAINER_SECURITY = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                      "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 NOW = "2026-11-22T01:00:00Z"
 LATER = "2026-11-22T02:00:00Z"
 
@@ -47,10 +61,13 @@ def test_label_value_shortens_a_long_name_with_a_hash() -> None:
     assert value != render.label_value("a" * 99)
 
 
-@pytest.mark.parametrize(("overrides", "expected"), [
-    pytest.param({}, "s3a://cp/dlq/payments/orders-billing", id="from-the-base"),
-    pytest.param({"spec.spark.checkpointLocation": "hdfs:///own"}, "hdfs:///own", id="from-the-policy"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param({}, "s3a://cp/dlq/payments/orders-billing", id="from-the-base"),
+        pytest.param({"spec.spark.checkpointLocation": "hdfs:///own"}, "hdfs:///own", id="from-the-policy"),
+    ],
+)
 def test_checkpoint_location(overrides: dict[str, Any], expected: str) -> None:
     assert render.checkpoint_location(policy(overrides), CONFIG) == expected
 
@@ -63,8 +80,12 @@ def test_config_map_holds_the_normalised_policy_with_its_checkpoint() -> None:
     manifest = render.config_map(p, config=CONFIG, owner=OWNER)
     assert manifest["apiVersion"] == "v1"
     assert manifest["kind"] == "ConfigMap"
-    assert manifest["metadata"] == {"name": "orders-billing-policy", "namespace": "payments",
-                                    "labels": LABELS, "ownerReferences": [REFERENCE]}
+    assert manifest["metadata"] == {
+        "name": "orders-billing-policy",
+        "namespace": "payments",
+        "labels": LABELS,
+        "ownerReferences": [REFERENCE],
+    }
     expected = to_document(p)
     expected["spec"]["spark"]["checkpointLocation"] = "s3a://cp/dlq/payments/orders-billing"
     assert yaml.safe_load(manifest["data"]["policy.yaml"]) == expected
@@ -84,15 +105,23 @@ def test_spark_application_metadata() -> None:
     app = render.spark_application(p, config=CONFIG, owner=OWNER)
     assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
     assert app["kind"] == "SparkApplication"
-    assert app["metadata"] == {"name": "orders-billing", "namespace": "payments", "labels": LABELS,
-                               "annotations": {"sparkdlq.io/config-hash": config_hash(p)},
-                               "ownerReferences": [REFERENCE]}
+    assert app["metadata"] == {
+        "name": "orders-billing",
+        "namespace": "payments",
+        "labels": LABELS,
+        "annotations": {"sparkdlq.io/config-hash": config_hash(p)},
+        "ownerReferences": [REFERENCE],
+    }
 
 
 def test_spark_application_spec() -> None:
-    p = policy({"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "4"},
-                "spec.spark.driver": {"cores": 2, "memory": "2g"},
-                "spec.spark.executor": {"instances": 3, "cores": 4, "memory": "4g"}})
+    p = policy(
+        {
+            "spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "4"},
+            "spec.spark.driver": {"cores": 2, "memory": "2g"},
+            "spec.spark.executor": {"instances": 3, "cores": 4, "memory": "4g"},
+        }
+    )
     digest = config_hash(p)
     spec = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]
     mounts = [{"name": "policy", "mountPath": "/etc/spark-dlq/policy", "readOnly": True}]
@@ -103,17 +132,41 @@ def test_spark_application_spec() -> None:
         "sparkVersion": "4.0.0",
         "image": "registry/spark-dlq:1",
         "mainApplicationFile": "local:///opt/spark-dlq/dlq_engine_main.py",
-        "arguments": ["run", "-f", "/etc/spark-dlq/policy/policy.yaml",
-                      "--checkpoint", "s3a://cp/dlq/payments/orders-billing"],
+        "arguments": [
+            "run",
+            "-f",
+            "/etc/spark-dlq/policy/policy.yaml",
+            "--checkpoint",
+            "s3a://cp/dlq/payments/orders-billing",
+        ],
         "sparkConf": {"spark.sql.shuffle.partitions": "4"},
-        "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10,
-                          "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20},
+        "restartPolicy": {
+            "type": "OnFailure",
+            "onFailureRetries": 3,
+            "onFailureRetryInterval": 10,
+            "onSubmissionFailureRetries": 5,
+            "onSubmissionFailureRetryInterval": 20,
+        },
         "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
-        "driver": {"cores": 2, "memory": "2g", "serviceAccount": "spark-driver", "labels": LABELS,
-                   "annotations": {"sparkdlq.io/config-hash": digest}, "volumeMounts": mounts,
-                   "podSecurityContext": POD_SECURITY, "securityContext": CONTAINER_SECURITY},
-        "executor": {"instances": 3, "cores": 4, "memory": "4g", "labels": LABELS, "volumeMounts": mounts,
-                     "podSecurityContext": POD_SECURITY, "securityContext": CONTAINER_SECURITY},
+        "driver": {
+            "cores": 2,
+            "memory": "2g",
+            "serviceAccount": "spark-driver",
+            "labels": LABELS,
+            "annotations": {"sparkdlq.io/config-hash": digest},
+            "volumeMounts": mounts,
+            "podSecurityContext": POD_SECURITY,
+            "securityContext": CONTAINER_SECURITY,
+        },
+        "executor": {
+            "instances": 3,
+            "cores": 4,
+            "memory": "4g",
+            "labels": LABELS,
+            "volumeMounts": mounts,
+            "podSecurityContext": POD_SECURITY,
+            "securityContext": CONTAINER_SECURITY,
+        },
     }
 
 
@@ -128,22 +181,27 @@ def test_spark_application_spark_version_comes_from_the_config() -> None:
 
 
 def test_spark_application_mounts_the_kafka_client_secret_by_name_only() -> None:
-    spec = render.spark_application(policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
-                                    config=CONFIG, owner=OWNER)["spec"]
+    spec = render.spark_application(
+        policy({"spec.broker.secretRef": {"name": "kafka-client"}}), config=CONFIG, owner=OWNER
+    )["spec"]
     assert spec["volumes"][1] == {"name": "kafka-client", "secret": {"secretName": "kafka-client"}}
     secret_mount = {"name": "kafka-client", "mountPath": "/etc/spark-dlq/kafka-client", "readOnly": True}
     assert secret_mount in spec["driver"]["volumeMounts"]
     assert secret_mount in spec["executor"]["volumeMounts"]
 
 
-@pytest.mark.parametrize(("overrides", "restarts"), [
-    pytest.param({"spec.retry.maxRedeliverCount": 3}, True, id="engine-setting"),
-    pytest.param({"spec.spark.image": "other:1"}, True, id="image"),
-    pytest.param({"spec.suspend": False}, False, id="suspend-false"),
-    pytest.param({"spec.topics.partitions": 6}, False, id="topic-provisioning"),
-])
-def test_spark_application_changes_only_with_the_engine_config(overrides: dict[str, Any],
-                                                               restarts: bool) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "restarts"),
+    [
+        pytest.param({"spec.retry.maxRedeliverCount": 3}, True, id="engine-setting"),
+        pytest.param({"spec.spark.image": "other:1"}, True, id="image"),
+        pytest.param({"spec.suspend": False}, False, id="suspend-false"),
+        pytest.param({"spec.topics.partitions": 6}, False, id="topic-provisioning"),
+    ],
+)
+def test_spark_application_changes_only_with_the_engine_config(
+    overrides: dict[str, Any], restarts: bool
+) -> None:
     before = render.spark_application(policy(), config=CONFIG, owner=OWNER)
     after = render.spark_application(policy(overrides), config=CONFIG, owner=OWNER)
     assert (before != after) is restarts
@@ -165,11 +223,14 @@ def test_wanted_topics_partitions_from_the_policy_win() -> None:
     assert (retry.partitions, dlq.partitions) == (2, 2)
 
 
-@pytest.mark.parametrize(("topic", "expected"), [
-    pytest.param("orders-billing-dlq", "orders-billing-dlq", id="valid-name-kept"),
-    pytest.param("orders.v1", "orders.v1", id="dots-kept"),
-    pytest.param("Orders_EU-RETRY", "orders-eu-retry---", id="sanitised-with-hash"),
-])
+@pytest.mark.parametrize(
+    ("topic", "expected"),
+    [
+        pytest.param("orders-billing-dlq", "orders-billing-dlq", id="valid-name-kept"),
+        pytest.param("orders.v1", "orders.v1", id="dots-kept"),
+        pytest.param("Orders_EU-RETRY", "orders-eu-retry---", id="sanitised-with-hash"),
+    ],
+)
 def test_kafka_topic_name(topic: str, expected: str) -> None:
     name = render.kafka_topic_name(topic)
     assert name.startswith(expected)
@@ -179,19 +240,30 @@ def test_kafka_topic_name(topic: str, expected: str) -> None:
 
 
 def test_kafka_topic_manifest() -> None:
-    p = policy({"spec.topics.provisioner": "strimzi",
-                "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"}})
+    p = policy(
+        {
+            "spec.topics.provisioner": "strimzi",
+            "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+        }
+    )
     want = render.TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
     manifest = render.kafka_topic(p, want, owner=None)
     assert manifest["apiVersion"] == "kafka.strimzi.io/v1beta2"
     assert manifest["kind"] == "KafkaTopic"
     assert manifest["metadata"]["namespace"] == "kafka"
     assert manifest["metadata"]["name"] == render.kafka_topic_name("orders-billing-DLQ")
-    assert manifest["metadata"]["labels"] == {"strimzi.io/cluster": "my-cluster", **LABELS,
-                                              "sparkdlq.io/policy-namespace": "payments"}
+    assert manifest["metadata"]["labels"] == {
+        "strimzi.io/cluster": "my-cluster",
+        **LABELS,
+        "sparkdlq.io/policy-namespace": "payments",
+    }
     assert "ownerReferences" not in manifest["metadata"]
-    assert manifest["spec"] == {"topicName": "orders-billing-DLQ", "partitions": 3, "replicas": 2,
-                                "config": {"retention.ms": "5"}}
+    assert manifest["spec"] == {
+        "topicName": "orders-billing-DLQ",
+        "partitions": 3,
+        "replicas": 2,
+        "config": {"retention.ms": "5"},
+    }
 
 
 def test_kafka_topic_defaults_leave_partitions_and_replicas_to_the_broker() -> None:
@@ -202,15 +274,26 @@ def test_kafka_topic_defaults_leave_partitions_and_replicas_to_the_broker() -> N
     assert manifest["spec"] == {"topicName": "t", "config": {}}
 
 
-@pytest.mark.parametrize(("obj", "ready"), [
-    pytest.param({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True, id="ready"),
-    pytest.param({"status": {"conditions": [{"type": "Ready", "status": "False", "message": "boom"}]}},
-                 False, id="not-ready"),
-    pytest.param({}, False, id="no-status"),
-    pytest.param({"metadata": {"generation": 2},
-                  "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}},
-                 False, id="stale-generation"),
-])
+@pytest.mark.parametrize(
+    ("obj", "ready"),
+    [
+        pytest.param({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True, id="ready"),
+        pytest.param(
+            {"status": {"conditions": [{"type": "Ready", "status": "False", "message": "boom"}]}},
+            False,
+            id="not-ready",
+        ),
+        pytest.param({}, False, id="no-status"),
+        pytest.param(
+            {
+                "metadata": {"generation": 2},
+                "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]},
+            },
+            False,
+            id="stale-generation",
+        ),
+    ],
+)
 def test_strimzi_ready(obj: dict[str, Any], ready: bool) -> None:
     assert render.strimzi_ready(obj)[0] is ready
 
@@ -222,20 +305,23 @@ def app_in(state: str, error: str = "") -> dict[str, Any]:
     return {"status": {"applicationState": {"state": state, "errorMessage": error}, "submissionID": "s"}}
 
 
-@pytest.mark.parametrize(("state", "status", "reason"), [
-    pytest.param("RUNNING", "True", "Running", id="running"),
-    pytest.param("", "False", "Submitted", id="no-state"),
-    pytest.param("SUBMITTED", "False", "Submitted", id="submitted"),
-    pytest.param("PENDING_SUBMISSION", "False", "Submitted", id="pending-submission"),
-    pytest.param("PENDING_RERUN", "False", "Restarting", id="pending-rerun"),
-    pytest.param("INVALIDATING", "False", "Restarting", id="invalidating"),
-    pytest.param("SUCCEEDING", "False", "Restarting", id="succeeding"),
-    pytest.param("FAILED", "False", "Failed", id="failed"),
-    pytest.param("SUBMISSION_FAILED", "False", "Failed", id="submission-failed"),
-    pytest.param("FAILING", "False", "Failed", id="failing"),
-    pytest.param("COMPLETED", "False", "Completed", id="completed"),
-    pytest.param("UNKNOWN", "Unknown", "Unknown", id="unknown"),
-])
+@pytest.mark.parametrize(
+    ("state", "status", "reason"),
+    [
+        pytest.param("RUNNING", "True", "Running", id="running"),
+        pytest.param("", "False", "Submitted", id="no-state"),
+        pytest.param("SUBMITTED", "False", "Submitted", id="submitted"),
+        pytest.param("PENDING_SUBMISSION", "False", "Submitted", id="pending-submission"),
+        pytest.param("PENDING_RERUN", "False", "Restarting", id="pending-rerun"),
+        pytest.param("INVALIDATING", "False", "Restarting", id="invalidating"),
+        pytest.param("SUCCEEDING", "False", "Restarting", id="succeeding"),
+        pytest.param("FAILED", "False", "Failed", id="failed"),
+        pytest.param("SUBMISSION_FAILED", "False", "Failed", id="submission-failed"),
+        pytest.param("FAILING", "False", "Failed", id="failing"),
+        pytest.param("COMPLETED", "False", "Completed", id="completed"),
+        pytest.param("UNKNOWN", "Unknown", "Unknown", id="unknown"),
+    ],
+)
 def test_job_condition_maps_the_application_state(state: str, status: str, reason: str) -> None:
     condition = render.job_condition(app_in(state))
     assert (condition.status, condition.reason) == (status, reason)
@@ -253,8 +339,16 @@ TOPICS_OK = ConditionState("True", "TopicsReady", "ok")
 
 
 def full(job: ConditionState, **kwargs: Any) -> Observation:
-    return Observation(generation=2, topics=TOPICS_OK, job=job, retry_topic="r", dead_letter_topic="d",
-                       spark_application="orders-billing", config_hash="abc", **kwargs)
+    return Observation(
+        generation=2,
+        topics=TOPICS_OK,
+        job=job,
+        retry_topic="r",
+        dead_letter_topic="d",
+        spark_application="orders-billing",
+        config_hash="abc",
+        **kwargs,
+    )
 
 
 def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -329,15 +423,20 @@ def test_next_status_leaves_unobserved_fields_alone() -> None:
     assert after == before
 
 
-@pytest.mark.parametrize(("topics", "job", "phase"), [
-    pytest.param(TOPICS_OK, ConditionState("True", "Running", ""), "Running", id="running"),
-    pytest.param(ConditionState("False", "BrokerUnavailable", ""), None, "Provisioning", id="provisioning"),
-    pytest.param(TOPICS_OK, render.JOB_SUSPENDED, "Suspended", id="suspended"),
-    pytest.param(TOPICS_OK, render.JOB_RESTARTING, "Restarting", id="restarting"),
-    pytest.param(TOPICS_OK, ConditionState("False", "Failed", ""), "Failed", id="failed"),
-    pytest.param(TOPICS_OK, ConditionState("False", "Completed", ""), "Failed", id="completed"),
-    pytest.param(TOPICS_OK, render.JOB_SUBMITTED, "Pending", id="pending"),
-])
+@pytest.mark.parametrize(
+    ("topics", "job", "phase"),
+    [
+        pytest.param(TOPICS_OK, ConditionState("True", "Running", ""), "Running", id="running"),
+        pytest.param(
+            ConditionState("False", "BrokerUnavailable", ""), None, "Provisioning", id="provisioning"
+        ),
+        pytest.param(TOPICS_OK, render.JOB_SUSPENDED, "Suspended", id="suspended"),
+        pytest.param(TOPICS_OK, render.JOB_RESTARTING, "Restarting", id="restarting"),
+        pytest.param(TOPICS_OK, ConditionState("False", "Failed", ""), "Failed", id="failed"),
+        pytest.param(TOPICS_OK, ConditionState("False", "Completed", ""), "Failed", id="completed"),
+        pytest.param(TOPICS_OK, render.JOB_SUBMITTED, "Pending", id="pending"),
+    ],
+)
 def test_phase(topics: ConditionState, job: ConditionState | None, phase: str) -> None:
     observation = Observation(generation=1, topics=topics, job=job)
     assert render.next_status({}, observation, now=NOW)["phase"] == phase

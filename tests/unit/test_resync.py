@@ -17,13 +17,16 @@ def peer(priority: int, *, seconds_ago: int = 5, lifetime: int = 60) -> dict[str
     return {"priority": priority, "lastseen": seen.isoformat(), "lifetime": lifetime}
 
 
-@pytest.mark.parametrize(("peers", "allowed"), [
-    pytest.param({"me": peer(10)}, True, id="alone"),
-    pytest.param({"me": peer(10), "other": peer(5)}, True, id="highest"),
-    pytest.param({"me": peer(10), "other": peer(20)}, False, id="a-higher-peer"),
-    pytest.param({"me": peer(10), "other": peer(10)}, False, id="same-priority"),
-    pytest.param({"me": peer(10), "other": peer(20, seconds_ago=120)}, True, id="a-dead-higher-peer"),
-    pytest.param({}, True, id="not-yet-registered"),
-])
+@pytest.mark.parametrize(
+    ("peers", "allowed"),
+    [
+        pytest.param({"me": peer(10)}, True, id="alone"),
+        pytest.param({"me": peer(10), "other": peer(5)}, True, id="highest"),
+        pytest.param({"me": peer(10), "other": peer(20)}, False, id="a-higher-peer"),
+        pytest.param({"me": peer(10), "other": peer(10)}, False, id="same-priority"),
+        pytest.param({"me": peer(10), "other": peer(20, seconds_ago=120)}, True, id="a-dead-higher-peer"),
+        pytest.param({}, True, id="not-yet-registered"),
+    ],
+)
 def test_peering_allows(peers: dict[str, Any], allowed: bool) -> None:
     assert peering_allows(peers, priority=10, now=NOW) is allowed

@@ -128,11 +128,14 @@ def test_a_message_that_overruns_is_routed_as_a_timeout_error(
             spin_forever(m)
         return b"done"
 
-    rows = route([{"value": b"hang", "topic": topic, "headers": headers}, {"value": b"next"}],
-                 processor, settings)
+    rows = route(
+        [{"value": b"hang", "topic": topic, "headers": headers}, {"value": b"next"}], processor, settings
+    )
     assert rows[0]["route"] == route_to
     assert rows[0]["dlq"]["dlq.error.class"] == "TimeoutError"
-    assert rows[0]["dlq"]["dlq.error.message"] == "the processor did not return within 200ms (processor.timeout)"
+    assert (
+        rows[0]["dlq"]["dlq.error.message"] == "the processor did not return within 200ms (processor.timeout)"
+    )
     assert "in spin_forever" in rows[0]["dlq"]["dlq.error.stacktrace"]
     assert rows[0]["dlq"].get("dlq.reason") == reason
     assert (rows[1]["route"], rows[1]["value"]) == (Route.OUTPUT, b"done")
@@ -156,7 +159,8 @@ def test_in_batch_mode_the_limit_is_the_timeout_times_the_number_of_messages() -
     assert [r["route"] for r in rows] == [Route.RETRY, Route.RETRY]
     assert rows[0]["dlq"]["dlq.error.class"] == "TimeoutError"
     assert rows[0]["dlq"]["dlq.error.message"] == (
-        "the batch processor (2 messages) did not return within 500ms (processor.timeout 250ms per message)")
+        "the batch processor (2 messages) did not return within 500ms (processor.timeout 250ms per message)"
+    )
 
 
 def test_the_batch_after_an_overrun_is_routed_on_a_fresh_helper_thread() -> None:

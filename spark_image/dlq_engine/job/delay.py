@@ -73,17 +73,21 @@ def hold_until_due(retries: DataFrame, lookahead_ms: int) -> DataFrame:
     ``dlq.deliver.at``, with that time in a ``deliver_at`` column."""
     with_due = retries.select(*RECORD_COLUMNS, deliver_at_column().alias(DELIVER_AT_COLUMN))
     with_due = with_due.withColumn(
-        "due", (F.ceil(F.col(DELIVER_AT_COLUMN) / BUCKET_MS) * BUCKET_MS).cast("bigint"))
+        "due", (F.ceil(F.col(DELIVER_AT_COLUMN) / BUCKET_MS) * BUCKET_MS).cast("bigint")
+    )
     spark = with_due.sparkSession
     stage = engine_class(spark, JVM_DELAY_STAGE)
     held = DataFrame(stage.holdUntilDue(with_due._jdf, "due", int(lookahead_ms)), spark)
     return held.select(*RECORD_COLUMNS, DELIVER_AT_COLUMN)
 
 
-def release_when_due(batches: Iterable[pa.RecordBatch], *,
-                     clock: Callable[[], float] = time.time,
-                     sleep: Callable[[float], None] = time.sleep,
-                     max_wait_ms: int = MAX_WAIT_MS) -> Iterator[pa.RecordBatch]:
+def release_when_due(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    max_wait_ms: int = MAX_WAIT_MS,
+) -> Iterator[pa.RecordBatch]:
     """The batches again, cut so that no record is handed on before its ``deliver_at``.
 
     A slice is yielded as soon as every record in it is due; the generator sleeps before the

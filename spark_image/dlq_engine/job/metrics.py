@@ -12,27 +12,43 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 
 from dlq_engine.job.pipeline import DEAD_REASONS
 
-ROUTES = {"output": "output", "acked": "acked", "retried": "retry", "dead": "dead_letter",
-          "ignored": "ignored"}
+ROUTES = {
+    "output": "output",
+    "acked": "acked",
+    "retried": "retry",
+    "dead": "dead_letter",
+    "ignored": "ignored",
+}
 
 
 class EngineMetrics:
     def __init__(self, policy: str) -> None:
         self.registry = CollectorRegistry()
         self.policy = policy
-        self.messages = Counter("spark_dlq_messages", "Messages routed, by outcome",
-                                ["policy", "outcome"], registry=self.registry)
-        self.dead_letters = Counter("spark_dlq_dead_letters",
-                                    "Dead letters (written or ignored), by dlq.reason",
-                                    ["policy", "reason"], registry=self.registry)
-        self.redelivered = Counter("spark_dlq_redelivered_messages",
-                                   "Retry records processed after their delay", ["policy"],
-                                   registry=self.registry)
-        self.lateness = Gauge("spark_dlq_retry_lateness_max_seconds",
-                              "Largest lateness past dlq.deliver.at in the last batch with retries",
-                              ["policy"], registry=self.registry)
-        self.batches = Counter("spark_dlq_batches", "Committed micro-batches", ["policy"],
-                               registry=self.registry)
+        self.messages = Counter(
+            "spark_dlq_messages", "Messages routed, by outcome", ["policy", "outcome"], registry=self.registry
+        )
+        self.dead_letters = Counter(
+            "spark_dlq_dead_letters",
+            "Dead letters (written or ignored), by dlq.reason",
+            ["policy", "reason"],
+            registry=self.registry,
+        )
+        self.redelivered = Counter(
+            "spark_dlq_redelivered_messages",
+            "Retry records processed after their delay",
+            ["policy"],
+            registry=self.registry,
+        )
+        self.lateness = Gauge(
+            "spark_dlq_retry_lateness_max_seconds",
+            "Largest lateness past dlq.deliver.at in the last batch with retries",
+            ["policy"],
+            registry=self.registry,
+        )
+        self.batches = Counter(
+            "spark_dlq_batches", "Committed micro-batches", ["policy"], registry=self.registry
+        )
 
     def serve(self, port: int, host: str = "0.0.0.0") -> None:
         start_http_server(port, addr=host, registry=self.registry)

@@ -37,8 +37,11 @@ from dlq_engine.routing.outcomes import Route
 #: Name of the observed metrics in query progress (``observedMetrics``).
 METRICS = "dlq"
 #: Dead letters (written or ignored) by ``dlq.reason``: observed-metric name -> reason.
-DEAD_REASONS = {"dead_exhausted": "exhausted", "dead_terminated": "terminated",
-                "dead_non_retryable": "non-retryable"}
+DEAD_REASONS = {
+    "dead_exhausted": "exhausted",
+    "dead_terminated": "terminated",
+    "dead_non_retryable": "non-retryable",
+}
 
 
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef``: one file per
@@ -83,15 +86,15 @@ def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -
     return {**extra, "kafka.bootstrap.servers": policy.broker.bootstrap_servers}
 
 
-def read_topic(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions, topic: str,
-               starting: str) -> DataFrame:
+def read_topic(
+    spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions, topic: str, starting: str
+) -> DataFrame:
     limit = policy.source.max_offsets_per_trigger
     reader = spark.readStream.format("kafka").options(**CONSUMER_DEFAULTS)
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))
     return (
-        reader
-        .options(**kafka_options(policy, options))
+        reader.options(**kafka_options(policy, options))
         .option("subscribe", topic)
         .option("startingOffsets", starting)
         .option("includeHeaders", "true")
@@ -108,8 +111,9 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     (see ``output_schema``)."""
     source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
     source = source.withColumn(DELIVER_AT_COLUMN, F.lit(None).cast("bigint"))
-    retries = hold_until_due(read_topic(spark, policy, options, policy.retry_topic, "earliest"),
-                             lookahead(policy.spark.trigger_ms))
+    retries = hold_until_due(
+        read_topic(spark, policy, options, policy.retry_topic, "earliest"), lookahead(policy.spark.trigger_ms)
+    )
     records = source.unionByName(retries)
 
     settings = RoutingSettings.from_policy(policy)

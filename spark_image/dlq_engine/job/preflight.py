@@ -36,12 +36,12 @@ def engine_class(spark: SparkSession, name: str) -> Any:
     if not isinstance(found, JavaClass):
         raise PreflightError(
             f"{name} is not on the Spark class path: add the engine's jar (spark-dlq-engine.jar, "
-            f"built by scripts/setup/engine_jar.sh; /opt/spark/jars in the image) to spark.jars")
+            f"built by scripts/setup/engine_jar.sh; /opt/spark/jars in the image) to spark.jars"
+        )
     return found
 
 
-def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
-                 client: dict[str, str] | None = None) -> None:
+def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None) -> None:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
@@ -60,7 +60,9 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy,
         ) from None
     try:
         try:
-            names = set(admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
+            names = set(
+                admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+            )
         except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
             raise PreflightError(
                 f"cannot reach the broker at {policy.broker.bootstrap_servers} "

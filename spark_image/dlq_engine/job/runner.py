@@ -80,9 +80,11 @@ class Totals:
 
     def summary(self) -> str:
         c = self.counts
-        text = (f"processed={c['total']} output={c['output']} acked={c['acked']} "
-                f"retried={c['retried']} dead={c['dead']} ignored={c['ignored']} "
-                f"redelivered={c['redelivered']}")
+        text = (
+            f"processed={c['total']} output={c['output']} acked={c['acked']} "
+            f"retried={c['retried']} dead={c['dead']} ignored={c['ignored']} "
+            f"redelivered={c['redelivered']}"
+        )
         if self.max_lateness_ms is not None:
             text += f" retry_lateness_ms[min={self.min_lateness_ms},max={self.max_lateness_ms}]"
         return text
@@ -91,8 +93,13 @@ class Totals:
 class Run:
     """One run of the engine on a session: start, watch, stop, explain."""
 
-    def __init__(self, spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions,
-                 metrics: EngineMetrics | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        policy: DeadLetterPolicy,
+        options: RunOptions,
+        metrics: EngineMetrics | None = None,
+    ) -> None:
         self.spark = spark
         self.policy = policy
         self.options = options

@@ -13,8 +13,7 @@ from pyspark.sql import SparkSession
 from dlq_engine.model.policy import DeadLetterPolicy
 
 REQUIRED_CONF = {
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     # On (Spark's default), every write to the state store first reads the key back to count
     # rows; for the delay stage's list state that read returns the whole list, so appending a
     # bucket of n retries cost O(n^2): 2,000 retries due in the same 100 ms held a micro-batch

@@ -66,8 +66,13 @@ def load_policy_file(path: str | Path) -> DeadLetterPolicy:
         ) from None
     except UnicodeDecodeError as error:
         raise PolicyFileError(
-            [LocatedIssue(str(path), None, Issue("(file)", f"is not UTF-8 text ({error.reason} "
-                                                            f"at byte {error.start})"))]
+            [
+                LocatedIssue(
+                    str(path),
+                    None,
+                    Issue("(file)", f"is not UTF-8 text ({error.reason} at byte {error.start})"),
+                )
+            ]
         ) from None
     return load_policy_text(text, source=str(path))
 

@@ -414,8 +414,11 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         max_offsets_per_trigger=f.integer("maxOffsetsPerTrigger", 0, minimum=0),
     )
     if source.subscription and not _TOPIC_RE.match(source.subscription):
-        f.fail(f.at("subscription"), "may contain only letters, digits, '.', '_' and '-' "
-               f"(it is part of the default topic names), got {source.subscription!r}")
+        f.fail(
+            f.at("subscription"),
+            "may contain only letters, digits, '.', '_' and '-' "
+            f"(it is part of the default topic names), got {source.subscription!r}",
+        )
     f.done()
 
     f = spec.child("broker")
@@ -463,9 +466,18 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     spec.done()
 
     policy = DeadLetterPolicy(
-        name=name, namespace=namespace, source=source, broker=broker, processor=processor,
-        output=output, retry=retry, dead_letter=dead_letter, error_window=error_window,
-        topics=topics, spark=spark, suspend=suspend,
+        name=name,
+        namespace=namespace,
+        source=source,
+        broker=broker,
+        processor=processor,
+        output=output,
+        retry=retry,
+        dead_letter=dead_letter,
+        error_window=error_window,
+        topics=topics,
+        spark=spark,
+        suspend=suspend,
     )
     _check_topic_names_distinct(policy, issues)
     return policy
@@ -489,15 +501,19 @@ def _parse_retry(f: _Fields) -> RetrySpec:
         b.fail(b.at("jitter"), f"must be between 0 and 1, got {backoff.jitter}")
     # maxDelay caps the exponential delay only (routing.backoff): fixed and levels ignore it.
     if backoff.type == "exponential" and backoff.max_delay_ms < backoff.delay_ms:
-        b.fail(b.at("maxDelay"), f"must not be shorter than delay ({format_ms(backoff.delay_ms)}), "
-               f"got {format_ms(backoff.max_delay_ms)}")
+        b.fail(
+            b.at("maxDelay"),
+            f"must not be shorter than delay ({format_ms(backoff.delay_ms)}), "
+            f"got {format_ms(backoff.max_delay_ms)}",
+        )
     if backoff.type == "levels" and not backoff.levels_ms:
         b.fail(b.at("levels"), "must list at least one delay when type is levels")
     b.done()
     non_retryable = f.string_list("nonRetryableErrors")
     f.done()
-    return RetrySpec(max_redeliver_count=max_redeliver, topic=topic, backoff=backoff,
-                 non_retryable_errors=non_retryable)
+    return RetrySpec(
+        max_redeliver_count=max_redeliver, topic=topic, backoff=backoff, non_retryable_errors=non_retryable
+    )
 
 
 def _levels(b: _Fields) -> tuple[int, ...]:
@@ -520,8 +536,10 @@ def _parse_dead_letter(f: _Fields) -> DeadLetter:
     headers = f.string_map("headers")
     for key in headers:
         if key.lower().startswith(_HEADER_PREFIX):
-            f.fail(f"{f.at('headers')}.{key}", "must not start with 'dlq.': those headers are "
-                   "written by the engine")
+            f.fail(
+                f"{f.at('headers')}.{key}",
+                "must not start with 'dlq.': those headers are written by the engine",
+            )
     dead_letter = DeadLetter(
         strategy=f.choice("strategy", ("topic", "ignore", "stop"), "topic"),
         topic=_topic(f, "topic"),
@@ -548,13 +566,20 @@ def _parse_topics(f: _Fields) -> Topics:
     )
     if topics.replication_factor == 0:
         f.fail(f.at("replicationFactor"), "must be -1 (broker default) or at least 1, got 0")
-    for key, config in (("retryConfig", topics.retry_config), ("deadLetterConfig", topics.dead_letter_config)):
+    for key, config in (
+        ("retryConfig", topics.retry_config),
+        ("deadLetterConfig", topics.dead_letter_config),
+    ):
         raw = config.get("max.message.bytes")
-        if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 10
-                                    and int(raw) >= MIN_MAX_MESSAGE_BYTES):
-            f.fail(f.at(key), f"max.message.bytes must be a number of at least {MIN_MAX_MESSAGE_BYTES}: "
-                              "below the producer's batch.size (16 KiB) the Kafka client retries a refused "
-                              f"batch forever (KAFKA-8350), got {raw!r}")
+        if raw is not None and not (
+            raw.isascii() and raw.isdigit() and len(raw) <= 10 and int(raw) >= MIN_MAX_MESSAGE_BYTES
+        ):
+            f.fail(
+                f.at(key),
+                f"max.message.bytes must be a number of at least {MIN_MAX_MESSAGE_BYTES}: "
+                "below the producer's batch.size (16 KiB) the Kafka client retries a refused "
+                f"batch forever (KAFKA-8350), got {raw!r}",
+            )
     if topics.provisioner == "strimzi" and not strimzi.cluster:
         f.fail(f"{f.at('strimzi')}.cluster", "is required when provisioner is strimzi")
     f.done()
@@ -620,13 +645,20 @@ def _check_topic_names_distinct(policy: DeadLetterPolicy, issues: list[Issue]) -
         if topic and topic == policy.source.topic:
             issues.append(Issue(path, f"must differ from spec.source.topic ({topic!r})"))
     if policy.retry_topic == policy.dead_letter_topic:
-        issues.append(Issue("spec.deadLetter.topic",
-                            f"must differ from the retry topic ({policy.retry_topic!r})"))
+        issues.append(
+            Issue("spec.deadLetter.topic", f"must differ from the retry topic ({policy.retry_topic!r})")
+        )
     if policy.output.topic and policy.output.topic in (policy.retry_topic, policy.dead_letter_topic):
-        issues.append(Issue("spec.output.topic",
-                            f"must differ from the retry and dead-letter topics ({policy.output.topic!r})"))
-    for path, topic in (("spec.retry.topic", policy.retry_topic),
-                        ("spec.deadLetter.topic", policy.dead_letter_topic)):
+        issues.append(
+            Issue(
+                "spec.output.topic",
+                f"must differ from the retry and dead-letter topics ({policy.output.topic!r})",
+            )
+        )
+    for path, topic in (
+        ("spec.retry.topic", policy.retry_topic),
+        ("spec.deadLetter.topic", policy.dead_letter_topic),
+    ):
         problem = topic_name_problem(topic)
         if problem and not any(i.path == path for i in issues):
             issues.append(Issue(path, f"(derived) {problem}"))
@@ -664,8 +696,11 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "subscription": policy.source.subscription,
             "startingOffsets": policy.source.starting_offsets,
             # Only when set, so that policies without it keep their config hash.
-            **({"maxOffsetsPerTrigger": policy.source.max_offsets_per_trigger}
-               if policy.source.max_offsets_per_trigger else {}),
+            **(
+                {"maxOffsetsPerTrigger": policy.source.max_offsets_per_trigger}
+                if policy.source.max_offsets_per_trigger
+                else {}
+            ),
         },
         "broker": {"bootstrapServers": policy.broker.bootstrap_servers},
         "processor": {

@@ -100,15 +100,21 @@ class RoutingSettings:
 Processor = Callable[..., Any]
 
 
-def route_batches(batches: Iterable[pa.RecordBatch], settings: RoutingSettings,
-                  processor: Processor) -> Iterator[pa.RecordBatch]:
+def route_batches(
+    batches: Iterable[pa.RecordBatch], settings: RoutingSettings, processor: Processor
+) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         yield route_batch(batch, settings, processor)
 
 
-def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Processor,
-                *, now_ms: Callable[[], int] | None = None,
-                rand: Callable[[], float] = random.random) -> pa.RecordBatch:
+def route_batch(
+    batch: pa.RecordBatch,
+    settings: RoutingSettings,
+    processor: Processor,
+    *,
+    now_ms: Callable[[], int] | None = None,
+    rand: Callable[[], float] = random.random,
+) -> pa.RecordBatch:
     clock = now_ms or _now_ms
     n = batch.num_rows
     keys = batch.column("key").to_pylist()
@@ -126,7 +132,16 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
     attempts = [_attempt(hs) if hs is not None else 0 for hs in headers]  # hs: retry records only
     new = _new_message
     messages = [
-        new(keys[i], values[i], header_dicts[i], topics[i], partitions[i], offsets[i], timestamps[i], attempts[i])
+        new(
+            keys[i],
+            values[i],
+            header_dicts[i],
+            topics[i],
+            partitions[i],
+            offsets[i],
+            timestamps[i],
+            attempts[i],
+        )
         for i in range(n)
     ]
     outcomes = _outcomes(messages, settings, processor)
@@ -152,8 +167,13 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
             reasons.append(None)
             continue
         failures = attempts[i] + 1
-        decision = decide(outcome, failures=failures, max_redeliver=settings.max_redeliver,
-                          strategy=settings.strategy, has_output=settings.has_output)
+        decision = decide(
+            outcome,
+            failures=failures,
+            max_redeliver=settings.max_redeliver,
+            strategy=settings.strategy,
+            has_output=settings.has_output,
+        )
         routes.append(int(decision.route))
         if decision.route in (Route.OUTPUT, Route.ACK):
             out_values.append(outcome.result if decision.route is Route.OUTPUT else None)
@@ -161,8 +181,9 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
             continue
         out_values.append(values[i])  # retries and dead letters carry the original value
         reasons.append(decision.reason)
-        built = _failure_headers(messages[i], headers[i], from_retry[i], outcome, decision,
-                                 failures, settings, now, rand)
+        built = _failure_headers(
+            messages[i], headers[i], from_retry[i], outcome, decision, failures, settings, now, rand
+        )
         if decision.route is Route.DEAD and settings.strategy == "stop":
             m = messages[i]
             raise StopPipeline(
@@ -171,21 +192,33 @@ def route_batch(batch: pa.RecordBatch, settings: RoutingSettings, processor: Pro
             )
         if decision.route is Route.IGNORED:
             m = messages[i]
-            log.warning("dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s", m.topic,
-                        m.partition, m.offset, decision.reason, outcome.error_class,
-                        outcome.error_message)
+            log.warning(
+                "dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s",
+                m.topic,
+                m.partition,
+                m.offset,
+                decision.reason,
+                outcome.error_class,
+                outcome.error_message,
+            )
         changed[i] = built
 
     return pa.RecordBatch.from_arrays(
-        [pa.array(routes, type=pa.int8()), batch.column("key"), pa.array(out_values, type=pa.binary()),
-         _written_headers(header_column, flat, changed), pa.array(reasons, type=pa.string()),
-         pa.array(lateness, type=pa.int64())],
+        [
+            pa.array(routes, type=pa.int8()),
+            batch.column("key"),
+            pa.array(out_values, type=pa.binary()),
+            _written_headers(header_column, flat, changed),
+            pa.array(reasons, type=pa.string()),
+            pa.array(lateness, type=pa.int64()),
+        ],
         schema=output_schema(batch.schema),
     )
 
 
-def _written_headers(column: pa.Array, flat: _FlatHeaders,
-                     changed: Mapping[int, Sequence[tuple[str, bytes]]]) -> pa.Array:
+def _written_headers(
+    column: pa.Array, flat: _FlatHeaders, changed: Mapping[int, Sequence[tuple[str, bytes]]]
+) -> pa.Array:
     """The headers each record is written with: its own less any ``dlq.*`` header (a record
     leaves with this attempt's ``dlq.*`` headers or none), then ``changed[row]`` for the rows
     that failed. The input array itself when no row changes, as in a batch of successes;
@@ -215,9 +248,11 @@ def _written_headers(column: pa.Array, flat: _FlatHeaders,
     entry = column.type.value_type
     replaced = pa.ListArray.from_arrays(
         pa.array(offsets, pa.int32()),
-        pa.StructArray.from_arrays([pa.array(keys, entry.field(0).type), pa.array(values, entry.field(1).type)],
-                                   fields=list(entry)),
-        type=column.type)
+        pa.StructArray.from_arrays(
+            [pa.array(keys, entry.field(0).type), pa.array(values, entry.field(1).type)], fields=list(entry)
+        ),
+        type=column.type,
+    )
     n = len(column)
     indices = list(range(n))
     for position, row in enumerate(rows):
@@ -252,11 +287,14 @@ class _FlatHeaders:
             stale = pc.indices_nonzero(ours).to_pylist() if pc.any(ours).as_py() else []
         else:
             names, contents, stale = [], [], []
-        return cls(names, contents, bounds, column.is_valid().to_pylist() if column.null_count else None, stale)
+        return cls(
+            names, contents, bounds, column.is_valid().to_pylist() if column.null_count else None, stale
+        )
 
 
-def _headers(flat: _FlatHeaders, from_retry: list[bool]
-             ) -> tuple[list[dict[str, bytes]], list[list[tuple[str, bytes | None]] | None]]:
+def _headers(
+    flat: _FlatHeaders, from_retry: list[bool]
+) -> tuple[list[dict[str, bytes]], list[list[tuple[str, bytes | None]] | None]]:
     """Each row's headers as the processor sees them (a dict: the first of repeated keys wins,
     a null value reads as b""), and, for retry records only, as the list of (key, value) pairs
     that attempts, lateness and carried headers are read from (None for other rows).
@@ -280,7 +318,9 @@ def _headers(flat: _FlatHeaders, from_retry: list[bool]
                 value = contents[j]
                 row.setdefault(names[j], value if value is not None else b"")
             dicts.append(row)
-        pairs.append(list(zip(names[start:stop], contents[start:stop], strict=True)) if from_retry[i] else None)
+        pairs.append(
+            list(zip(names[start:stop], contents[start:stop], strict=True)) if from_retry[i] else None
+        )
     return dicts, pairs
 
 
@@ -299,8 +339,16 @@ def _message_constructor() -> Callable[..., Message]:
     sk, sv, sh, st, sp, so, sts, sa = setters
     new = object.__new__
 
-    def make(key: bytes | None, value: bytes | None, headers: dict[str, bytes], topic: str,
-             partition: int, offset: int, timestamp: int, attempt: int) -> Message:
+    def make(
+        key: bytes | None,
+        value: bytes | None,
+        headers: dict[str, bytes],
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        attempt: int,
+    ) -> Message:
         m = new(Message)
         sk(m, key)
         sv(m, value)
@@ -322,18 +370,21 @@ def output_schema(input_schema: pa.Schema) -> pa.Schema:
     """What ``route_batch`` returns: ``route`` (a ``Route``), the ``key``, ``value`` and
     ``headers`` to write, the dead-letter ``reason`` (dead and ignored records only) and, for
     redelivered records, ``lateness_ms`` (how long after ``dlq.deliver.at`` it was routed)."""
-    return pa.schema([
-        pa.field("route", pa.int8(), nullable=False),
-        input_schema.field("key"),
-        pa.field("value", pa.binary()),
-        input_schema.field("headers"),
-        pa.field("reason", pa.string()),
-        pa.field("lateness_ms", pa.int64()),
-    ])
+    return pa.schema(
+        [
+            pa.field("route", pa.int8(), nullable=False),
+            input_schema.field("key"),
+            pa.field("value", pa.binary()),
+            input_schema.field("headers"),
+            pa.field("reason", pa.string()),
+            pa.field("lateness_ms", pa.int64()),
+        ]
+    )
 
 
-def _outcomes(messages: Sequence[Message], settings: RoutingSettings,
-              processor: Processor) -> list[bytes | Outcome | None]:
+def _outcomes(
+    messages: Sequence[Message], settings: RoutingSettings, processor: Processor
+) -> list[bytes | Outcome | None]:
     """One entry per message: the encoded result of a success (None acknowledges), or the
     ``Outcome`` of a failure."""
     if settings.mode == "batch":
@@ -346,12 +397,14 @@ def _outcomes(messages: Sequence[Message], settings: RoutingSettings,
         return result_or_failure(processor, message, non_retryable, with_stack=with_stack)
 
     results = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
-    return [classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r
-            for r in results]
+    return [
+        classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r for r in results
+    ]
 
 
-def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
-                    processor: Processor) -> list[bytes | Outcome | None]:
+def _batch_outcomes(
+    messages: Sequence[Message], settings: RoutingSettings, processor: Processor
+) -> list[bytes | Outcome | None]:
     """A batch processor takes the list of messages and returns one result or exception per
     message. If it raises (any ``BaseException``, as in message mode), or overruns
     ``processor.timeout`` times the number of messages, every message of the batch fails with
@@ -362,9 +415,12 @@ def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
     try:
         if settings.timeout_ms > 0:
             [answer] = map_with_limit(
-                lambda batch: _batch_results(processor, batch), [list(messages)],
-                timeout_ms=settings.timeout_ms * n, what=f"the batch processor ({n} messages)",
-                limit=f"processor.timeout {format_ms(settings.timeout_ms)} per message")
+                lambda batch: _batch_results(processor, batch),
+                [list(messages)],
+                timeout_ms=settings.timeout_ms * n,
+                what=f"the batch processor ({n} messages)",
+                limit=f"processor.timeout {format_ms(settings.timeout_ms)} per message",
+            )
             if type(answer) is Raised:
                 raise answer.error
             results = answer
@@ -373,7 +429,9 @@ def _batch_outcomes(messages: Sequence[Message], settings: RoutingSettings,
     except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
         return [outcome_of(error, settings.non_retryable, with_stack=settings.include_stack)] * len(messages)
     if len(results) != len(messages):
-        mismatch = ValueError(f"batch processor returned {len(results)} outcomes for {len(messages)} messages")
+        mismatch = ValueError(
+            f"batch processor returned {len(results)} outcomes for {len(messages)} messages"
+        )
         return [outcome_of(mismatch, settings.non_retryable, with_stack=False)] * len(messages)
     non_retryable, with_stack = settings.non_retryable, settings.include_stack
     return [item_result_or_failure(r, non_retryable, with_stack=with_stack) for r in results]
@@ -383,18 +441,30 @@ def _batch_results(processor: Processor, messages: list[Message]) -> list[Any]:
     """A batch processor's answer as a list (it may return any iterable but a str, bytes or dict)."""
     returned = processor(messages)
     if isinstance(returned, str | bytes | bytearray | dict) or not isinstance(returned, Iterable):
-        raise UnsupportedResult(f"batch processor returned {type(returned).__name__}; return a list "
-                                f"with one result or exception per message")
+        raise UnsupportedResult(
+            f"batch processor returned {type(returned).__name__}; return a list "
+            f"with one result or exception per message"
+        )
     return list(returned)
 
 
-def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]] | None, from_retry: bool,
-                     outcome: Outcome, decision: Decision, failures: int,
-                     settings: RoutingSettings, now: int,
-                     rand: Callable[[], float]) -> list[tuple[str, bytes]]:
+def _failure_headers(
+    message: Message,
+    headers: list[tuple[str, bytes | None]] | None,
+    from_retry: bool,
+    outcome: Outcome,
+    decision: Decision,
+    failures: int,
+    settings: RoutingSettings,
+    now: int,
+    rand: Callable[[], float],
+) -> list[tuple[str, bytes]]:
     if from_retry:
-        origin = {name: _text(h.first_header(headers, name)) for name in h.CARRIED
-                  if h.first_header(headers, name) is not None}
+        origin = {
+            name: _text(h.first_header(headers, name))
+            for name in h.CARRIED
+            if h.first_header(headers, name) is not None
+        }
     else:
         origin = {}
     origin.setdefault(h.ORIGINAL_TOPIC, message.topic)
@@ -404,13 +474,21 @@ def _failure_headers(message: Message, headers: list[tuple[str, bytes | None]] |
     origin.setdefault(h.FIRST_FAILURE_AT, str(now))
     deliver_at = None
     if decision.route is Route.RETRY:
-        wait = outcome.delay_ms if outcome.delay_ms is not None else delay_ms(settings.backoff, failures, rand())
+        wait = (
+            outcome.delay_ms if outcome.delay_ms is not None else delay_ms(settings.backoff, failures, rand())
+        )
         deliver_at = min(now + wait, MAX_DELIVER_AT)
     built = h.failure_headers(
-        origin=origin, attempt=failures, error_class=outcome.error_class,
-        error_message=outcome.error_message, stacktrace=outcome.stacktrace,
-        policy=settings.policy, subscription=settings.subscription, failed_at=now,
-        deliver_at=deliver_at, reason=decision.reason,
+        origin=origin,
+        attempt=failures,
+        error_class=outcome.error_class,
+        error_message=outcome.error_message,
+        stacktrace=outcome.stacktrace,
+        policy=settings.policy,
+        subscription=settings.subscription,
+        failed_at=now,
+        deliver_at=deliver_at,
+        reason=decision.reason,
         static=dict(settings.static_headers) if decision.route is not Route.RETRY else None,
     )
     return built

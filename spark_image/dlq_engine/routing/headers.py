@@ -28,8 +28,7 @@ FIRST_FAILURE_AT: Final = "dlq.first.failure.at"
 FAILED_AT: Final = "dlq.failed.at"
 
 #: Carried from the first failure to every later retry and dead letter.
-CARRIED: Final = (ORIGINAL_TOPIC, ORIGINAL_PARTITION, ORIGINAL_OFFSET, ORIGINAL_TIMESTAMP,
-                  FIRST_FAILURE_AT)
+CARRIED: Final = (ORIGINAL_TOPIC, ORIGINAL_PARTITION, ORIGINAL_OFFSET, ORIGINAL_TIMESTAMP, FIRST_FAILURE_AT)
 
 #: Error messages are bounded so one failure cannot make a record too large for the broker.
 MAX_MESSAGE_CHARS: Final = 2_000

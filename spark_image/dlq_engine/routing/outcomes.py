@@ -70,7 +70,9 @@ def encode_result(result: object) -> bytes | None:
         try:
             return result.encode("utf-8")
         except UnicodeEncodeError as error:
-            raise UnsupportedResult(f"processor returned a str that is not valid Unicode text: {error}") from None
+            raise UnsupportedResult(
+                f"processor returned a str that is not valid Unicode text: {error}"
+            ) from None
     if isinstance(result, dict | list):
         try:
             text = json.dumps(result, separators=(",", ":"), allow_nan=False)
@@ -79,9 +81,7 @@ def encode_result(result: object) -> bytes | None:
                 f"processor returned a {type(result).__name__} that is not JSON: {_safe_str(error)}"
             ) from None
         return text.encode("ascii")  # json.dumps escapes everything else (ensure_ascii)
-    raise UnsupportedResult(
-        f"processor returned {type(result).__name__}; return bytes, str, dict or None"
-    )
+    raise UnsupportedResult(f"processor returned {type(result).__name__}; return bytes, str, dict or None")
 
 
 def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack: bool) -> Outcome:
@@ -98,15 +98,18 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
     cls = type(error)
     return Outcome(
         kind=kind,
-        error_class=f"{cls.__module__}.{cls.__qualname__}" if cls.__module__ != "builtins" else cls.__qualname__,
+        error_class=f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__module__ != "builtins"
+        else cls.__qualname__,
         error_message=bounded_message(_safe_str(error)),
         stacktrace=_stack(error) if with_stack else None,
         delay_ms=delay_ms,
     )
 
 
-def invoke(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *,
-           with_stack: bool) -> Outcome:
+def invoke(
+    process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *, with_stack: bool
+) -> Outcome:
     """Call the processor on one message; never raises."""
     return _wrap(result_or_failure(process, message, non_retryable, with_stack=with_stack))
 
@@ -116,8 +119,9 @@ def outcome_of(item: object, non_retryable: frozenset[str], *, with_stack: bool)
     return _wrap(item_result_or_failure(item, non_retryable, with_stack=with_stack))
 
 
-def result_or_failure(process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str],
-                      *, with_stack: bool) -> bytes | Outcome | None:
+def result_or_failure(
+    process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *, with_stack: bool
+) -> bytes | Outcome | None:
     """``invoke`` for the routing hot path: a success is the encoded result itself (bytes, or
     None to acknowledge), so no object is built for it; a failure is its ``Outcome``.
 
@@ -134,8 +138,9 @@ def result_or_failure(process: Callable[[Message], Any], message: Message, non_r
         return classify(error, non_retryable, with_stack=with_stack)
 
 
-def item_result_or_failure(item: object, non_retryable: frozenset[str], *,
-                           with_stack: bool) -> bytes | Outcome | None:
+def item_result_or_failure(
+    item: object, non_retryable: frozenset[str], *, with_stack: bool
+) -> bytes | Outcome | None:
     """``outcome_of`` for the routing hot path, as ``result_or_failure`` is for ``invoke``."""
     if type(item) is bytes:
         return item
@@ -159,8 +164,9 @@ class Decision:
     reason: str | None = None  # exhausted | terminated | non-retryable, for dead letters
 
 
-def decide(outcome: Outcome, *, failures: int, max_redeliver: int, strategy: str,
-           has_output: bool) -> Decision:
+def decide(
+    outcome: Outcome, *, failures: int, max_redeliver: int, strategy: str, has_output: bool
+) -> Decision:
     """Where the message goes. ``failures`` counts this failure too (attempt + 1)."""
     if outcome.kind is Kind.RESULT:
         return Decision(Route.OUTPUT if has_output else Route.ACK)
@@ -229,8 +235,12 @@ def _stack_from_cache(error: BaseException) -> str | None:
     """``format_exception``'s text from cached frames, or None when the slow way must be taken:
     no traceback, a chained exception (cause or context), or an exception group."""
     tb = error.__traceback__
-    if (tb is None or error.__cause__ is not None or isinstance(error, BaseExceptionGroup)
-            or (error.__context__ is not None and not error.__suppress_context__)):
+    if (
+        tb is None
+        or error.__cause__ is not None
+        or isinstance(error, BaseExceptionGroup)
+        or (error.__context__ is not None and not error.__suppress_context__)
+    ):
         return None
     positions = []
     while tb is not None:

@@ -76,7 +76,12 @@ class _Run:
 
     def run(self) -> None:
         function, arguments, results, lock, clock = (
-            self.function, self.arguments, self.results, self.lock, time.monotonic)
+            self.function,
+            self.arguments,
+            self.results,
+            self.lock,
+            time.monotonic,
+        )
         try:
             for i in range(self.start, len(arguments)):
                 with lock:
@@ -142,8 +147,14 @@ class _Workers:
 _workers = _Workers()
 
 
-def map_with_limit(function: Callable[[Any], Any], arguments: Sequence[Any], *, timeout_ms: int,
-                   what: str = "the processor", limit: str = "processor.timeout") -> list[Any]:
+def map_with_limit(
+    function: Callable[[Any], Any],
+    arguments: Sequence[Any],
+    *,
+    timeout_ms: int,
+    what: str = "the processor",
+    limit: str = "processor.timeout",
+) -> list[Any]:
     """``[function(a) for a in arguments]``, called in order on the helper thread, each call
     given at most ``timeout_ms`` (positive). A call that raises gives ``Raised(error)`` in its
     place; one that overruns gives ``Raised(TimeoutError("<what> did not return within
@@ -164,8 +175,9 @@ def map_with_limit(function: Callable[[Any], Any], arguments: Sequence[Any], *, 
         running = _workers.abandon(helper)
         results[start:overran] = run.results[start:overran]
         text = f"{what} did not return within {format_ms(timeout_ms)} ({limit})"
-        log.warning("%s; its thread is abandoned (%d abandoned threads still running in this worker)",
-                    text, running)
+        log.warning(
+            "%s; its thread is abandoned (%d abandoned threads still running in this worker)", text, running
+        )
         error = TimeoutError(text)
         if where:
             error.add_note(f"The call was abandoned while it was here:\n{where.rstrip()}")

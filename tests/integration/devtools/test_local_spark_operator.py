@@ -18,7 +18,7 @@ from tests.integration.crds import install_crds
 
 SPARKAPP_CRD = REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 
-APP = '''
+APP = """
 import pathlib, sys, time
 config, out, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 from pyspark.sql import SparkSession
@@ -31,7 +31,7 @@ if mode == "fail":
 if mode == "serve":
     while True:
         time.sleep(0.5)
-'''
+"""
 
 
 @pytest.fixture
@@ -39,9 +39,14 @@ def runner(kube: ControlPlane, kube_api: Any, namespace: str, tmp_path: Path) ->
     install_crds(kube_api, [SPARKAPP_CRD])
     (tmp_path / "image").mkdir()
     (tmp_path / "image" / "app.py").write_text(APP)
-    operator = LocalSparkOperator(kubeconfig=str(kube.admin_kubeconfig), workdir=tmp_path / "runs",
-                                  namespaces=[namespace], path_map={"/opt/app": str(tmp_path / "image")},
-                                  master="local[1]", stop_grace=10)
+    operator = LocalSparkOperator(
+        kubeconfig=str(kube.admin_kubeconfig),
+        workdir=tmp_path / "runs",
+        namespaces=[namespace],
+        path_map={"/opt/app": str(tmp_path / "image")},
+        master="local[1]",
+        stop_grace=10,
+    )
     operator.start()
     yield operator
     operator.stop()
@@ -49,14 +54,22 @@ def runner(kube: ControlPlane, kube_api: Any, namespace: str, tmp_path: Path) ->
 
 def _app(name: str, mode: str, out: Path, **spec: Any) -> dict[str, Any]:
     return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "SparkApplication", "metadata": {"name": name},
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SparkApplication",
+        "metadata": {"name": name},
         "spec": {
-            "type": "Python", "mode": "cluster", "pythonVersion": "3", "sparkVersion": "4.0.0",
+            "type": "Python",
+            "mode": "cluster",
+            "pythonVersion": "3",
+            "sparkVersion": "4.0.0",
             "mainApplicationFile": "local:///opt/app/app.py",
             "arguments": ["/etc/app/config/greeting", str(out), mode],
             "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}],
-            "driver": {"cores": 1, "memory": "512m",
-                       "volumeMounts": [{"name": "config", "mountPath": "/etc/app/config"}]},
+            "driver": {
+                "cores": 1,
+                "memory": "512m",
+                "volumeMounts": [{"name": "config", "mountPath": "/etc/app/config"}],
+            },
             "executor": {"instances": 1, "cores": 1, "memory": "512m"},
             **spec,
         },
@@ -79,8 +92,10 @@ def _states(kube_api: Any, namespace: str, name: str, wanted: str, timeout: floa
 
 
 def _config_map(kube_api: Any, namespace: str, name: str, text: str) -> None:
-    client.CoreV1Api(kube_api).create_namespaced_config_map(namespace, client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name=f"{name}-config"), data={"greeting": text}))
+    client.CoreV1Api(kube_api).create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"{name}-config"), data={"greeting": text}),
+    )
 
 
 def test_an_application_runs_to_completion_with_its_mounted_config(
@@ -88,7 +103,8 @@ def test_an_application_runs_to_completion_with_its_mounted_config(
 ) -> None:
     _config_map(kube_api, namespace, "hello", "hello from a configmap")
     client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, _app("hello", "ok", tmp_path / "out.txt"))
+        GROUP, VERSION, namespace, PLURAL, _app("hello", "ok", tmp_path / "out.txt")
+    )
     states = _states(kube_api, namespace, "hello", "COMPLETED")
     assert states[0] == "SUBMITTED"
     assert (tmp_path / "out.txt").read_text() == "hello from a configmap count=10"
@@ -98,14 +114,20 @@ def test_a_failing_application_is_retried_by_its_restart_policy(
     runner: LocalSparkOperator, kube_api: Any, namespace: str, tmp_path: Path
 ) -> None:
     _config_map(kube_api, namespace, "broken", "x")
-    app = _app("broken", "fail", tmp_path / "out.txt",
-               restartPolicy={"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1})
+    app = _app(
+        "broken",
+        "fail",
+        tmp_path / "out.txt",
+        restartPolicy={"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1},
+    )
     client.CustomObjectsApi(kube_api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, app)
     _states(kube_api, namespace, "broken", "PENDING_RERUN")
     _states(kube_api, namespace, "broken", "SUBMITTED")
     _states(kube_api, namespace, "broken", "FAILED")
     time.sleep(3)  # no third attempt: one retry only
-    final = client.CustomObjectsApi(kube_api).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "broken")
+    final = client.CustomObjectsApi(kube_api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "broken"
+    )
     assert final["status"]["applicationState"]["state"] == "FAILED"
     assert final["status"]["submissionAttempts"] == 2
     assert "dlq-engine: stopped: failing on purpose" in final["status"]["applicationState"]["errorMessage"]
@@ -116,20 +138,24 @@ def test_a_spec_change_resubmits_and_a_metadata_change_does_not(
 ) -> None:
     objects = client.CustomObjectsApi(kube_api)
     _config_map(kube_api, namespace, "server", "v1")
-    objects.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                            _app("server", "serve", tmp_path / "out.txt"))
+    objects.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, _app("server", "serve", tmp_path / "out.txt")
+    )
     _states(kube_api, namespace, "server", "RUNNING")
     first_pid = runner.drivers[(namespace, "server")].process.pid  # type: ignore[union-attr]
 
-    objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server",
-                                           {"metadata": {"labels": {"touched": "yes"}}})
+    objects.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "server", {"metadata": {"labels": {"touched": "yes"}}}
+    )
     time.sleep(2)
     assert runner.drivers[(namespace, "server")].process.pid == first_pid  # type: ignore[union-attr]
 
-    first_submission = objects.get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, "server")["status"]["submissionID"]
-    objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server",
-                                           {"spec": {"sparkConf": {"spark.app.generation": "2"}}})
+    first_submission = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server")[
+        "status"
+    ]["submissionID"]
+    objects.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "server", {"spec": {"sparkConf": {"spark.app.generation": "2"}}}
+    )
     # INVALIDATING and PENDING_RERUN pass quickly; what lasts is a new submission, running.
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -56,8 +56,10 @@ class Engine:
             return "no query"
         batches = [(p.batchId, p.numInputRows, dict(p.durationMs)) for p in query.recentProgress[-5:]]
         error = query.exception() if not query.isActive else None
-        return (f"status {query.status}, exit status {self.status}, counts {self.run.totals.counts}, "
-                f"last batches {batches}, error {error}")
+        return (
+            f"status {query.status}, exit status {self.status}, counts {self.run.totals.counts}, "
+            f"last batches {batches}, error {error}"
+        )
 
     def join(self, timeout: float) -> int | None:
         self._thread.join(timeout)
@@ -84,8 +86,9 @@ def topics(make_topic: Callable[..., str]) -> Callable[..., dict[str, str]]:
 def engine(spark: Any, bootstrap_servers: str, tmp_path: Path) -> Iterator[Callable[..., Engine]]:
     started: list[Engine] = []
 
-    def start(names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None,
-              **spec: Any) -> Engine:
+    def start(
+        names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None, **spec: Any
+    ) -> Engine:
         policy = parse_policy(engine_policy(names, bootstrap_servers, **spec))
         running = Engine(spark, policy, checkpoint or tmp_path / "checkpoint", once)
         started.append(running)

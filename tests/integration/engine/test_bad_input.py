@@ -22,8 +22,14 @@ BIG = bytes(range(256)) * (MIB // 256)  # 1 MiB holding every byte value
 TOPIC_CONFIG = {"max.message.bytes": str(4 * MIB)}
 UNSUPPORTED = "dlq_engine.routing.outcomes.UnsupportedResult"
 FAR_FUTURE = b"99999999999999"  # year 5138, in epoch milliseconds
-REDRIVEN = (("dlq.attempt", b"3"), ("dlq.reason", b"exhausted"), ("dlq.original.topic", b"elsewhere"),
-            ("dlq.original.offset", b"77"), ("dlq.first.failure.at", b"5"), ("dlq.error.class", b"Old"))
+REDRIVEN = (
+    ("dlq.attempt", b"3"),
+    ("dlq.reason", b"exhausted"),
+    ("dlq.original.topic", b"elsewhere"),
+    ("dlq.original.offset", b"77"),
+    ("dlq.first.failure.at", b"5"),
+    ("dlq.error.class", b"Old"),
+)
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,12 @@ class Case:
 
 
 def exhausted(error_class: str, message: Any, attempt: str = str(1 + MAX_REDELIVER)) -> dict[str, Any]:
-    return {"dlq.reason": "exhausted", "dlq.attempt": attempt, "dlq.error.class": error_class,
-            "dlq.error.message": message}
+    return {
+        "dlq.reason": "exhausted",
+        "dlq.attempt": attempt,
+        "dlq.error.class": error_class,
+        "dlq.error.message": message,
+    }
 
 
 def describes(**fields: Any) -> dict[str, Any]:
@@ -58,84 +68,205 @@ CASES = [
     # Keys and values of every shape reach the processor as they are and are kept as they are.
     Case("null-key", "describe", key=None, ends="output", output=describes(key=None)),
     Case("null-value", "describe", value=None, ends="output", output=describes(value=None)),
-    Case("null-value-processor-fails", "decode", value=None,
-         dlq=exhausted("AttributeError", "'NoneType' object has no attribute 'decode'")),
+    Case(
+        "null-value-processor-fails",
+        "decode",
+        value=None,
+        dlq=exhausted("AttributeError", "'NoneType' object has no attribute 'decode'"),
+    ),
     Case("empty-value", "decode", value=b"", ends="output", output=b""),
     Case("non-utf8-key", "describe", key=b"\xff\xfe\x80k", ends="output", output=describes(key="fffe806b")),
-    Case("non-utf8-value", "decode", value=b"\xff\xfe\x00bad",
-         dlq=exhausted("UnicodeDecodeError", "'utf-8' codec can't decode byte 0xff in position 0: "
-                                             "invalid start byte")),
+    Case(
+        "non-utf8-value",
+        "decode",
+        value=b"\xff\xfe\x00bad",
+        dlq=exhausted(
+            "UnicodeDecodeError", "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"
+        ),
+    ),
     Case("1mib-value", "echo", value=BIG, ends="output", output=BIG),
     Case("1mib-value-fails", "fail", value=BIG, dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("record-timestamp-1970", "fail", timestamp=1,
-         dlq={**exhausted("RuntimeError", "always fails (attempt 1)"), "dlq.original.timestamp": "1"}),
+    Case(
+        "record-timestamp-1970",
+        "fail",
+        timestamp=1,
+        dlq={**exhausted("RuntimeError", "always fails (attempt 1)"), "dlq.original.timestamp": "1"},
+    ),
     # Forged dlq.* headers on a source record: ignored; it is processed from attempt 0, with the
     # whole retry budget, and every dlq.* header it leaves with is the engine's own.
-    Case("forged-attempt-abc", "fail", headers=(("dlq.attempt", b"abc"),),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("forged-attempt-negative", "fail", headers=(("dlq.attempt", b"-5"),),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("forged-attempt-huge", "fail", headers=(("dlq.attempt", b"99999999999999999999"),),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("forged-attempt-on-a-success", "describe", headers=(("dlq.attempt", b"99999999999999999999"),),
-         ends="output", output=describes()),
-    Case("redriven-dead-letter", "fail", headers=REDRIVEN,
-         dlq={**exhausted("RuntimeError", "always fails (attempt 1)"),
-              "dlq.first.failure.at": lambda v: v != "5"}),
-    Case("deliver-at-far-future", "describe", headers=(("dlq.deliver.at", FAR_FUTURE),),
-         ends="output", output=describes()),
-    Case("deliver-at-far-future-fails", "fail", headers=(("dlq.deliver.at", FAR_FUTURE),),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("deliver-at-far-past", "describe", headers=(("dlq.deliver.at", b"1"),),
-         ends="output", output=describes()),
+    Case(
+        "forged-attempt-abc",
+        "fail",
+        headers=(("dlq.attempt", b"abc"),),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1)"),
+    ),
+    Case(
+        "forged-attempt-negative",
+        "fail",
+        headers=(("dlq.attempt", b"-5"),),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1)"),
+    ),
+    Case(
+        "forged-attempt-huge",
+        "fail",
+        headers=(("dlq.attempt", b"99999999999999999999"),),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1)"),
+    ),
+    Case(
+        "forged-attempt-on-a-success",
+        "describe",
+        headers=(("dlq.attempt", b"99999999999999999999"),),
+        ends="output",
+        output=describes(),
+    ),
+    Case(
+        "redriven-dead-letter",
+        "fail",
+        headers=REDRIVEN,
+        dlq={
+            **exhausted("RuntimeError", "always fails (attempt 1)"),
+            "dlq.first.failure.at": lambda v: v != "5",
+        },
+    ),
+    Case(
+        "deliver-at-far-future",
+        "describe",
+        headers=(("dlq.deliver.at", FAR_FUTURE),),
+        ends="output",
+        output=describes(),
+    ),
+    Case(
+        "deliver-at-far-future-fails",
+        "fail",
+        headers=(("dlq.deliver.at", FAR_FUTURE),),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1)"),
+    ),
+    Case(
+        "deliver-at-far-past",
+        "describe",
+        headers=(("dlq.deliver.at", b"1"),),
+        ends="output",
+        output=describes(),
+    ),
     # Other headers: repeated keys, binary and null values are kept exactly, in order.
-    Case("duplicate-header-keys", "describe", headers=(("dup", b"1"), ("dup", b"2")), ends="output",
-         output=describes(headers={"case": b"duplicate-header-keys".hex(), "do": b"describe".hex(),
-                                   "dup": b"1".hex()})),
-    Case("duplicate-header-keys-fails", "fail", headers=(("dup", b"1"), ("dup", b"2")),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("binary-and-null-header-values", "fail", headers=(("bin", b"\xff\x00\xfe"), ("nothing", None)),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1)")),
-    Case("null-header-value-seen-as-empty", "describe", headers=(("nothing", None),), ends="output",
-         output=describes(headers={"case": b"null-header-value-seen-as-empty".hex(),
-                                   "do": b"describe".hex(), "nothing": ""})),
+    Case(
+        "duplicate-header-keys",
+        "describe",
+        headers=(("dup", b"1"), ("dup", b"2")),
+        ends="output",
+        output=describes(
+            headers={"case": b"duplicate-header-keys".hex(), "do": b"describe".hex(), "dup": b"1".hex()}
+        ),
+    ),
+    Case(
+        "duplicate-header-keys-fails",
+        "fail",
+        headers=(("dup", b"1"), ("dup", b"2")),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1)"),
+    ),
+    Case(
+        "binary-and-null-header-values",
+        "fail",
+        headers=(("bin", b"\xff\x00\xfe"), ("nothing", None)),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1)"),
+    ),
+    Case(
+        "null-header-value-seen-as-empty",
+        "describe",
+        headers=(("nothing", None),),
+        ends="output",
+        output=describes(
+            headers={"case": b"null-header-value-seen-as-empty".hex(), "do": b"describe".hex(), "nothing": ""}
+        ),
+    ),
     # What the processor returns or raises.
-    Case("returns-int", "int", dlq=exhausted(UNSUPPORTED, "processor returned int; return bytes, str, dict "
-                                                           "or None")),
-    Case("returns-set", "set", dlq=exhausted(UNSUPPORTED, "processor returned set; return bytes, str, dict "
-                                                           "or None")),
+    Case(
+        "returns-int",
+        "int",
+        dlq=exhausted(UNSUPPORTED, "processor returned int; return bytes, str, dict or None"),
+    ),
+    Case(
+        "returns-set",
+        "set",
+        dlq=exhausted(UNSUPPORTED, "processor returned set; return bytes, str, dict or None"),
+    ),
     Case("returns-list", "list", ends="output", output=b'[1,"two"]'),
-    Case("returns-dict-not-json", "datetime",
-         dlq=exhausted(UNSUPPORTED, "processor returned a dict that is not JSON: Object of type datetime "
-                                    "is not JSON serializable")),
-    Case("returns-str-not-unicode", "surrogate",
-         dlq=exhausted(UNSUPPORTED, "processor returned a str that is not valid Unicode text: 'utf-8' codec "
-                                    "can't encode character '\\udcff' in position 4: surrogates not allowed")),
-    Case("hangs", "hang",
-         dlq={**exhausted("TimeoutError", "the processor did not return within 1s (processor.timeout)"),
-              "dlq.error.stacktrace": lambda v: "in process" in v and "The call was abandoned" in v}),
-    Case("exception-str-raises", "bad-str",
-         dlq=exhausted("tests.processors.bad_input.BadStr", "<unprintable BadStr: str() raised ValueError>")),
-    Case("exception-huge-message", "huge-message",
-         dlq={**exhausted("ValueError", lambda v: len(v) == 2000 and v.startswith("xxx")
-                          and v.endswith("...(truncated from 1000000 chars)")),
-              "dlq.error.stacktrace": lambda v: len(v) < 9000 and "bad_input.py" in v}),
+    Case(
+        "returns-dict-not-json",
+        "datetime",
+        dlq=exhausted(
+            UNSUPPORTED,
+            "processor returned a dict that is not JSON: Object of type datetime is not JSON serializable",
+        ),
+    ),
+    Case(
+        "returns-str-not-unicode",
+        "surrogate",
+        dlq=exhausted(
+            UNSUPPORTED,
+            "processor returned a str that is not valid Unicode text: 'utf-8' codec "
+            "can't encode character '\\udcff' in position 4: surrogates not allowed",
+        ),
+    ),
+    Case(
+        "hangs",
+        "hang",
+        dlq={
+            **exhausted("TimeoutError", "the processor did not return within 1s (processor.timeout)"),
+            "dlq.error.stacktrace": lambda v: "in process" in v and "The call was abandoned" in v,
+        },
+    ),
+    Case(
+        "exception-str-raises",
+        "bad-str",
+        dlq=exhausted("tests.processors.bad_input.BadStr", "<unprintable BadStr: str() raised ValueError>"),
+    ),
+    Case(
+        "exception-huge-message",
+        "huge-message",
+        dlq={
+            **exhausted(
+                "ValueError",
+                lambda v: (
+                    len(v) == 2000 and v.startswith("xxx") and v.endswith("...(truncated from 1000000 chars)")
+                ),
+            ),
+            "dlq.error.stacktrace": lambda v: len(v) < 9000 and "bad_input.py" in v,
+        },
+    ),
     Case("sys-exit", "exit", dlq=exhausted("SystemExit", "3")),
     Case("keyboard-interrupt", "interrupt", dlq=exhausted("KeyboardInterrupt", "")),
     # Forged records written straight onto the retry topic.
-    Case("retry-topic-deliver-at-beyond-int64", "describe", on_retry_topic=True,
-         headers=(("dlq.deliver.at", b"99999999999999999999"),), ends="output", output=describes()),
+    Case(
+        "retry-topic-deliver-at-beyond-int64",
+        "describe",
+        on_retry_topic=True,
+        headers=(("dlq.deliver.at", b"99999999999999999999"),),
+        ends="output",
+        output=describes(),
+    ),
     Case("retry-topic-no-deliver-at", "describe", on_retry_topic=True, ends="output", output=describes()),
-    Case("retry-topic-attempt-huge", "fail", on_retry_topic=True,
-         headers=(("dlq.attempt", b"99999999999999999999"), ("dlq.deliver.at", b"1")),
-         dlq=exhausted("RuntimeError", "always fails (attempt 1000000)", attempt="1000001")),
+    Case(
+        "retry-topic-attempt-huge",
+        "fail",
+        on_retry_topic=True,
+        headers=(("dlq.attempt", b"99999999999999999999"), ("dlq.deliver.at", b"1")),
+        dlq=exhausted("RuntimeError", "always fails (attempt 1000000)", attempt="1000001"),
+    ),
 ]
 
 
 def produce_cases(bootstrap: str, topic: str, cases: list[Case]) -> dict[str, int]:
     """Produce each case's record; the offset of each, by case name."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "message.max.bytes": 4 * MIB, "enable.idempotence": True})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.max.bytes": 4 * MIB,
+            "enable.idempotence": True,
+        }
+    )
     offsets: dict[str, int] = {}
     errors: list[str] = []
 
@@ -149,8 +280,14 @@ def produce_cases(bootstrap: str, topic: str, cases: list[Case]) -> dict[str, in
 
     for case in cases:
         extra = {"timestamp": case.timestamp} if case.timestamp is not None else {}
-        producer.produce(topic, key=case.key, value=case.value, headers=case.produced_headers(),
-                         on_delivery=delivered(case.name), **extra)
+        producer.produce(
+            topic,
+            key=case.key,
+            value=case.value,
+            headers=case.produced_headers(),
+            on_delivery=delivered(case.name),
+            **extra,
+        )
     assert producer.flush(60) == 0
     assert errors == []
     assert len(offsets) == len(cases)
@@ -178,21 +315,33 @@ def test_malformed_messages_end_where_expected_with_their_reason(
     # Every source case that is dead-lettered after exhausting its retries went round once.
     retried = [c for c in deads if not c.on_retry_topic]
 
-    running = engine(names, processor={"entrypoint": "tests.processors.bad_input:process", "timeout": "1s"},
-                     retry={"maxRedeliverCount": MAX_REDELIVER, "backoff": {"type": "fixed", "delay": "200ms"}})
+    running = engine(
+        names,
+        processor={"entrypoint": "tests.processors.bad_input:process", "timeout": "1s"},
+        retry={"maxRedeliverCount": MAX_REDELIVER, "backoff": {"type": "fixed", "delay": "200ms"}},
+    )
     total = len(CASES) + len(retried)
     running.wait_for(timeout=150, total=total)
     # Every batch is committed: its records are on the topics (settle: nothing more comes).
-    output = by_case(read_all(bootstrap_servers, names["output"], expect=len(outputs), timeout=30, settle=0.5))
+    output = by_case(
+        read_all(bootstrap_servers, names["output"], expect=len(outputs), timeout=30, settle=0.5)
+    )
     dead = by_case(read_all(bootstrap_servers, names["dlq"], expect=len(deads), timeout=30, settle=0.5))
-    retries = by_case(read_all(bootstrap_servers, names["retry"], expect=len(retry_cases) + len(retried),
-                               timeout=30, settle=0.5))
+    retries = by_case(
+        read_all(
+            bootstrap_servers, names["retry"], expect=len(retry_cases) + len(retried), timeout=30, settle=0.5
+        )
+    )
     assert running.status is None, "the engine stopped"
     assert running.stop() == EXIT_OK
 
     counts = running.run.totals.counts
     assert (counts["total"], counts["output"], counts["retried"], counts["dead"]) == (
-        total, len(outputs), len(retried), len(deads))
+        total,
+        len(outputs),
+        len(retried),
+        len(deads),
+    )
     assert sorted(output) == sorted(c.name for c in outputs)
     assert sorted(dead) == sorted(c.name for c in deads)
     assert sorted(retries) == sorted(c.name for c in [*retry_cases, *retried])
@@ -202,7 +351,8 @@ def test_malformed_messages_end_where_expected_with_their_reason(
         assert record.key == case.key, case.name
         # Other headers kept exactly, in order; forged dlq.* headers dropped.
         assert record.headers == [(k, v) for k, v in case.produced_headers() if not k.startswith("dlq.")], (
-            case.name)
+            case.name
+        )
         if isinstance(case.output, dict):
             assert json.loads(record.value or b"null").items() >= case.output.items(), case.name
         else:
@@ -236,12 +386,26 @@ def test_malformed_messages_end_where_expected_with_their_reason(
 def test_forged_retry_records_do_not_stop_the_engine(
     bootstrap_servers: str, make_topic: Callable[..., str], engine: Callable[..., Any]
 ) -> None:
-    names = {"source": make_topic("src"), "retry": make_topic("retry"), "dlq": make_topic("dlq"),
-             "output": make_topic("out")}
-    cases = [Case("retry-topic-deliver-at-int64-max", "describe", on_retry_topic=True,
-                  headers=(("dlq.deliver.at", b"9223372036854775807"),)),
-             Case("retry-topic-deliver-at-int64-min", "describe", on_retry_topic=True,
-                  headers=(("dlq.deliver.at", b"-9223372036854775808"),))]
+    names = {
+        "source": make_topic("src"),
+        "retry": make_topic("retry"),
+        "dlq": make_topic("dlq"),
+        "output": make_topic("out"),
+    }
+    cases = [
+        Case(
+            "retry-topic-deliver-at-int64-max",
+            "describe",
+            on_retry_topic=True,
+            headers=(("dlq.deliver.at", b"9223372036854775807"),),
+        ),
+        Case(
+            "retry-topic-deliver-at-int64-min",
+            "describe",
+            on_retry_topic=True,
+            headers=(("dlq.deliver.at", b"-9223372036854775808"),),
+        ),
+    ]
     produce_cases(bootstrap_servers, names["retry"], cases)
     running = engine(names, once=True, processor={"entrypoint": "tests.processors.bad_input:process"})
     assert running.join(120) == EXIT_OK

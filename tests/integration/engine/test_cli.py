@@ -37,10 +37,19 @@ def _write_policy(tmp_path: Path, names: dict[str, str], bootstrap: str, **spec:
 
 def test_a_broken_policy_file_gets_one_line_per_problem(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
-    path.write_text((REPO_ROOT / "examples" / "orders-billing.yaml").read_text()
-                    .replace("jitter: 0.1", "jitter: 1.5").replace("maxRedeliverCount: 3", "maxRedeliverCount: -1"))
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=_env(), timeout=60)
+    path.write_text(
+        (REPO_ROOT / "examples" / "orders-billing.yaml")
+        .read_text()
+        .replace("jitter: 0.1", "jitter: 1.5")
+        .replace("maxRedeliverCount: 3", "maxRedeliverCount: -1")
+    )
+    done = subprocess.run(
+        [*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -53,31 +62,62 @@ def test_a_broken_policy_file_gets_one_line_per_problem(tmp_path: Path) -> None:
 EXAMPLE = REPO_ROOT / "examples" / "orders-billing.yaml"
 
 
-@pytest.mark.parametrize(("old", "new", "expected"), [
-    pytest.param("subscription: billing\n", "subscription: billing: x\n",
-                 ":11: (yaml): mapping values are not allowed here", id="yaml-syntax"),
-    pytest.param("maxRedeliverCount: 3", "maxRedeliverCount: three",
-                 ":21: spec.retry.maxRedeliverCount: must be a whole number, got 'three'",
-                 id="wrong-type"),
-    pytest.param("maxRedeliverCount: 3", "maxRedeliveryCount: 3",
-                 ":21: spec.retry.maxRedeliveryCount: unknown field (did you mean 'maxRedeliverCount'?)",
-                 id="unknown-field"),
-    pytest.param("    bootstrapServers: 127.0.0.1:9092\n", "",
-                 ":13: spec.broker.bootstrapServers: is required", id="missing-required-field"),
-    pytest.param("strategy: topic", "strategy: drop",
-                 ":30: spec.deadLetter.strategy: must be one of topic, ignore, stop, got 'drop'",
-                 id="enum"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(
+            "subscription: billing\n",
+            "subscription: billing: x\n",
+            ":11: (yaml): mapping values are not allowed here",
+            id="yaml-syntax",
+        ),
+        pytest.param(
+            "maxRedeliverCount: 3",
+            "maxRedeliverCount: three",
+            ":21: spec.retry.maxRedeliverCount: must be a whole number, got 'three'",
+            id="wrong-type",
+        ),
+        pytest.param(
+            "maxRedeliverCount: 3",
+            "maxRedeliveryCount: 3",
+            ":21: spec.retry.maxRedeliveryCount: unknown field (did you mean 'maxRedeliverCount'?)",
+            id="unknown-field",
+        ),
+        pytest.param(
+            "    bootstrapServers: 127.0.0.1:9092\n",
+            "",
+            ":13: spec.broker.bootstrapServers: is required",
+            id="missing-required-field",
+        ),
+        pytest.param(
+            "strategy: topic",
+            "strategy: drop",
+            ":30: spec.deadLetter.strategy: must be one of topic, ignore, stop, got 'drop'",
+            id="enum",
+        ),
+    ],
+)
 @pytest.mark.parametrize("command", ["run", "check"])
 def test_a_broken_policy_file_is_one_line_naming_field_and_line(
-        tmp_path: Path, command: str, old: str, new: str, expected: str) -> None:
+    tmp_path: Path, command: str, old: str, new: str, expected: str
+) -> None:
     path = tmp_path / "policy.yaml"
     text = EXAMPLE.read_text()
     assert text.count(old) == 1, old
     path.write_text(text.replace(old, new))
-    done = subprocess.run([*ENGINE, command, "-f", str(path), *(["--checkpoint", str(tmp_path / "cp")]
-                                                                if command == "run" else [])],
-                          capture_output=True, text=True, env=_env(), timeout=60)
+    done = subprocess.run(
+        [
+            *ENGINE,
+            command,
+            "-f",
+            str(path),
+            *(["--checkpoint", str(tmp_path / "cp")] if command == "run" else []),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"{path}{expected}"]
     assert done.stdout == ""
@@ -86,48 +126,73 @@ def test_a_broken_policy_file_is_one_line_naming_field_and_line(
 def test_a_processor_that_cannot_be_imported_stops_before_spark_starts(tmp_path: Path) -> None:
     names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
     path = _write_policy(tmp_path, names, "127.0.0.1:1", processor={"entrypoint": "no_such_module:process"})
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=_env(), timeout=60)
+    done = subprocess.run(
+        [*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "dlq-engine: spec.processor.entrypoint 'no_such_module:process': cannot import module "
-        "'no_such_module': ModuleNotFoundError: No module named 'no_such_module'")
+        "'no_such_module': ModuleNotFoundError: No module named 'no_such_module'"
+    )
 
 
-def test_a_missing_source_topic_is_named(tmp_path: Path, bootstrap_servers: str,
-                                         make_topic: Callable[..., str]) -> None:
-    names = {"source": "no-such-topic", "retry": make_topic("r"), "dlq": make_topic("d"),
-             "output": make_topic("o")}
+def test_a_missing_source_topic_is_named(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
+    names = {
+        "source": "no-such-topic",
+        "retry": make_topic("r"),
+        "dlq": make_topic("d"),
+        "output": make_topic("o"),
+    }
     path = _write_policy(tmp_path, names, bootstrap_servers)
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]",
-                           "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=_env(), timeout=180)
+    done = subprocess.run(
+        [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=180,
+    )
     assert done.returncode == 1
-    assert (f"dlq-engine: missing on {bootstrap_servers}: spec.source.topic 'no-such-topic'"
-            in done.stderr)
+    assert f"dlq-engine: missing on {bootstrap_servers}: spec.source.topic 'no-such-topic'" in done.stderr
 
 
-def test_a_missing_engine_jar_is_named(tmp_path: Path, bootstrap_servers: str,
-                                       make_topic: Callable[..., str]) -> None:
+def test_a_missing_engine_jar_is_named(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
     names = {k: make_topic(k[0]) for k in ("source", "retry", "dlq", "output")}
     path = _write_policy(tmp_path, names, bootstrap_servers)
     env = _env()
     env["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(str(p) for p in spark_kafka_jars())} pyspark-shell"
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]",
-                           "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=env, timeout=180)
+    done = subprocess.run(
+        [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert done.returncode == 1
-    assert ("dlq-engine: io.sparkdlq.engine.DelayStage is not on the Spark class path: add the "
-            "engine's jar (spark-dlq-engine.jar" in done.stderr)
+    assert (
+        "dlq-engine: io.sparkdlq.engine.DelayStage is not on the Spark class path: add the "
+        "engine's jar (spark-dlq-engine.jar" in done.stderr
+    )
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "cp").exists()
 
 
-def test_once_drains_and_prints_a_summary(tmp_path: Path, bootstrap_servers: str,
-                                          make_topic: Callable[..., str]) -> None:
+def test_once_drains_and_prints_a_summary(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
     names = {k: make_topic(k) for k in ("source", "retry", "dlq", "output")}
-    produce(bootstrap_servers, names["source"],
-            [(b"1", b"ok:a"), (b"2", b"ack"), (b"3", b"terminate:x"), (b"4", b"ok:b")])
+    produce(
+        bootstrap_servers,
+        names["source"],
+        [(b"1", b"ok:a"), (b"2", b"ack"), (b"3", b"terminate:x"), (b"4", b"ok:b")],
+    )
     path = _write_policy(tmp_path, names, bootstrap_servers)
     # The mounted client properties reach every Kafka client of the query; a PLAINTEXT client
     # ignores the JAAS config, whose password must not be printed by Spark or the engine.
@@ -136,10 +201,27 @@ def test_once_drains_and_prints_a_summary(tmp_path: Path, bootstrap_servers: str
     (client / "security.protocol").write_text("PLAINTEXT\n")
     secret = "Zebra-Secret-0815"
     (client / "sasl.jaas.config").write_text(
-        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="{secret}";')
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[2]", "--once",
-                           "--kafka-client-dir", str(client), "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=_env(), timeout=300)
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="{secret}";'
+    )
+    done = subprocess.run(
+        [
+            *ENGINE,
+            "run",
+            "-f",
+            str(path),
+            "--master",
+            "local[2]",
+            "--once",
+            "--kafka-client-dir",
+            str(client),
+            "--checkpoint",
+            str(tmp_path / "cp"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     summary = [line for line in done.stdout.splitlines() if line.startswith("dlq-engine:")]
     assert summary == ["dlq-engine: processed=4 output=2 acked=1 retried=0 dead=1 ignored=0 redelivered=0"]
@@ -147,20 +229,41 @@ def test_once_drains_and_prints_a_summary(tmp_path: Path, bootstrap_servers: str
     assert secret not in done.stdout + done.stderr
 
 
-def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_servers: str,
-                                                      make_topic: Callable[..., str]) -> None:
+def test_sigterm_stops_cleanly_and_metrics_are_served(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
     names = {k: make_topic(k) for k in ("source", "retry", "dlq", "output")}
-    produce(bootstrap_servers, names["source"], [(str(i).encode(), b"ok:x") for i in range(10)]
-            + [(b"f", b"nonretry:k")])
+    produce(
+        bootstrap_servers,
+        names["source"],
+        [(str(i).encode(), b"ok:x") for i in range(10)] + [(b"f", b"nonretry:k")],
+    )
     path = _write_policy(tmp_path, names, bootstrap_servers, retry={"nonRetryableErrors": ["KeyError"]})
     port = free_port()
-    engine = subprocess.Popen([*ENGINE, "run", "-f", str(path), "--master", "local[2]",
-                               "--metrics-port", str(port), "--checkpoint", str(tmp_path / "cp")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    engine = subprocess.Popen(
+        [
+            *ENGINE,
+            "run",
+            "-f",
+            str(path),
+            "--master",
+            "local[2]",
+            "--metrics-port",
+            str(port),
+            "--checkpoint",
+            str(tmp_path / "cp"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         scraped = ""
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and 'outcome="output",policy="tests/test-policy"} 10.0' not in scraped:
+        while (
+            time.monotonic() < deadline and 'outcome="output",policy="tests/test-policy"} 10.0' not in scraped
+        ):
             time.sleep(1)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
@@ -169,7 +272,9 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_
                 continue
         assert 'spark_dlq_messages_total{outcome="output",policy="tests/test-policy"} 10.0' in scraped
         assert 'spark_dlq_messages_total{outcome="dead_letter",policy="tests/test-policy"} 1.0' in scraped
-        assert 'spark_dlq_dead_letters_total{policy="tests/test-policy",reason="non-retryable"} 1.0' in scraped
+        assert (
+            'spark_dlq_dead_letters_total{policy="tests/test-policy",reason="non-retryable"} 1.0' in scraped
+        )
         assert 'spark_dlq_dead_letters_total{policy="tests/test-policy",reason="exhausted"} 0.0' in scraped
         engine.send_signal(signal.SIGTERM)
         stdout, stderr = engine.communicate(timeout=120)
@@ -183,9 +288,13 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(tmp_path: Path, bootstrap_
 def test_an_unreachable_broker_is_named(tmp_path: Path) -> None:
     names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
     path = _write_policy(tmp_path, names, f"127.0.0.1:{free_port()}")
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]",
-                           "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=_env(), timeout=180)
+    done = subprocess.run(
+        [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=180,
+    )
     assert done.returncode == 1
     assert "dlq-engine: cannot reach the broker at 127.0.0.1:" in done.stderr
     assert "(spec.broker.bootstrapServers) within 15s" in done.stderr
@@ -200,23 +309,45 @@ def test_kafka_client_secrets_are_never_printed(tmp_path: Path, bootstrap_server
     (client / "security.protocol").write_text("SASL_PLAINTEXT\n")
     (client / "sasl.mechanism").write_text("PLAIN\n")
     (client / "sasl.jaas.config").write_text(  # no closing semicolon: the Kafka client refuses it
-        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="{secret}"\n')
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="dlq" password="{secret}"\n'
+    )
     names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
-    path = _write_policy(tmp_path, names, bootstrap_servers, broker={"bootstrapServers": bootstrap_servers,
-                                                                    "secretRef": {"name": "kafka-client"}})
-    done = subprocess.run([*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--kafka-client-dir",
-                           str(client), "--checkpoint", str(tmp_path / "cp")],
-                          capture_output=True, text=True, env=_env(), timeout=180)
+    path = _write_policy(
+        tmp_path,
+        names,
+        bootstrap_servers,
+        broker={"bootstrapServers": bootstrap_servers, "secretRef": {"name": "kafka-client"}},
+    )
+    done = subprocess.run(
+        [
+            *ENGINE,
+            "run",
+            "-f",
+            str(path),
+            "--master",
+            "local[1]",
+            "--kafka-client-dir",
+            str(client),
+            "--checkpoint",
+            str(tmp_path / "cp"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=180,
+    )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     mine = [line for line in done.stderr.splitlines() if line.startswith("dlq-engine:")]
     assert mine == [
         "dlq-engine: cannot create a Kafka client from the client properties (sasl.jaas.config, "
         "sasl.mechanism, security.protocol): IllegalArgumentException: JAAS config entry not "
-        "terminated by semi-colon"]
+        "terminated by semi-colon"
+    ]
     assert secret not in done.stdout + done.stderr
-    checked = subprocess.run([*ENGINE, "check", "-f", str(path)], capture_output=True, text=True, env=_env(),
-                             timeout=60)
+    checked = subprocess.run(
+        [*ENGINE, "check", "-f", str(path)], capture_output=True, text=True, env=_env(), timeout=60
+    )
     assert checked.returncode == 0
     assert "secretRef:\n      name: kafka-client" in checked.stdout
     assert secret not in checked.stdout + checked.stderr

@@ -38,14 +38,24 @@ def own_broker() -> Iterator[KafkaBroker]:
 
 # Eleven cold starts of a Spark driver: longer than the suite's 600 s per-test limit under load.
 @pytest.mark.timeout(1800)
-def test_nothing_is_lost_across_ten_kills_and_a_broker_restart(own_broker: KafkaBroker, tmp_path: Path) -> None:
+def test_nothing_is_lost_across_ten_kills_and_a_broker_restart(
+    own_broker: KafkaBroker, tmp_path: Path
+) -> None:
     bootstrap_servers = own_broker.bootstrap_servers
     names = {k: f"chaos-{k}" for k in ("source", "retry", "dlq", "output")}
     create_topics(bootstrap_servers, names.values(), partitions=2)
     # 400 messages/s: the messages keep arriving across the ten kills (each restart costs the
     # engine a cold start), so every kill lands while records flow.
-    report = CrashRun(bootstrap_servers, names, tmp_path, n=N, kills=KILLS, rate=400.0, seed=8,
-                      restart_broker=own_broker.restart).run()
+    report = CrashRun(
+        bootstrap_servers,
+        names,
+        tmp_path,
+        n=N,
+        kills=KILLS,
+        rate=400.0,
+        seed=8,
+        restart_broker=own_broker.restart,
+    ).run()
     (tmp_path / "report.json").write_text(json.dumps(report.as_dict(), indent=1))
     print(json.dumps({k: v for k, v in report.as_dict().items() if k != "cycles"}))
 

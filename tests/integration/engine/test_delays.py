@@ -14,9 +14,13 @@ def test_retries_are_never_processed_before_they_are_due(
 ) -> None:
     names = topics(partitions=2)
     produce(bootstrap_servers, names["source"], [(f"k{i}".encode(), b"timed:2") for i in range(20)])
-    running = engine(names, retry={"maxRedeliverCount": 3,
-                                   "backoff": {"type": "exponential", "delay": "1s", "multiplier": 2.0,
-                                               "jitter": 0.2}})
+    running = engine(
+        names,
+        retry={
+            "maxRedeliverCount": 3,
+            "backoff": {"type": "exponential", "delay": "1s", "multiplier": 2.0, "jitter": 0.2},
+        },
+    )
     output = read_all(bootstrap_servers, names["output"], expect=20, timeout=120)
     retries = read_all(bootstrap_servers, names["retry"], expect=40, timeout=30)
     running.stop()
@@ -42,12 +46,15 @@ def test_retry_delay_from_the_processor_overrides_the_backoff(
     produce(bootstrap_servers, names["source"], [(b"k", b"retry:3s")])
     # Records written into the retry topic by hand, without a readable dlq.deliver.at: due now.
     produce(bootstrap_servers, names["retry"], [(b"bare", b"ok:bare")])
-    produce(bootstrap_servers, names["retry"], [(b"forged", b"ok:forged")],
-            headers=[("dlq.deliver.at", b"soon"), ("dlq.attempt", b"x")])
+    produce(
+        bootstrap_servers,
+        names["retry"],
+        [(b"forged", b"ok:forged")],
+        headers=[("dlq.deliver.at", b"soon"), ("dlq.attempt", b"x")],
+    )
     running = engine(names, retry={"backoff": {"type": "fixed", "delay": "100ms"}})
     output = read_all(bootstrap_servers, names["output"], expect=3, timeout=90)
-    retry = [r for r in read_all(bootstrap_servers, names["retry"], expect=3, timeout=30)
-             if r.key == b"k"]
+    retry = [r for r in read_all(bootstrap_servers, names["retry"], expect=3, timeout=30) if r.key == b"k"]
     running.stop()
 
     assert sorted(r.value or b"" for r in output) == [b"BARE", b"FORGED", b"waited 3s"]

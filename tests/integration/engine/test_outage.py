@@ -26,8 +26,13 @@ from tests.helpers import produce, read_all
 
 def _set_max_message_bytes(bootstrap: str, topic: str, value: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry("max.message.bytes", str(value), incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", str(value), incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
     # The partition applies a config change some time after the controller accepts it (and
@@ -37,7 +42,9 @@ def _set_max_message_bytes(bootstrap: str, topic: str, value: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         errors: list[Any] = []
-        producer.produce(topic, key=PROBE, value=PROBE_VALUE, on_delivery=lambda e, m, sink=errors: sink.append(e))
+        producer.produce(
+            topic, key=PROBE, value=PROBE_VALUE, on_delivery=lambda e, m, sink=errors: sink.append(e)
+        )
         producer.flush(10)
         refused = bool(errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE)
         if refused == refuse:
@@ -55,7 +62,9 @@ DEAD_LETTERS = 50
 
 
 def test_unwritable_dead_letter_topic_fails_the_batch_and_loses_nothing(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any],
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     names = topics()

@@ -14,7 +14,9 @@ N = 20
 
 
 def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any],
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     names = topics(partitions=2)
@@ -22,8 +24,11 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     produce(bootstrap_servers, names["source"], [(f"k{i}".encode(), f"fail:{i}".encode()) for i in range(N)])
 
     # Version 1: five redeliveries, 4 s apart. Stop once every message waits in the retry stage.
-    first = engine(names, checkpoint=checkpoint,
-                   retry={"maxRedeliverCount": 5, "backoff": {"type": "fixed", "delay": "4s"}})
+    first = engine(
+        names,
+        checkpoint=checkpoint,
+        retry={"maxRedeliverCount": 5, "backoff": {"type": "fixed", "delay": "4s"}},
+    )
     first.wait_for(retried=N, timeout=180)
     assert first.stop() == 0
     pending = read_all(bootstrap_servers, names["retry"], expect=N, timeout=30)
@@ -32,9 +37,12 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     due = {r.key: int(r.header("dlq.deliver.at") or 0) for r in pending}
 
     # Version 2: one redelivery only, and a static header that marks it.
-    second = engine(names, checkpoint=checkpoint,
-                    retry={"maxRedeliverCount": 1, "backoff": {"type": "fixed", "delay": "200ms"}},
-                    deadLetter={"headers": {"policy-version": "2"}})
+    second = engine(
+        names,
+        checkpoint=checkpoint,
+        retry={"maxRedeliverCount": 1, "backoff": {"type": "fixed", "delay": "200ms"}},
+        deadLetter={"headers": {"policy-version": "2"}},
+    )
     dead = read_all(bootstrap_servers, names["dlq"], expect=N, timeout=180)
     state = second.describe()
     second.stop()

@@ -8,21 +8,33 @@ from typing import Any
 from tests.helpers import produce, read_all
 
 
-def test_every_outcome_reaches_its_topic(bootstrap_servers: str, topics: Callable[..., dict[str, str]],
-                                         engine: Callable[..., Any]) -> None:
+def test_every_outcome_reaches_its_topic(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
     names = topics()
     values = [b"ok:a", b"ack", b"flaky:1", b"fail:x", b"terminate:t", b"nonretry:k", b"dict:d"]
-    produce(bootstrap_servers, names["source"], [(f"k{i}".encode(), v) for i, v in enumerate(values)],
-            headers=[("trace", b"t1")])
-    running = engine(names, retry={"maxRedeliverCount": 2, "nonRetryableErrors": ["LookupError"],
-                                   "backoff": {"type": "fixed", "delay": "300ms"}})
+    produce(
+        bootstrap_servers,
+        names["source"],
+        [(f"k{i}".encode(), v) for i, v in enumerate(values)],
+        headers=[("trace", b"t1")],
+    )
+    running = engine(
+        names,
+        retry={
+            "maxRedeliverCount": 2,
+            "nonRetryableErrors": ["LookupError"],
+            "backoff": {"type": "fixed", "delay": "300ms"},
+        },
+    )
 
     output = read_all(bootstrap_servers, names["output"], expect=3, timeout=120, settle=1)
     dead = read_all(bootstrap_servers, names["dlq"], expect=3, timeout=60, settle=1)
     running.stop()
 
     assert sorted(r.value for r in output) == sorted(
-        [b"A", b"recovered after 1", b'{"value":"d","attempt":0}'])
+        [b"A", b"recovered after 1", b'{"value":"d","attempt":0}']
+    )
     by_reason = {r.header("dlq.reason"): r for r in dead}
     assert set(by_reason) == {"exhausted", "terminated", "non-retryable"}
     exhausted = by_reason["exhausted"]

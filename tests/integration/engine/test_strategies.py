@@ -25,7 +25,9 @@ def test_ignore_strategy_counts_dead_letters_and_writes_none(
 
 
 def test_stop_strategy_stops_without_committing_the_message(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any],
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     names = topics()
@@ -44,7 +46,9 @@ def test_stop_strategy_stops_without_committing_the_message(
 
 
 def test_error_window_stops_the_job_with_its_reason(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any],
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
     capfd: Any,
 ) -> None:
     names = topics()
@@ -58,18 +62,29 @@ def test_batch_mode_routes_like_message_mode(
     bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
 ) -> None:
     names = topics()
-    produce(bootstrap_servers, names["source"], [(b"a", b"ok:x"), (b"b", b"nonretry:k"), (b"c", b"flaky:1"),
-                                                  (b"d", b"badtype")])
-    running = engine(names, processor={"entrypoint": "tests.processors.scripted:process_batch", "mode": "batch"},
-                     retry={"maxRedeliverCount": 1, "nonRetryableErrors": ["KeyError"],
-                            "backoff": {"type": "fixed", "delay": "200ms"}})
+    produce(
+        bootstrap_servers,
+        names["source"],
+        [(b"a", b"ok:x"), (b"b", b"nonretry:k"), (b"c", b"flaky:1"), (b"d", b"badtype")],
+    )
+    running = engine(
+        names,
+        processor={"entrypoint": "tests.processors.scripted:process_batch", "mode": "batch"},
+        retry={
+            "maxRedeliverCount": 1,
+            "nonRetryableErrors": ["KeyError"],
+            "backoff": {"type": "fixed", "delay": "200ms"},
+        },
+    )
     output = read_all(bootstrap_servers, names["output"], expect=2, timeout=120)
     dead = read_all(bootstrap_servers, names["dlq"], expect=2, timeout=60)
     running.stop()
     assert sorted(r.value for r in output) == [b"X", b"recovered after 1"]
     reasons = {r.key: (r.header("dlq.reason"), r.header("dlq.error.class")) for r in dead}
-    assert reasons == {b"b": ("non-retryable", "KeyError"),
-                       b"d": ("exhausted", "dlq_engine.routing.outcomes.UnsupportedResult")}
+    assert reasons == {
+        b"b": ("non-retryable", "KeyError"),
+        b"d": ("exhausted", "dlq_engine.routing.outcomes.UnsupportedResult"),
+    }
 
 
 def test_first_delivery_dead_letters_keep_source_order(
@@ -97,5 +112,6 @@ def test_restart_from_checkpoint_neither_repeats_nor_skips(
 
     output = read_all(bootstrap_servers, names["output"], expect=100, timeout=30, settle=1)
     assert sorted(r.value for r in output) == sorted(
-        [f"A{i}".encode() for i in range(50)] + [f"B{i}".encode() for i in range(50)])
+        [f"A{i}".encode() for i in range(50)] + [f"B{i}".encode() for i in range(50)]
+    )
     assert second.run.totals.counts["total"] == 50

@@ -154,15 +154,17 @@ class Cluster:
 
     # policies
     def create_policy(self, document: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.objects.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL,
-                                                                 document))
+        return dict(
+            self.objects.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, document)
+        )
 
     def policy(self, name: str) -> dict[str, Any] | None:
         return self._get(GROUP, VERSION, PLURAL, name, self.namespace)
 
     def patch_policy(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.objects.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name,
-                                                                patch))
+        return dict(
+            self.objects.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, patch)
+        )
 
     def delete_policy(self, name: str) -> None:
         self.objects.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
@@ -191,8 +193,12 @@ class Cluster:
         if error:
             app_state["errorMessage"] = error
         self.objects.patch_namespaced_custom_object_status(
-            *SPARK[:2], self.namespace, SPARK[2], name,
-            {"status": {"applicationState": app_state, "submissionID": submission}})
+            *SPARK[:2],
+            self.namespace,
+            SPARK[2],
+            name,
+            {"status": {"applicationState": app_state, "submissionID": submission}},
+        )
 
     def delete_application(self, name: str) -> None:
         group, version, plural = SPARK
@@ -217,13 +223,24 @@ class Cluster:
         """Play Strimzi's topic operator: the KafkaTopic is Ready for its generation."""
         group, version, plural = STRIMZI
         current = self.objects.get_namespaced_custom_object(group, version, namespace, plural, name)
-        self.objects.patch_namespaced_custom_object_status(group, version, namespace, plural, name, {
-            "status": {"observedGeneration": current["metadata"]["generation"],
-                       "conditions": [{"type": "Ready", "status": "True"}]}})
+        self.objects.patch_namespaced_custom_object_status(
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            {
+                "status": {
+                    "observedGeneration": current["metadata"]["generation"],
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                }
+            },
+        )
 
     def events(self, name: str) -> list[Any]:
-        items = self.core.list_namespaced_event(self.namespace,
-                                                field_selector=f"involvedObject.name={name}").items
+        items = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        ).items
         return list(items)
 
     def event_reasons(self, name: str) -> set[str]:
@@ -259,8 +276,7 @@ def topic_partitions(admin: Any, topic: str) -> int | None:
     return len(found.partitions)
 
 
-def policy_document(namespace: str, name: str, *, source: str, bootstrap: str,
-                    **spec: Any) -> dict[str, Any]:
+def policy_document(namespace: str, name: str, *, source: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
     """A policy for ``source`` on ``bootstrap``, with spec sections given as keyword arguments."""
     document: dict[str, Any] = {
         "apiVersion": f"{GROUP}/{VERSION}",

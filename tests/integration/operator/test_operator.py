@@ -44,13 +44,22 @@ def converged(cluster: Cluster, name: str, phase: str) -> Callable[[], bool]:
 
 
 def test_create_provisions_topics_configmap_and_application(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     source = make_topic("orders", partitions=3)
-    document = policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers,
-                               broker={"bootstrapServers": bootstrap_servers,
-                                       "secretRef": {"name": "kafka-client"}},
-                               topics={"deadLetterConfig": {"retention.ms": "604800000"}})
+    document = policy_document(
+        namespace,
+        "billing",
+        source=source,
+        bootstrap=bootstrap_servers,
+        broker={"bootstrapServers": bootstrap_servers, "secretRef": {"name": "kafka-client"}},
+        topics={"deadLetterConfig": {"retention.ms": "604800000"}},
+    )
     created = cluster.create_policy(document)
     uid = created["metadata"]["uid"]
 
@@ -66,8 +75,12 @@ def test_create_provisions_topics_configmap_and_application(
     config_map = cluster.config_map("billing-policy")
     assert config_map.metadata.labels == {**MANAGED, "sparkdlq.io/policy": "billing"}
     [reference] = config_map.metadata.owner_references
-    assert (reference.kind, reference.name, reference.uid, reference.controller) == \
-        ("DeadLetterPolicy", "billing", uid, True)
+    assert (reference.kind, reference.name, reference.uid, reference.controller) == (
+        "DeadLetterPolicy",
+        "billing",
+        uid,
+        True,
+    )
     engine_document = yaml.safe_load(config_map.data["policy.yaml"])
     expected = to_document(policy)
     expected["spec"]["spark"]["checkpointLocation"] = f"s3a://checkpoints/dlq/{namespace}/billing"
@@ -78,14 +91,29 @@ def test_create_provisions_topics_configmap_and_application(
     assert app["metadata"]["labels"] == {**MANAGED, "sparkdlq.io/policy": "billing"}
     assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == digest
     assert app["spec"]["driver"]["annotations"] == {"sparkdlq.io/config-hash": digest}
-    assert owner_of(app) == {"apiVersion": "sparkdlq.io/v1alpha1", "kind": "DeadLetterPolicy",
-                             "name": "billing", "uid": uid, "controller": True, "blockOwnerDeletion": True}
+    assert owner_of(app) == {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicy",
+        "name": "billing",
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     spec = app["spec"]
-    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == \
-        ("Python", "3", "cluster", "4.0.0")
+    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == (
+        "Python",
+        "3",
+        "cluster",
+        "4.0.0",
+    )
     assert spec["image"] == "registry.test/spark-dlq:test"
-    assert spec["arguments"] == ["run", "-f", "/etc/spark-dlq/policy/policy.yaml",
-                                 "--checkpoint", f"s3a://checkpoints/dlq/{namespace}/billing"]
+    assert spec["arguments"] == [
+        "run",
+        "-f",
+        "/etc/spark-dlq/policy/policy.yaml",
+        "--checkpoint",
+        f"s3a://checkpoints/dlq/{namespace}/billing",
+    ]
     assert {"name": "kafka-client", "secret": {"secretName": "kafka-client"}} in spec["volumes"]
     assert spec["driver"]["serviceAccount"] == "spark-driver"
 
@@ -113,13 +141,22 @@ def test_create_provisions_topics_configmap_and_application(
     assert "sparkdlq.io/last-handled-configuration" in metadata["annotations"]
     assert not metadata.get("finalizers")
     assert "status" not in cluster.policy("billing")["spec"]
-    wait_for(lambda: {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"} <=
-             cluster.event_reasons("billing"), what="the events")
+    wait_for(
+        lambda: (
+            {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"}
+            <= cluster.event_reasons("billing")
+        ),
+        what="the events",
+    )
 
 
 def test_running_operator_serves_metrics_and_liveness(
-        start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str,
-        make_topic: Callable[..., str], bootstrap_servers: str) -> None:
+    start_operator: Callable[..., RunningOperator],
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+) -> None:
     metrics_port, probe_port = free_port(), free_port()
     start_operator(metrics_port=metrics_port, liveness=f"http://127.0.0.1:{probe_port}/healthz")
     source = make_topic("orders")
@@ -139,8 +176,12 @@ def test_running_operator_serves_metrics_and_liveness(
 
 
 def test_spec_change_restarts_the_job_with_a_new_hash(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+) -> None:
     source = make_topic("orders")
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
     first = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
@@ -149,9 +190,14 @@ def test_spec_change_restarts_the_job_with_a_new_hash(
 
     cluster.patch_policy("billing", {"spec": {"retry": {"maxRedeliverCount": 3}}})
     old_hash = first["metadata"]["annotations"]["sparkdlq.io/config-hash"]
-    app = wait_for(lambda: (a := cluster.application("billing"))
-                   and a["metadata"]["annotations"]["sparkdlq.io/config-hash"] != old_hash and a,
-                   what="a new hash")
+    app = wait_for(
+        lambda: (
+            (a := cluster.application("billing"))
+            and a["metadata"]["annotations"]["sparkdlq.io/config-hash"] != old_hash
+            and a
+        ),
+        what="a new hash",
+    )
     new_hash = config_hash(parse_policy(cluster.policy("billing")))
     assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == new_hash
     assert app["spec"]["driver"]["annotations"]["sparkdlq.io/config-hash"] == new_hash
@@ -172,8 +218,12 @@ def test_spec_change_restarts_the_job_with_a_new_hash(
 
 
 def test_change_outside_the_engine_config_does_not_touch_the_job(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+) -> None:
     source = make_topic("orders")
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
     wait_for(lambda: cluster.status("billing").get("configHash"), what="the first reconcile")
@@ -187,15 +237,25 @@ def test_change_outside_the_engine_config_does_not_touch_the_job(
         return app["metadata"]["resourceVersion"], config_map.metadata.resource_version
 
     with no_change(versions, settle=2.5):  # also across one resync
-        cluster.patch_policy("billing", {"metadata": {"labels": {"team": "payments"}},
-                                         "spec": {"suspend": False, "topics": {"retryConfig": {}}}})
+        cluster.patch_policy(
+            "billing",
+            {
+                "metadata": {"labels": {"team": "payments"}},
+                "spec": {"suspend": False, "topics": {"retryConfig": {}}},
+            },
+        )
         wait_for(lambda: handled("payments"), what="kopf to handle the change")
     assert cluster.status("billing")["restartCount"] == 0
 
 
 def test_suspend_removes_the_job_and_resume_brings_it_back(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     source = make_topic("orders")
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
     wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
@@ -220,11 +280,17 @@ def test_suspend_removes_the_job_and_resume_brings_it_back(
 
 
 def test_spec_the_apiserver_accepts_but_the_model_refuses_is_invalid(
-        operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str) -> None:
+    operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str
+) -> None:
     # "1h1d" passes the CRD's duration pattern but not its CEL comparison (days first only);
     # the model reads it as 25 h, longer than maxDelay.
-    document = policy_document(namespace, "billing", source="orders", bootstrap=bootstrap_servers,
-                               retry={"backoff": {"type": "exponential", "delay": "1h1d", "maxDelay": "30m"}})
+    document = policy_document(
+        namespace,
+        "billing",
+        source="orders",
+        bootstrap=bootstrap_servers,
+        retry={"backoff": {"type": "exponential", "delay": "1h1d", "maxDelay": "30m"}},
+    )
     cluster.create_policy(document)  # accepted by the apiserver
 
     wait_for(converged(cluster, "billing", "Invalid"), what="phase Invalid")
@@ -236,13 +302,20 @@ def test_spec_the_apiserver_accepts_but_the_model_refuses_is_invalid(
     wait_for(lambda: "InvalidSpec" in cluster.event_reasons("billing"), what="the InvalidSpec event")
 
     cluster.patch_policy("billing", {"spec": {"retry": {"backoff": {"delay": "1s"}}}})
-    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "SourceTopicMissing",
-             what="the fixed policy to get to its topics")
+    wait_for(
+        lambda: cluster.condition("billing", "TopicsReady").get("reason") == "SourceTopicMissing",
+        what="the fixed policy to get to its topics",
+    )
 
 
 def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     from confluent_kafka.admin import NewTopic
 
     source = make_topic("orders", partitions=3)
@@ -250,8 +323,10 @@ def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
         future.result(timeout=30)
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
 
-    topics = wait_for(lambda: (c := cluster.condition("billing", "TopicsReady"))
-                      and c["status"] == "True" and c, what="TopicsReady")
+    topics = wait_for(
+        lambda: (c := cluster.condition("billing", "TopicsReady")) and c["status"] == "True" and c,
+        what="TopicsReady",
+    )
     assert "has 1 partitions, 3 wanted" in topics["message"]
     wait_for(lambda: "TopicPartitionsDrift" in cluster.event_reasons("billing"), what="the drift event")
     assert topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 1
@@ -259,14 +334,22 @@ def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
 
 
 def test_unreachable_broker_is_reported_retried_and_recovered(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     source = make_topic("orders")
     closed = f"127.0.0.1:{free_port()}"
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=closed))
 
-    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "BrokerUnavailable",
-             timeout=30, what="TopicsReady BrokerUnavailable")
+    wait_for(
+        lambda: cluster.condition("billing", "TopicsReady").get("reason") == "BrokerUnavailable",
+        timeout=30,
+        what="TopicsReady BrokerUnavailable",
+    )
     topics = cluster.condition("billing", "TopicsReady")
     assert topics["status"] == "False"
     assert closed in topics["message"]
@@ -288,17 +371,27 @@ def test_unreachable_broker_is_reported_retried_and_recovered(
     [app] = cluster.applications()
     assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == digest
     config_maps = cluster.core.list_namespaced_config_map(
-        namespace, label_selector="sparkdlq.io/policy=billing").items
+        namespace, label_selector="sparkdlq.io/policy=billing"
+    ).items
     assert [c.metadata.name for c in config_maps] == ["billing-policy"]
-    wait_for(lambda: {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated"} <=
-             cluster.event_reasons("billing"), what="the events of the recovery")
+    wait_for(
+        lambda: (
+            {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated"}
+            <= cluster.event_reasons("billing")
+        ),
+        what="the events of the recovery",
+    )
     assert cluster.status("billing")["restartCount"] == 0
     assert operator.alive()
 
 
 def test_operator_stopped_mid_reconcile_converges_without_duplicates(
-        start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str,
-        make_topic: Callable[..., str], bootstrap_servers: str) -> None:
+    start_operator: Callable[..., RunningOperator],
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+) -> None:
     source = make_topic("orders")
     first = start_operator()
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
@@ -312,7 +405,8 @@ def test_operator_stopped_mid_reconcile_converges_without_duplicates(
     [app] = cluster.applications()
     assert app["metadata"]["annotations"]["sparkdlq.io/config-hash"] == digest
     config_maps = cluster.core.list_namespaced_config_map(
-        namespace, label_selector="sparkdlq.io/policy=billing").items
+        namespace, label_selector="sparkdlq.io/policy=billing"
+    ).items
     assert [c.metadata.name for c in config_maps] == ["billing-policy"]
     assert cluster.condition("billing", "TopicsReady")["status"] == "True"
     cluster.set_application_state("billing", "RUNNING")
@@ -324,33 +418,61 @@ def test_operator_stopped_mid_reconcile_converges_without_duplicates(
 
 
 def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
-        strimzi_crd: str, operator: RunningOperator, cluster: Cluster, namespace: str,
-        kube_api: Any, bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    strimzi_crd: str,
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    kube_api: Any,
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     from kubernetes import client
 
     kafka_namespace = f"{namespace}-kafka"
-    client.CoreV1Api(kube_api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=kafka_namespace)))
-    cluster.create_policy(policy_document(
-        namespace, "billing", source="Orders_EU", bootstrap=bootstrap_servers,
-        topics={"provisioner": "auto", "partitions": 4, "replicationFactor": 3,
+    client.CoreV1Api(kube_api).create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=kafka_namespace))
+    )
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "billing",
+            source="Orders_EU",
+            bootstrap=bootstrap_servers,
+            topics={
+                "provisioner": "auto",
+                "partitions": 4,
+                "replicationFactor": 3,
                 "strimzi": {"namespace": kafka_namespace, "cluster": "my-cluster"},
-                "retryConfig": {"retention.ms": 86400000}}))
+                "retryConfig": {"retention.ms": 86400000},
+            },
+        )
+    )
 
-    topics = wait_for(lambda: len(items := cluster.kafka_topics(kafka_namespace)) == 2 and items,
-                      what="two KafkaTopics")
+    topics = wait_for(
+        lambda: len(items := cluster.kafka_topics(kafka_namespace)) == 2 and items, what="two KafkaTopics"
+    )
     by_topic = {t["spec"]["topicName"]: t for t in topics}
     assert set(by_topic) == {"Orders_EU-billing-RETRY", "Orders_EU-billing-DLQ"}
     retry = by_topic["Orders_EU-billing-RETRY"]
     assert retry["metadata"]["name"].startswith("orders-eu-billing-retry---")
     assert retry["metadata"]["labels"] == {
-        "strimzi.io/cluster": "my-cluster", **MANAGED, "sparkdlq.io/policy": "billing",
-        "sparkdlq.io/policy-namespace": namespace}
-    assert retry["spec"] == {"topicName": "Orders_EU-billing-RETRY", "partitions": 4, "replicas": 3,
-                             "config": {"retention.ms": "86400000"}}
+        "strimzi.io/cluster": "my-cluster",
+        **MANAGED,
+        "sparkdlq.io/policy": "billing",
+        "sparkdlq.io/policy-namespace": namespace,
+    }
+    assert retry["spec"] == {
+        "topicName": "Orders_EU-billing-RETRY",
+        "partitions": 4,
+        "replicas": 3,
+        "config": {"retention.ms": "86400000"},
+    }
     assert "ownerReferences" not in retry["metadata"]  # another namespace: no owner references
 
-    wait_for(lambda: cluster.condition("billing", "TopicsReady").get("reason") == "WaitingForStrimzi",
-             what="TopicsReady WaitingForStrimzi")
+    wait_for(
+        lambda: cluster.condition("billing", "TopicsReady").get("reason") == "WaitingForStrimzi",
+        what="TopicsReady WaitingForStrimzi",
+    )
     assert cluster.status("billing")["phase"] == "Provisioning"
     assert cluster.application("billing") is None
 
@@ -376,16 +498,25 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
 # Drift and deletion
 
 
-def test_drift_is_repaired(operator: RunningOperator, cluster: Cluster, namespace: str,
-                           make_topic: Callable[..., str], bootstrap_servers: str,
-                           kafka_admin: AdminClient) -> None:
+def test_drift_is_repaired(
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     source = make_topic("orders")
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
     first = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
 
     cluster.delete_application("billing")
-    again = wait_for(lambda: (a := cluster.application("billing")) and
-                     a["metadata"]["uid"] != first["metadata"]["uid"] and a, what="a new SparkApplication")
+    again = wait_for(
+        lambda: (
+            (a := cluster.application("billing")) and a["metadata"]["uid"] != first["metadata"]["uid"] and a
+        ),
+        what="a new SparkApplication",
+    )
     assert again["metadata"]["annotations"] == first["metadata"]["annotations"]
     wait_for(lambda: "SparkApplicationMissing" in cluster.event_reasons("billing"), what="the event")
 
@@ -399,17 +530,31 @@ def test_drift_is_repaired(operator: RunningOperator, cluster: Cluster, namespac
 
 
 def test_deleting_a_policy_keeps_its_topics_unless_asked(
-        operator: RunningOperator, cluster: Cluster, namespace: str, make_topic: Callable[..., str],
-        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     source = make_topic("orders")
     cluster.create_policy(policy_document(namespace, "kept", source=source, bootstrap=bootstrap_servers))
-    cluster.create_policy(policy_document(
-        namespace, "gone", source=source, bootstrap=bootstrap_servers,
-        retry={"topic": f"{source}-gone-RETRY"}, deadLetter={"topic": f"{source}-gone-DLQ"},
-        topics={"deleteWithPolicy": True}))
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "gone",
+            source=source,
+            bootstrap=bootstrap_servers,
+            retry={"topic": f"{source}-gone-RETRY"},
+            deadLetter={"topic": f"{source}-gone-DLQ"},
+            topics={"deleteWithPolicy": True},
+        )
+    )
     wait_for(lambda: cluster.application("kept") and cluster.application("gone"), what="both applications")
-    wait_for(lambda: cluster.policy("gone")["metadata"].get("finalizers") == ["sparkdlq.io/finalizer"],
-             what="the finalizer of the policy whose topics go with it")
+    wait_for(
+        lambda: cluster.policy("gone")["metadata"].get("finalizers") == ["sparkdlq.io/finalizer"],
+        what="the finalizer of the policy whose topics go with it",
+    )
     assert not cluster.policy("kept")["metadata"].get("finalizers")
 
     cluster.delete_policy("kept")
@@ -423,11 +568,15 @@ def test_deleting_a_policy_keeps_its_topics_unless_asked(
 
 
 def test_finalizer_gives_up_when_the_broker_is_gone(
-        start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str) -> None:
+    start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str
+) -> None:
     start_operator(finalizer_timeout=3.0, kafka_timeout=1.0)
     closed = f"127.0.0.1:{free_port()}"
-    cluster.create_policy(policy_document(namespace, "billing", source="orders", bootstrap=closed,
-                                          topics={"deleteWithPolicy": True}))
+    cluster.create_policy(
+        policy_document(
+            namespace, "billing", source="orders", bootstrap=closed, topics={"deleteWithPolicy": True}
+        )
+    )
     wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
 
     cluster.delete_policy("billing")

@@ -56,27 +56,50 @@ def documented_rules() -> list[dict[str, Any]]:
 def restricted_kubeconfig(kube: ControlPlane, kube_api: Any) -> Iterator[str]:
     user = unique("spark-dlq-operator")
     rbac = client.RbacAuthorizationV1Api(kube_api)
-    rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                              "metadata": {"name": user}, "rules": documented_rules()})
-    rbac.create_cluster_role_binding({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+    rbac.create_cluster_role(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": user},
+            "rules": documented_rules(),
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }
+    )
     yield str(kube.kubeconfig(user))
     rbac.delete_cluster_role_binding(user)
     rbac.delete_cluster_role(user)
 
 
 def test_operator_runs_with_only_the_documented_rbac(
-        restricted_kubeconfig: str, start_operator: Callable[..., RunningOperator], cluster: Cluster,
-        namespace: str, make_topic: Callable[..., str], bootstrap_servers: str, kafka_admin: AdminClient,
-        caplog: pytest.LogCaptureFixture) -> None:
+    restricted_kubeconfig: str,
+    start_operator: Callable[..., RunningOperator],
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO)
     start_operator(kubeconfig=restricted_kubeconfig)
     source = make_topic("orders")
-    cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers,
-                                          topics={"deleteWithPolicy": True}))
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "billing",
+            source=source,
+            bootstrap=bootstrap_servers,
+            topics={"deleteWithPolicy": True},
+        )
+    )
 
     first = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
     wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
@@ -86,17 +109,23 @@ def test_operator_runs_with_only_the_documented_rbac(
     wait_for(lambda: cluster.status("billing").get("restartCount") == 1, what="a restart")
     cluster.delete_application("billing")
     first_uid = first["metadata"]["uid"]
-    wait_for(lambda: (a := cluster.application("billing")) and a["metadata"]["uid"] != first_uid,
-             what="the SparkApplication recreated")
-    wait_for(lambda: {"TopicCreated", "SparkApplicationCreated", "SparkApplicationRestarted"} <=
-             cluster.event_reasons("billing"), what="the events")
+    wait_for(
+        lambda: (a := cluster.application("billing")) and a["metadata"]["uid"] != first_uid,
+        what="the SparkApplication recreated",
+    )
+    wait_for(
+        lambda: (
+            {"TopicCreated", "SparkApplicationCreated", "SparkApplicationRestarted"}
+            <= cluster.event_reasons("billing")
+        ),
+        what="the events",
+    )
 
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, what="the policy to go")
     wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") is None, what="topics deleted")
 
-    refused = [r.getMessage() for r in caplog.records
-               if re.search(r"\b403\b|[Ff]orbidden", r.getMessage())]
+    refused = [r.getMessage() for r in caplog.records if re.search(r"\b403\b|[Ff]orbidden", r.getMessage())]
     assert not refused, refused
 
 
@@ -122,13 +151,23 @@ class ChartOperator:
 
 
 def token_kubeconfig(kube: ControlPlane, path: Path, token: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "testbed", "cluster": {"server": kube.server,
-                                                     "certificate-authority": str(kube.pki / "ca.crt")}}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "testbed", "user": "sa"}}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [
+                    {
+                        "name": "testbed",
+                        "cluster": {"server": kube.server, "certificate-authority": str(kube.pki / "ca.crt")},
+                    }
+                ],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "testbed", "user": "sa"}}],
+            }
+        )
+    )
     return path
 
 
@@ -141,13 +180,27 @@ def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
     core = client.CoreV1Api(kube_api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     folder = work_dir(f"chart-operator-{namespace}")
-    values = {"operator": {"watch": {"allNamespaces": False, "namespaces": [namespace]},
-                           "liveness": {"port": free_port()}, "metrics": {"port": 0}},
-              "topics": {"provisioner": "admin"}}
+    values = {
+        "operator": {
+            "watch": {"allNamespaces": False, "namespaces": [namespace]},
+            "liveness": {"port": free_port()},
+            "metrics": {"port": 0},
+        },
+        "topics": {"provisioner": "admin"},
+    }
     values_file = folder / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))
-    helm("install", release, str(CHART), "--namespace", namespace, "--values", str(values_file),
-         "--kubeconfig", str(kube.admin_kubeconfig))
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--values",
+        str(values_file),
+        "--kubeconfig",
+        str(kube.admin_kubeconfig),
+    )
     service: Service | None = None
     try:
         deployment = one(render(values, namespace=namespace, release=release), "Deployment")
@@ -155,18 +208,25 @@ def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
         [container] = pod["containers"]
         account = pod["serviceAccountName"]
         token = core.create_namespaced_service_account_token(
-            account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+            account, namespace, {"spec": {"expirationSeconds": 3600}}
+        ).status.token
         kubeconfig = token_kubeconfig(kube, folder / "operator.kubeconfig", token)
-        env = {"PATH": str(Path(sys.executable).parent), "HOME": str(folder),
-               "SPARK_DLQ_KUBECONFIG": str(kubeconfig)}
+        env = {
+            "PATH": str(Path(sys.executable).parent),
+            "HOME": str(folder),
+            "SPARK_DLQ_KUBECONFIG": str(kubeconfig),
+        }
         env.update({e["name"]: e["value"] for e in container["env"]})
         assert container["command"] == ["dlq-operator"]
         program = str(Path(sys.executable).parent / "dlq-operator")
         service = Service("dlq-operator", [program, *container["args"]], log=folder / "operator.log", env=env)
         service.start()
         operator = ChartOperator(namespace, account, str(kubeconfig), service)
-        wait_for(lambda: "Initial authentication has finished" in operator.log() or not service.alive(), timeout=60,
-                 what="the operator to start")
+        wait_for(
+            lambda: "Initial authentication has finished" in operator.log() or not service.alive(),
+            timeout=60,
+            what="the operator to start",
+        )
         assert service.alive(), service.tail()
         yield operator
     finally:
@@ -185,30 +245,46 @@ def forbidden(call: Callable[[], object]) -> str:
 
 
 def test_operator_process_reconciles_as_the_charts_service_account(
-        chart_operator: ChartOperator, kube_api: Any, make_topic: Callable[..., str],
-        bootstrap_servers: str, kafka_admin: AdminClient) -> None:
+    chart_operator: ChartOperator,
+    kube_api: Any,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    kafka_admin: AdminClient,
+) -> None:
     cluster = Cluster(kube_api, chart_operator.namespace)
     source = make_topic("orders")
-    cluster.create_policy(policy_document(chart_operator.namespace, "billing", source=source,
-                                          bootstrap=bootstrap_servers))
+    cluster.create_policy(
+        policy_document(chart_operator.namespace, "billing", source=source, bootstrap=bootstrap_servers)
+    )
 
     app = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
     assert cluster.config_map("billing-policy") is not None
     wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 1, what="the DLQ topic")
-    wait_for(lambda: cluster.status("billing").get("configHash") == app["metadata"]["annotations"][
-        "sparkdlq.io/config-hash"], what="the status")
+    wait_for(
+        lambda: (
+            cluster.status("billing").get("configHash")
+            == app["metadata"]["annotations"]["sparkdlq.io/config-hash"]
+        ),
+        what="the status",
+    )
     assert cluster.condition("billing", "TopicsReady")["status"] == "True"
     cluster.set_application_state("billing", "RUNNING")
     wait_for(lambda: cluster.status("billing").get("phase") == "Running", what="phase Running")
-    wait_for(lambda: {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"} <=
-             cluster.event_reasons("billing"), what="the events")
+    wait_for(
+        lambda: (
+            {"TopicCreated", "ConfigMapCreated", "SparkApplicationCreated", "Ready"}
+            <= cluster.event_reasons("billing")
+        ),
+        what="the events",
+    )
     assert chart_operator.service.alive()
     refused = [line for line in chart_operator.log().splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)]
     assert not refused, refused
 
 
 def test_the_charts_service_account_is_refused_outside_its_role(
-        chart_operator: ChartOperator, kube_api: Any, namespace: str) -> None:
+    chart_operator: ChartOperator, kube_api: Any, namespace: str
+) -> None:
     """``namespace`` is one the operator does not watch."""
     api = chart_operator.api()
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
@@ -217,39 +293,69 @@ def test_the_charts_service_account_is_refused_outside_its_role(
     core.list_namespaced_config_map(chart_operator.namespace)
 
     assert f'User "{user}" cannot get resource "secrets"' in forbidden(
-        lambda: core.read_namespaced_secret("anything", chart_operator.namespace))
+        lambda: core.read_namespaced_secret("anything", chart_operator.namespace)
+    )
     assert 'cannot list resource "secrets"' in forbidden(lambda: core.list_namespaced_secret(namespace))
-    assert 'cannot list resource "configmaps"' in forbidden(lambda: core.list_namespaced_config_map(namespace))
-    assert 'cannot create resource "configmaps"' in forbidden(lambda: core.create_namespaced_config_map(
-        namespace, {"metadata": {"name": "intruder"}, "data": {}}))
+    assert 'cannot list resource "configmaps"' in forbidden(
+        lambda: core.list_namespaced_config_map(namespace)
+    )
+    assert 'cannot create resource "configmaps"' in forbidden(
+        lambda: core.create_namespaced_config_map(namespace, {"metadata": {"name": "intruder"}, "data": {}})
+    )
     assert 'cannot delete resource "namespaces"' in forbidden(lambda: core.delete_namespace(namespace))
-    assert 'cannot create resource "clusterroles"' in forbidden(lambda: rbac.create_cluster_role(
-        {"metadata": {"name": unique("escalate")}, "rules": [{"apiGroups": ["*"], "resources": ["*"],
-                                                               "verbs": ["*"]}]}))
-    assert 'cannot create resource "pods"' in forbidden(lambda: core.create_namespaced_pod(
-        chart_operator.namespace, {"metadata": {"name": "intruder"},
-                                   "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    assert 'cannot create resource "clusterroles"' in forbidden(
+        lambda: rbac.create_cluster_role(
+            {
+                "metadata": {"name": unique("escalate")},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+            }
+        )
+    )
+    assert 'cannot create resource "pods"' in forbidden(
+        lambda: core.create_namespaced_pod(
+            chart_operator.namespace,
+            {"metadata": {"name": "intruder"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        )
+    )
     assert 'cannot delete resource "deadletterpolicies"' in forbidden(
         lambda: client.CustomObjectsApi(api).delete_namespaced_custom_object(
-            "sparkdlq.io", "v1alpha1", chart_operator.namespace, "deadletterpolicies", "anything"))
+            "sparkdlq.io", "v1alpha1", chart_operator.namespace, "deadletterpolicies", "anything"
+        )
+    )
 
 
-def test_secret_values_never_leak(chart_operator: ChartOperator, kube_api: Any, make_topic: Callable[..., str],
-                                  bootstrap_servers: str) -> None:
+def test_secret_values_never_leak(
+    chart_operator: ChartOperator, kube_api: Any, make_topic: Callable[..., str], bootstrap_servers: str
+) -> None:
     namespace = chart_operator.namespace
     password, username = f"Zebra-{unique('pw')}", f"user-{unique('u')}"
-    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{username}" '
-            f'password="{password}";')
+    jaas = (
+        f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{username}" '
+        f'password="{password}";'
+    )
     secret_name = unique("kafka-client")
-    client.CoreV1Api(kube_api).create_namespaced_secret(namespace, {
-        "metadata": {"name": secret_name},
-        "stringData": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-                       "sasl.jaas.config": jaas}})
+    client.CoreV1Api(kube_api).create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": secret_name},
+            "stringData": {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.jaas.config": jaas,
+            },
+        },
+    )
     cluster = Cluster(kube_api, namespace)
     source = make_topic("orders")
-    cluster.create_policy(policy_document(
-        namespace, "secured", source=source, bootstrap=bootstrap_servers,
-        broker={"bootstrapServers": bootstrap_servers, "secretRef": {"name": secret_name}}))
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "secured",
+            source=source,
+            bootstrap=bootstrap_servers,
+            broker={"bootstrapServers": bootstrap_servers, "secretRef": {"name": secret_name}},
+        )
+    )
     app = wait_for(lambda: cluster.application("secured"), what="the SparkApplication")
     wait_for(lambda: cluster.status("secured").get("configHash"), what="the status")
     wait_for(lambda: "SparkApplicationCreated" in cluster.event_reasons("secured"), what="the events")

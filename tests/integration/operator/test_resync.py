@@ -23,8 +23,13 @@ from tests.integration.operator.conftest import Cluster, RunningOperator, policy
 
 async def _resync_one(config: OperatorConfig, body: dict[str, Any], seen: Seen) -> bool:
     api = kubeapi.KubeApi(await kubeapi.load_configuration(config.kubeconfig))
-    services = Services(config=config, api=api, events=EventRecorder(api, instance="test"),
-                        admin=AdminProvisioner(timeout=config.kafka_timeout), strimzi=StrimziProvisioner(api))
+    services = Services(
+        config=config,
+        api=api,
+        events=EventRecorder(api, instance="test"),
+        admin=AdminProvisioner(timeout=config.kafka_timeout),
+        strimzi=StrimziProvisioner(api),
+    )
     try:
         return await Resync(services)._reconcile(body, seen)
     finally:
@@ -32,9 +37,13 @@ async def _resync_one(config: OperatorConfig, body: dict[str, Any], seen: Seen) 
 
 
 def test_a_stale_listing_does_not_roll_a_change_back(
-        operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str) -> None:
-    cluster.create_policy(policy_document(namespace, "billing", source="orders", bootstrap=bootstrap_servers,
-                                          topics={"create": False}))
+    operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str
+) -> None:
+    cluster.create_policy(
+        policy_document(
+            namespace, "billing", source="orders", bootstrap=bootstrap_servers, topics={"create": False}
+        )
+    )
     wait_for(lambda: cluster.status("billing").get("configHash"), what="the first reconcile")
     stale = cluster.policy("billing")
     assert stale is not None

@@ -32,29 +32,50 @@ def _part(body: dict[str, Any], path: str) -> object:
 
 
 def test_a_new_policy_is_written_back_twice(
-        operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str) -> None:
+    operator: RunningOperator, cluster: Cluster, namespace: str, bootstrap_servers: str
+) -> None:
     start = cluster.objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["metadata"][
-        "resourceVersion"]
-    cluster.create_policy(policy_document(namespace, "billing", source="orders", bootstrap=bootstrap_servers,
-                                          topics={"create": False}))
+        "resourceVersion"
+    ]
+    cluster.create_policy(
+        policy_document(
+            namespace, "billing", source="orders", bootstrap=bootstrap_servers, topics={"create": False}
+        )
+    )
     wait_for(lambda: cluster.status("billing").get("configHash"), what="the status")
-    wait_for(lambda: "sparkdlq.io/last-handled-configuration" in
-             (cluster.policy("billing")["metadata"].get("annotations") or {}), what="kopf's annotation")
+    wait_for(
+        lambda: (
+            "sparkdlq.io/last-handled-configuration"
+            in (cluster.policy("billing")["metadata"].get("annotations") or {})
+        ),
+        what="kopf's annotation",
+    )
     wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
     time.sleep(3)  # the application's watch event and a resync round (every 2 s here) pass too
 
     writes: list[str] = []
     previous: dict[str, Any] = {}
-    for event in watch.Watch().stream(cluster.objects.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                      PLURAL, resource_version=start, timeout_seconds=2):
+    for event in watch.Watch().stream(
+        cluster.objects.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        resource_version=start,
+        timeout_seconds=2,
+    ):
         body = event["object"]
         if event["type"] == "MODIFIED":
-            changed = [part for part in ("status", "metadata.annotations")
-                       if _part(body, part) != _part(previous, part)]
+            changed = [
+                part
+                for part in ("status", "metadata.annotations")
+                if _part(body, part) != _part(previous, part)
+            ]
             writes.append(f"{body['metadata']['resourceVersion']}: {', '.join(changed) or 'other'}")
         previous = body
-    assert sorted(w.split(": ", 1)[1] for w in writes) == ["metadata.annotations", "status"], \
+    assert sorted(w.split(": ", 1)[1] for w in writes) == ["metadata.annotations", "status"], (
         f"the new policy was written back {len(writes)} times: {writes}"
+    )
     status = cluster.status("billing")
     assert (status["phase"], cluster.condition("billing", "JobRunning")["reason"]) == ("Pending", "Submitted")
 

@@ -20,14 +20,27 @@ WIDGET_CRD = {
         "group": "testbed.sparkdlq.io",
         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
         "scope": "Namespaced",
-        "versions": [{
-            "name": "v1", "served": True, "storage": True,
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
-                "type": "object",
-                "properties": {"size": {"type": "integer", "minimum": 1}},
-                "x-kubernetes-validations": [{"rule": "self.size < 10", "message": "size must be below 10"}],
-            }}}},
-        }],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"size": {"type": "integer", "minimum": 1}},
+                                "x-kubernetes-validations": [
+                                    {"rule": "self.size < 10", "message": "size must be below 10"}
+                                ],
+                            }
+                        },
+                    }
+                },
+            }
+        ],
     },
 }
 
@@ -40,6 +53,7 @@ def _install_crd(api: Any) -> None:
         if error.status != 409:
             raise
     import time
+
     for _ in range(100):
         crd = ext.read_custom_resource_definition(WIDGET_CRD["metadata"]["name"])
         if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
@@ -64,8 +78,14 @@ def test_custom_objects_are_stored_validated_and_watched(kube_api: Any, namespac
     def watch_widgets() -> None:
         stream = watch.Watch()
         ready.set()
-        for event in stream.stream(objects.list_namespaced_custom_object, "testbed.sparkdlq.io", "v1",
-                                   namespace, "widgets", timeout_seconds=20):
+        for event in stream.stream(
+            objects.list_namespaced_custom_object,
+            "testbed.sparkdlq.io",
+            "v1",
+            namespace,
+            "widgets",
+            timeout_seconds=20,
+        ):
             seen.append((event["type"], event["object"]["metadata"]["name"]))
             if len(seen) == 2:
                 stream.stop()
@@ -73,18 +93,27 @@ def test_custom_objects_are_stored_validated_and_watched(kube_api: Any, namespac
     watcher = threading.Thread(target=watch_widgets)
     watcher.start()
     ready.wait()
-    body = {"apiVersion": "testbed.sparkdlq.io/v1", "kind": "Widget",
-            "metadata": {"name": "w1"}, "spec": {"size": 3}}
+    body = {
+        "apiVersion": "testbed.sparkdlq.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w1"},
+        "spec": {"size": 3},
+    }
     objects.create_namespaced_custom_object("testbed.sparkdlq.io", "v1", namespace, "widgets", body)
-    objects.patch_namespaced_custom_object("testbed.sparkdlq.io", "v1", namespace, "widgets", "w1",
-                                           {"spec": {"size": 4}})
+    objects.patch_namespaced_custom_object(
+        "testbed.sparkdlq.io", "v1", namespace, "widgets", "w1", {"spec": {"size": 4}}
+    )
     watcher.join(30)
     assert seen == [("ADDED", "w1"), ("MODIFIED", "w1")]
 
     with pytest.raises(ApiException) as refused:
         objects.create_namespaced_custom_object(
-            "testbed.sparkdlq.io", "v1", namespace, "widgets",
-            {**body, "metadata": {"name": "w2"}, "spec": {"size": 12}})
+            "testbed.sparkdlq.io",
+            "v1",
+            namespace,
+            "widgets",
+            {**body, "metadata": {"name": "w2"}, "spec": {"size": 12}},
+        )
     assert refused.value.status == 422
     assert "size must be below 10" in refused.value.body
 

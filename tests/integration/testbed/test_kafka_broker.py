@@ -11,12 +11,19 @@ from spark_dlq_devtools.kafka import KafkaBroker
 
 
 def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[object]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     records = []
     try:
         import time
+
         deadline = time.monotonic() + timeout
         while len(records) < count and time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -37,8 +44,12 @@ def test_records_keep_key_value_and_headers(bootstrap_servers: str, make_topic: 
     topic = make_topic("roundtrip", partitions=3)
     producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all"})
     for i in range(9):
-        producer.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(),
-                         headers=[("h", f"x{i}".encode()), ("h", b"dup")])
+        producer.produce(
+            topic,
+            value=f"v{i}".encode(),
+            key=f"k{i}".encode(),
+            headers=[("h", f"x{i}".encode()), ("h", b"dup")],
+        )
     assert producer.flush(30) == 0
 
     records = _consume(bootstrap_servers, topic, 9)

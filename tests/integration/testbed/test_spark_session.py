@@ -18,7 +18,9 @@ def test_streaming_query_copies_a_topic_with_headers(
     source, sink = make_topic("spark-in", partitions=2), make_topic("spark-out")
     producer = Producer({"bootstrap.servers": bootstrap_servers})
     for i in range(20):
-        producer.produce(source, value=f"m{i}".encode(), key=str(i).encode(), headers=[("n", str(i).encode())])
+        producer.produce(
+            source, value=f"m{i}".encode(), key=str(i).encode(), headers=[("n", str(i).encode())]
+        )
     assert producer.flush(30) == 0
 
     stream = (
