@@ -78,6 +78,18 @@ def helm_bin() -> Path:
     return _need(cache_dir() / "helm" / v / "bin" / "helm", f"helm {v}", "helm.sh")
 
 
+def argocd_health_bin() -> Path:
+    """``devtools/argocd-health`` (Argo CD's own health code), built by ``argocd_health.sh`` into a
+    folder named by a hash of its Go sources."""
+    src = REPO_ROOT / "devtools" / "argocd-health"
+    blob = b"".join(
+        (src / name).read_bytes() for name in ("go.mod", "go.sum", *sorted(p.name for p in src.glob("*.go")))
+    )
+    digest = hashlib.sha256(blob).hexdigest()[:12]
+    folder = cache_dir() / "tools" / "argocd-health" / digest
+    return _need(folder / ".complete", "argocd-health", "argocd_health.sh").parent / "argocd-health"
+
+
 def etcd_bin() -> Path:
     for folder in ("/usr/bin", "/usr/local/bin"):
         candidate = Path(folder) / "etcd"

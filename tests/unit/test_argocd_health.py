@@ -1,38 +1,72 @@
-"""The Argo CD health check (deploy/argocd/health.lua), run in Lua 5.1 as Argo CD runs it.
+"""The Argo CD health checks (deploy/argocd), computed by Argo CD's own code.
 
-The policies' statuses are built by the operator's own status code
-(``spark_dlq_operator.render.next_status``), so the check reads exactly what the operator writes.
+``devtools/argocd-health`` hands deploy/argocd/argocd-cm-patch.yaml to Argo CD's settings parser
+and computes each object's health with gitops-engine's ``GetResourceHealth`` and Argo CD's Lua
+environment, as Argo CD's application controller does. The policies' statuses are built by the
+operator's own status code (``spark_dlq_operator.render.next_status``), so the check reads
+exactly what the operator writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+import json
+import subprocess
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 import yaml
-from lupa import lua51
 
-from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.paths import REPO_ROOT, argocd_health_bin
 from spark_dlq_operator import render
 from spark_dlq_operator.render import ConditionState, Observation
 
 ARGOCD = REPO_ROOT / "deploy" / "argocd"
 HEALTH = ARGOCD / "health.lua"
 APPLICATION_HEALTH = ARGOCD / "application-health.lua"
+CM_PATCH = ARGOCD / "argocd-cm-patch.yaml"
 NOW = "2026-11-22T01:00:00Z"
 
 TOPICS_READY = ConditionState("True", "Created", "created topics orders-billing-RETRY, orders-billing-DLQ")
 BROKER_DOWN = ConditionState("False", "BrokerUnavailable", "no broker answered at kafka:9092")
 
 
-def run_lua(path: Path, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Run an Argo CD health script with ``obj`` as its global, as Argo CD does."""
-    lua = lua51.LuaRuntime(unpack_returned_tuples=True)
-    lua.globals().obj = lua.table_from(dict(obj), recursive=True)
-    result = lua.execute(path.read_text())
-    return {str(k): v for k, v in result.items()}
+class ArgoCD:
+    """One argocd-health process for the module: an object in, Argo CD's health out."""
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [str(argocd_health_bin()), str(CM_PATCH)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def health(self, obj: Mapping[str, Any]) -> dict[str, str]:
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
+        self._process.stdin.write(json.dumps(obj) + "\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        assert line, f"argocd-health exited with {self._process.wait()}"
+        result: dict[str, str] = json.loads(line)
+        assert "error" not in result, f"Argo CD reported an error: {result['error']}"
+        return result
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        self._process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def argocd() -> Iterator[ArgoCD]:
+    runner = ArgoCD()
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 def policy(generation: int = 1, *observations: Observation) -> dict[str, Any]:
@@ -55,22 +89,30 @@ def application(state: str, error: str = "") -> dict[str, Any]:
     return {"status": {"applicationState": {"state": state, "errorMessage": error}, "submissionID": "s1"}}
 
 
-def health(obj: Mapping[str, Any]) -> tuple[str, str]:
-    result = run_lua(HEALTH, obj)
-    return str(result["status"]), str(result.get("message", ""))
+@pytest.fixture
+def health(argocd: ArgoCD) -> Any:
+    """Argo CD's ``(status, message)`` for an object."""
+
+    def compute(obj: Mapping[str, Any]) -> tuple[str, str]:
+        result = argocd.health(obj)
+        return result.get("status", ""), result.get("message", "")
+
+    return compute
 
 
-def test_runs_as_lua_5_1() -> None:
-    assert lua51.LuaRuntime().eval("_VERSION") == "Lua 5.1"
+def test_argocd_applies_the_check_to_policies_only(health: Any) -> None:
+    """The override is keyed to sparkdlq.io/DeadLetterPolicy: another kind keeps Argo CD's own
+    verdict (a ConfigMap has no health check at all)."""
+    assert health({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}) == ("", "")
 
 
-def test_no_status_is_progressing() -> None:
+def test_no_status_is_progressing(health: Any) -> None:
     status, message = health(policy())
     assert status == "Progressing"
     assert "operator" in message
 
 
-def test_older_observed_generation_is_progressing_even_when_ready() -> None:
+def test_older_observed_generation_is_progressing_even_when_ready(health: Any) -> None:
     obj = policy(
         3, Observation(generation=2, topics=TOPICS_READY, job=render.job_condition(application("RUNNING")))
     )
@@ -80,13 +122,13 @@ def test_older_observed_generation_is_progressing_even_when_ready() -> None:
     assert "generation 3" in message
 
 
-def test_missing_observed_generation_is_progressing() -> None:
+def test_missing_observed_generation_is_progressing(health: Any) -> None:
     obj = policy(1)
     obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     assert health(obj)[0] == "Progressing"
 
 
-def test_ready_is_healthy() -> None:
+def test_ready_is_healthy(health: Any) -> None:
     obj = policy(
         2,
         Observation(generation=2, topics=TOPICS_READY),
@@ -124,7 +166,7 @@ def test_ready_is_healthy() -> None:
         ),
     ],
 )
-def test_failed_or_invalid_is_degraded(observation: Observation, words: list[str]) -> None:
+def test_failed_or_invalid_is_degraded(observation: Observation, words: list[str], health: Any) -> None:
     obj = policy(1, observation)
     assert obj["status"]["phase"] in ("Failed", "Invalid")
     status, message = health(obj)
@@ -133,7 +175,7 @@ def test_failed_or_invalid_is_degraded(observation: Observation, words: list[str
         assert word in message
 
 
-def test_invalid_after_running_is_degraded() -> None:
+def test_invalid_after_running_is_degraded(health: Any) -> None:
     obj = policy(
         2,
         Observation(generation=1, topics=TOPICS_READY, job=render.job_condition(application("RUNNING"))),
@@ -142,7 +184,7 @@ def test_invalid_after_running_is_degraded() -> None:
     assert health(obj)[0] == "Degraded"
 
 
-def test_suspended_is_suspended() -> None:
+def test_suspended_is_suspended(health: Any) -> None:
     obj = policy(4, Observation(generation=4, topics=TOPICS_READY, job=render.JOB_SUSPENDED))
     assert obj["status"]["phase"] == "Suspended"
     status, message = health(obj)
@@ -173,7 +215,9 @@ def test_suspended_is_suspended() -> None:
         ),
     ],
 )
-def test_everything_else_is_progressing(observation: Observation, phase: str, reason: str) -> None:
+def test_everything_else_is_progressing(
+    observation: Observation, phase: str, reason: str, health: Any
+) -> None:
     obj = policy(1, observation)
     assert obj["status"]["phase"] == phase
     status, message = health(obj)
@@ -201,8 +245,9 @@ def test_argocd_cm_patch_carries_the_scripts() -> None:
         pytest.param({}, "Progressing", id="no-status"),
     ],
 )
-def test_application_health_follows_argocds_own(obj: dict[str, Any], expected: str) -> None:
-    assert run_lua(APPLICATION_HEALTH, {"metadata": {"name": "child"}, **obj})["status"] == expected
+def test_application_health_follows_argocds_own(obj: dict[str, Any], expected: str, health: Any) -> None:
+    application = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "child"}}
+    assert health({**application, **obj})[0] == expected
 
 
 def test_install_instructions_name_the_argocd_cm_key() -> None:
