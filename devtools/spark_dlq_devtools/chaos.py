@@ -140,6 +140,9 @@ class SteadyProducer(threading.Thread):
                     "enable.idempotence": True,
                     "linger.ms": 20,
                     "message.timeout.ms": 300_000,
+                    # A node down is expected in fault runs: librdkafka's connection errors
+                    # stay off stderr (delivery failures still fail the run).
+                    "log_level": 0,
                 }
             )
             start = time.monotonic()
@@ -179,7 +182,7 @@ def end_offsets(bootstrap: str, topics: list[str], attempts: int = 30) -> int:
 def _end_offsets(bootstrap: str, topics: list[str]) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-watch"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-watch", "log_level": 0})
     try:
         total = 0
         for topic in topics:
@@ -197,7 +200,12 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str,
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "spark-dlq-chaos-audit", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "spark-dlq-chaos-audit",
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
     )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
@@ -250,6 +258,31 @@ def policy_document(names: dict[str, str], bootstrap: str, *, trigger: str = "50
             "spark": {"trigger": trigger},
         },
     }
+
+
+def start_engine(policy: Path, checkpoint: Path, log: Path) -> Service:
+    """The engine as a user runs it (``dlq-engine run -f``, local Spark), in its own process group."""
+    env = submit_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    service = Service(
+        log.stem,
+        [
+            sys.executable,
+            "-m",
+            "dlq_engine.cli",
+            "run",
+            "-f",
+            str(policy),
+            "--master",
+            "local[2]",
+            "--checkpoint",
+            str(checkpoint),
+        ],
+        log=log,
+        env=env,
+    )
+    service.start()
+    return service
 
 
 @dataclass
@@ -309,28 +342,8 @@ class CrashRun:
         self.starts = 0
 
     def _engine(self) -> Service:
-        env = submit_env()
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
         self.starts += 1
-        service = Service(
-            f"engine-{self.starts}",
-            [
-                sys.executable,
-                "-m",
-                "dlq_engine.cli",
-                "run",
-                "-f",
-                str(self.policy),
-                "--master",
-                "local[2]",
-                "--checkpoint",
-                str(self.checkpoint),
-            ],
-            log=self.workdir / f"engine-{self.starts}.log",
-            env=env,
-        )
-        service.start()
-        return service
+        return start_engine(self.policy, self.checkpoint, self.workdir / f"engine-{self.starts}.log")
 
     def _committed(self) -> int:
         """The last committed micro-batch's id (the checkpoint's ``commits`` entries; Spark

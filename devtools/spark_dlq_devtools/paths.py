@@ -46,6 +46,12 @@ def kafka_libs() -> Path:
     return _need(cache_dir() / "kafka" / v / "libs" / ".complete", f"Apache Kafka {v}", "jars.sh").parent
 
 
+def kafka_tools() -> Path:
+    """Kafka's command-line tools (``kafka-tools`` and what it needs beside the broker's jars)."""
+    v = versions()["KAFKA_VERSION"]
+    return _need(cache_dir() / "kafka" / v / "tools" / ".complete", f"Kafka tools {v}", "jars.sh").parent
+
+
 def spark_kafka_jars() -> list[Path]:
     known = versions()
     v = f"{known['SPARK_VERSION']}-kafka-clients-{known['SPARK_KAFKA_CLIENTS_VERSION']}"

@@ -16,6 +16,8 @@ fetch() {  # fetch <pom> <dest> <maven -D properties...>
 fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
   "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/libs" \
   -Dkafka.version="$KAFKA_VERSION" -Dscala.binary="$SCALA_BINARY"
+fetch "$REPO_ROOT/scripts/setup/maven/kafka-tools.pom.xml" \
+  "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/tools" -Dkafka.version="$KAFKA_VERSION"
 fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \
   "$SPARK_DLQ_CACHE/spark-jars/$SPARK_VERSION-kafka-clients-$SPARK_KAFKA_CLIENTS_VERSION" \
   -Dspark.version="$SPARK_VERSION" -Dscala.binary="$SCALA_BINARY" \

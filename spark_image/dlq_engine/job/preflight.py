@@ -21,6 +21,7 @@ TIMEOUT_MS = 15_000
 #: Client property names whose values are secrets: never echoed in a message.
 _SECRET_KEY = re.compile(r"password|jaas|secret|token|credential|key", re.IGNORECASE)
 _QUOTED = re.compile(r'=\s*"([^"]{4,})"')
+_USERNAME = re.compile(r'username\s*=\s*"([^"]+)"')
 
 
 class PreflightError(RuntimeError):
@@ -42,6 +43,10 @@ def engine_class(spark: SparkSession, name: str) -> Any:
 
 
 def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None) -> None:
+    """The broker answers the engine's principal, every topic the policy names exists, and the
+    principal may do what the engine will do: read the source and retry topics in its consumer
+    groups, write the retry, dead-letter and output topics (Kafka reports each topic's and
+    group's authorised operations to the principal itself, so no ACL-reading right is needed)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
@@ -59,29 +64,151 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str
             f"{redact(root_cause(error), client)}"
         ) from None
     try:
-        try:
-            names = set(
-                admin.listTopics().names().get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
-            )
-        except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
-            raise PreflightError(
-                f"cannot reach the broker at {policy.broker.bootstrap_servers} "
-                f"(spec.broker.bootstrapServers) within {TIMEOUT_MS // 1000}s: "
-                f"{redact(root_cause(error), client)[:300]}"
-            ) from None
+        _check(jvm, admin, policy, client)
     finally:
         admin.close()
-    needed = [("spec.source.topic", policy.source.topic), ("retry topic", policy.retry_topic)]
+
+
+def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str] | None) -> None:
+    unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+    who = principal(client)
+    try:
+        names = set(admin.listTopics().names().get(TIMEOUT_MS, unit))
+    except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+        raise PreflightError(_connection_problem(policy, client, error)) from None
+    # What each topic is for: (the field that names it, the operations the engine needs).
+    needed: dict[str, tuple[str, set[str]]] = {}
+
+    def need(topic: str, field: str, *operations: str) -> None:
+        known_field, known = needed.get(topic, (field, set()))
+        needed[topic] = (known_field, known | set(operations))
+
+    need(policy.source.topic, "spec.source.topic", "DESCRIBE", "READ")
+    need(policy.retry_topic, "retry topic", "DESCRIBE", "READ", "WRITE")
     if policy.dead_letter.strategy == "topic":
-        needed.append(("dead-letter topic", policy.dead_letter_topic))
+        need(policy.dead_letter_topic, "dead-letter topic", "DESCRIBE", "WRITE")
     if policy.output.topic:
-        needed.append(("spec.output.topic", policy.output.topic))
-    missing = [f"{what} {topic!r}" for what, topic in needed if topic not in names]
+        need(policy.output.topic, "spec.output.topic", "DESCRIBE", "WRITE")
+    options = jvm.org.apache.kafka.clients.admin.DescribeTopicsOptions().includeAuthorizedOperations(True)
+    topics = jvm.java.util.ArrayList()
+    for topic in needed:
+        topics.add(topic)
+    futures = admin.describeTopics(topics, options).topicNameValues()
+    missing, refused = [], []
+    for topic, (field, operations) in needed.items():
+        try:
+            description = futures.get(topic).get(TIMEOUT_MS, unit)
+        except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+            cause = root_cause(error)
+            if cause.startswith("TopicAuthorizationException"):
+                # READ and WRITE each imply DESCRIBE: name what the engine does with the topic.
+                wanted = sorted(operations - {"DESCRIBE"}) or ["DESCRIBE"]
+                refused.append(f"{', '.join(wanted)} on topic {topic!r} ({field})")
+            elif cause.startswith("UnknownTopicOrPartitionException") or topic not in names:
+                missing.append(f"{field} {topic!r}")
+            else:
+                raise PreflightError(
+                    f"cannot describe topic {topic!r} ({field}): {redact(cause, client)}"
+                ) from None
+            continue
+        allowed = _operations(description.authorizedOperations())
+        lacking = sorted(operations - allowed) if allowed is not None else []
+        if lacking:
+            refused.append(f"{', '.join(lacking)} on topic {topic!r} ({field})")
     if missing:
         raise PreflightError(
             f"missing on {policy.broker.bootstrap_servers}: {', '.join(missing)} "
             "(the operator creates retry and dead-letter topics; run it, or create them)"
         )
+    refused += _group_refusals(jvm, admin, policy)
+    if refused:
+        raise PreflightError(
+            f"Kafka principal {who} is not authorised for: {'; '.join(refused)}. "
+            "Grant these ACLs to the principal of spec.broker.secretRef"
+        )
+
+
+def _group_refusals(jvm: Any, admin: Any, policy: DeadLetterPolicy) -> list[str]:
+    """The engine's Kafka sources join consumer groups named ``spark-dlq-<subscription>-...``:
+    the principal needs READ on groups with that prefix."""
+    prefix = f"spark-dlq-{policy.source.subscription}"
+    probe = f"{prefix}-preflight"
+    options = jvm.org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions().includeAuthorizedOperations(
+        True
+    )
+    groups = jvm.java.util.ArrayList()
+    groups.add(probe)
+    try:
+        description = (
+            admin.describeConsumerGroups(groups, options)
+            .describedGroups()
+            .get(probe)
+            .get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+        )
+    except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+        if root_cause(error).startswith("GroupAuthorizationException"):
+            return [f"READ on consumer groups prefixed {prefix!r} (spec.source.subscription)"]
+        return []  # the group check is advisory: the query reports anything else itself
+    allowed = _operations(description.authorizedOperations())
+    if allowed is not None and "READ" not in allowed:
+        return [f"READ on consumer groups prefixed {prefix!r} (spec.source.subscription)"]
+    return []
+
+
+def _operations(java_set: Any) -> set[str] | None:
+    """A Java ``Set<AclOperation>`` as names; None when the broker did not say."""
+    if java_set is None:
+        return None
+    names = {str(op.name()) for op in java_set}
+    return names if "ALL" not in names else {"DESCRIBE", "READ", "WRITE", "CREATE", "ALL"}
+
+
+def _connection_problem(policy: DeadLetterPolicy, client: dict[str, str] | None, error: BaseException) -> str:
+    """Why the first request failed, in words that say what to fix."""
+    servers = policy.broker.bootstrap_servers
+    cause = redact(root_cause(error), client)
+    chain = redact(cause_chain(error), client)
+    if "SaslAuthenticationException" in chain:
+        return (
+            f"Kafka authentication failed for principal {principal(client)} at {servers}: "
+            f"check the username and password in spec.broker.secretRef ({cause[:300]})"
+        )
+    if "SSLHandshakeException" in chain or "SslAuthenticationException" in chain:
+        expired = "CertificateExpiredException" in chain or "validity check failed" in chain
+        what = "the broker's TLS certificate has expired" if expired else "the TLS handshake failed"
+        return (
+            f"{what} at {servers}: check the broker's certificate and the trust store in "
+            f"spec.broker.secretRef ({cause[:300]})"
+        )
+    return (
+        f"cannot reach the broker at {servers} (spec.broker.bootstrapServers) within "
+        f"{TIMEOUT_MS // 1000}s: {cause[:300]}"
+    )
+
+
+def principal(client: dict[str, str] | None) -> str:
+    """The Kafka principal the client settings authenticate as, as the broker names it."""
+    jaas = (client or {}).get("sasl.jaas.config", "")
+    match = _USERNAME.search(jaas)
+    if match:
+        return f"User:{match.group(1)}"
+    protocol = (client or {}).get("security.protocol", "PLAINTEXT").upper()
+    if protocol in ("SSL",):
+        return "the TLS client certificate's subject"
+    return "User:ANONYMOUS"
+
+
+def cause_chain(error: BaseException) -> str:
+    """Every Java cause of a py4j error as ``Class: message`` lines, outermost first."""
+    java = getattr(error, "java_exception", None)
+    lines = []
+    try:
+        while java is not None:
+            lines.append(f"{java.getClass().getSimpleName()}: {java.getMessage()}")
+            java = java.getCause()
+    except Exception:  # noqa: BLE001 - the JVM side is gone: use what was read
+        pass
+    return "\n".join(lines) or str(error)
 
 
 def root_cause(error: BaseException) -> str:
