@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Builds spark-dlq's container images with podman, on base images made here.
+#
+# No container registry is reachable where spark-dlq is developed, so the public bases the
+# Dockerfiles name by default (python:3.11-slim-bookworm, a Maven image, apache/spark) cannot be
+# pulled. This script makes stand-ins for exactly those from Debian's packages (a debootstrap
+# rootfs imported into podman, then scripts/images/bases/*.Containerfile) and passes them to the
+# Dockerfiles as build arguments; with a registry, the same Dockerfiles build on the public bases.
+#
+# Images (names written once, here; $SPARK_DLQ_CACHE/images/manifest.json lists them for the
+# test bed):
+#   localhost/spark-dlq-base/debian:bookworm         the minimal Debian rootfs
+#   localhost/spark-dlq-base/python:3.11-bookworm    stands in for python:3.11-slim-bookworm
+#   localhost/spark-dlq-base/maven:3-jdk17           stands in for maven:3.9-eclipse-temurin-17
+#   localhost/spark-dlq-base/spark:<spark version>   stands in for apache/spark:<v>-...-python3-ubuntu
+#   localhost/spark-dlq:<version>                    the engine (spark_image/Dockerfile)
+#   localhost/spark-dlq-operator:<version>           the operator (operator/Dockerfile)
+#   localhost/spark-dlq-demo:<version>               the engine with examples/processors baked in
+#
+# Cached: a base is rebuilt only when its inputs change (a label on the image holds their hash);
+# the project's images go through podman's layer cache, so a code change rebuilds only the
+# layers after the changed files. podman's storage and settings live in $SPARK_DLQ_CACHE/podman.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$REPO_ROOT/scripts/images/podman.sh"
+
+start=$SECONDS
+version="$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' \
+  "$REPO_ROOT/pyproject.toml")"
+base="localhost/spark-dlq-base"
+debian_image="$base/debian:$DEBIAN_SUITE"
+python_image="$base/python:3.11-$DEBIAN_SUITE"
+maven_image="$base/maven:3-jdk17"
+spark_image="$base/spark:$SPARK_VERSION"
+engine_image="localhost/spark-dlq:$version"
+operator_image="localhost/spark-dlq-operator:$version"
+demo_image="localhost/spark-dlq-demo:$version"
+
+images_dir="$SPARK_DLQ_CACHE/images"
+mkdir -p "$images_dir"
+
+# --- podman itself ------------------------------------------------------------------------------
+if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || [[ ! -x /usr/sbin/runc ]]; then
+  log "installing podman, runc and debootstrap from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || true
+  apt-get install -y -qq --no-install-recommends podman runc debootstrap uidmap >/dev/null
+fi
+
+# Build steps that download (apt, pip, Maven) trust what this machine trusts: its CA bundles
+# are mounted into every RUN step (never copied into an image), so a machine whose egress goes
+# through a TLS-inspecting proxy, as spark-dlq's own machines do, builds like any other.
+trust=()
+for bundle in /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/java/cacerts; do
+  [[ -f "$bundle" ]] && trust+=(--volume "$bundle:$bundle:ro")
+done
+logs="$images_dir/logs"
+mkdir -p "$logs"
+
+# build NAME podman-build-arguments...: quiet unless it fails, then the end of its log.
+build() {
+  local name="$1"; shift
+  if ! podman build "${trust[@]}" "$@" >"$logs/$name.log" 2>&1; then
+    tail -40 "$logs/$name.log" >&2
+    log "building $name failed; its whole log: $logs/$name.log"
+    exit 1
+  fi
+}
+
+# inputs_hash FILE...: a short hash of the files' contents and of the extra words in $EXTRA.
+inputs_hash() { { cat "$@"; printf '%s' "${EXTRA:-}"; } | sha256sum | cut -c1-12; }
+
+# label_of IMAGE: the inputs hash an image was built from ("" when absent).
+label_of() {
+  podman image inspect --format '{{index .Labels "io.sparkdlq.inputs"}}' "$1" 2>/dev/null || true
+}
+
+# --- the Debian rootfs ------------------------------------------------------------------------------
+rootfs_tar="$images_dir/debian-$DEBIAN_SUITE-rootfs.tar"
+if [[ ! -f "$rootfs_tar.complete" ]]; then
+  log "debootstrap: a minimal Debian $DEBIAN_SUITE rootfs (first run: a minute or two)"
+  work="$(mktemp -d "$images_dir/rootfs.XXXXXX")"
+  debootstrap --variant=minbase "$DEBIAN_SUITE" "$work/root" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
+    || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
+  rm -rf "$work/root/var/cache/apt/archives"/*.deb "$work/root/var/lib/apt/lists"/*
+  tar -C "$work/root" --numeric-owner -cf "$rootfs_tar" .
+  rm -rf "$work"
+  touch "$rootfs_tar.complete"
+fi
+debian_label="$(EXTRA="$DEBIAN_SUITE" inputs_hash "$rootfs_tar.complete")"
+if [[ "$(label_of "$debian_image")" != "$debian_label" ]]; then
+  log "importing $debian_image"
+  podman import --quiet --change "LABEL io.sparkdlq.inputs=$debian_label" --change 'CMD ["/bin/bash"]' \
+    "$rootfs_tar" "$debian_image" >/dev/null
+fi
+
+# build_base IMAGE CONTAINERFILE CONTEXT [BUILD ARGS...]: rebuilt when its inputs change.
+build_base() {
+  local image="$1" file="$2" context="$3"; shift 3
+  local label
+  label="$(EXTRA="$debian_label $*" inputs_hash "$file" "$REPO_ROOT/scripts/images/bases/spark-entrypoint.sh")"
+  if [[ "$(label_of "$image")" == "$label" ]]; then
+    log "$image: cached"
+    return
+  fi
+  log "building $image"
+  build "${image##*/}" --label "io.sparkdlq.inputs=$label" --build-arg "DEBIAN_IMAGE=$debian_image" "$@" \
+    -f "$file" -t "$image" "$context"
+}
+
+bases="$REPO_ROOT/scripts/images/bases"
+build_base "$python_image" "$bases/python.Containerfile" "$bases"
+build_base "$maven_image" "$bases/maven.Containerfile" "$bases"
+
+# The Spark distribution: the pyspark source distribution carries Spark's bin/, jars/ and
+# python/lib/ zips; it is the Spark base's build context with the entry point.
+spark_context="$images_dir/spark-context-$SPARK_VERSION"
+if [[ ! -f "$spark_context/.complete" ]]; then
+  log "downloading the pyspark $SPARK_VERSION source distribution (Spark's jars) from PyPI"
+  rm -rf "$spark_context"; mkdir -p "$spark_context"
+  PIP_FIND_LINKS="" python3 -m pip download -q --no-deps --no-binary=:all: "pyspark==$SPARK_VERSION" \
+    -d "$spark_context" >&2
+  touch "$spark_context/.complete"
+fi
+cp "$bases/spark-entrypoint.sh" "$spark_context/spark-entrypoint.sh"
+build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
+
+# --- the project's images --------------------------------------------------------------------------
+cd "$REPO_ROOT"
+log "building $engine_image (spark_image/Dockerfile)"
+build engine \
+  --build-arg "PYTHON_IMAGE=$python_image" --build-arg "MAVEN_IMAGE=$maven_image" \
+  --build-arg "SPARK_IMAGE=$spark_image" \
+  --build-arg "SPARK_VERSION=$SPARK_VERSION" --build-arg "SCALA_BINARY=$SCALA_BINARY" \
+  --build-arg "SPARK_KAFKA_CLIENTS_VERSION=$SPARK_KAFKA_CLIENTS_VERSION" \
+  --build-arg "SPARK_COMMONS_POOL2_VERSION=$SPARK_COMMONS_POOL2_VERSION" \
+  -f spark_image/Dockerfile -t "$engine_image" .
+log "building $operator_image (operator/Dockerfile)"
+build operator --build-arg "PYTHON_IMAGE=$python_image" -f operator/Dockerfile -t "$operator_image" .
+log "building $demo_image (the engine with examples/processors)"
+build demo --build-arg "ENGINE_IMAGE=$engine_image" -f examples/Containerfile -t "$demo_image" .
+
+python3 - "$images_dir/manifest.json" <<PY
+import json, sys
+images = {
+    "debian": "$debian_image", "python": "$python_image", "maven": "$maven_image",
+    "spark": "$spark_image", "engine": "$engine_image", "operator": "$operator_image",
+    "demo": "$demo_image",
+}
+json.dump(images, open(sys.argv[1], "w"), indent=1)
+PY
+log "images ready in $((SECONDS - start))s: $engine_image, $operator_image, $demo_image"
