@@ -131,7 +131,7 @@ class Node:
             self._import_images()
             self._apply_cluster_objects()
             self._start_coredns(timeout)
-            self._start_kube_proxy(timeout)
+            self._start_kube_proxy()
             self._start_kubelet()
             self._wait_ready(timeout)
         except BaseException:
@@ -417,7 +417,7 @@ disabled_plugins = [
     # -----------------------------------------------------------------------------------------
     # kube-proxy and kubelet
 
-    def _start_kube_proxy(self, timeout: float) -> None:
+    def _start_kube_proxy(self) -> None:
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
@@ -446,11 +446,6 @@ disabled_plugins = [
             log=self.root / "kube-proxy.log",
         )
         self.kube_proxy.start()
-        self.kube_proxy.wait_until(
-            lambda: _http_ok(f"http://127.0.0.1:{self.proxy_healthz_port}/healthz"),
-            timeout=timeout,
-            what="/healthz",
-        )
 
     def _start_kubelet(self) -> None:
         pki = self.plane.pki
@@ -516,7 +511,9 @@ disabled_plugins = [
         self.kubelet.start()
 
     def _wait_ready(self, timeout: float) -> None:
+        # kube-proxy reports healthy once it has synced its rules for a registered node.
         assert self.kubelet is not None
+        assert self.kube_proxy is not None
         jsonpath = '{.status.conditions[?(@.type=="Ready")].status}'
         self.kubelet.wait_until(
             lambda: (
@@ -525,6 +522,11 @@ disabled_plugins = [
             ),
             timeout=timeout,
             what=f"node {NODE_NAME} Ready",
+        )
+        self.kube_proxy.wait_until(
+            lambda: _http_ok(f"http://127.0.0.1:{self.proxy_healthz_port}/healthz"),
+            timeout=timeout,
+            what="/healthz",
         )
 
     # -----------------------------------------------------------------------------------------
@@ -571,6 +573,8 @@ disabled_plugins = [
         found += [f"cgroup {path}" for path in _our_cgroups()]
         if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
             found.append(f"link {BRIDGE}")
+        for pattern in (f"{CNI_NETWORK}-*", "cni-loopback-*"):
+            found += [f"CNI result {path}" for path in Path("/var/lib/cni/results").glob(pattern)]
         for tool in ("iptables", "ip6tables"):
             for table in ("filter", "nat", "mangle"):
                 listing = _iptables(tool, "-t", table, "-S", check=False).stdout
@@ -580,20 +584,6 @@ disabled_plugins = [
                     if "KUBE-" in line or FORWARD_GUARD in line or f'\\"{CNI_NETWORK}\\"' in line
                 ]
         return found
-
-    def usage(self) -> dict[str, float]:
-        """CPU seconds and resident MiB of the node's own processes (not its pods)."""
-        result: dict[str, float] = {}
-        tick = os.sysconf("SC_CLK_TCK")
-        for service in (self.containerd, self.kubelet, self.kube_proxy, self.coredns):
-            if service is None or not service.alive():
-                continue
-            stat = Path(f"/proc/{service.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            status = Path(f"/proc/{service.pid}/status").read_text()
-            rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-            result[f"{service.name}_cpu_s"] = (int(stat[11]) + int(stat[12])) / tick
-            result[f"{service.name}_rss_mib"] = rss / 1024
-        return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,8 +607,28 @@ def _sweep(state: dict[str, Any], *, keep_images: bool) -> None:
         with contextlib.suppress(OSError):
             if str(root) in os.readlink(log):
                 log.unlink()
-    for result in Path("/var/lib/cni/results").glob(f"{CNI_NETWORK}-*"):
-        result.unlink(missing_ok=True)
+    # The CNI plugins' result cache: our network's, and containerd's own loopback network's
+    # (only this node runs containerd's CRI here).
+    for pattern in (f"{CNI_NETWORK}-*", "cni-loopback-*"):
+        for result in Path("/var/lib/cni/results").glob(pattern):
+            result.unlink(missing_ok=True)
+    # Shims bind their sockets under /run/containerd/s whatever containerd's state folder:
+    # remove those no process listens on any more (a live containerd's stay).
+    bound = {line.split()[-1] for line in Path("/proc/net/unix").read_text().splitlines()[1:]}
+    for shim_socket in Path("/run/containerd/s").glob("*"):
+        if shim_socket.is_socket() and str(shim_socket) not in bound:
+            shim_socket.unlink(missing_ok=True)
+    # Paths kubelet uses whatever its root folder: removed when nothing else is in them.
+    Path("/var/lib/kubelet/device-plugins/kubelet.sock").unlink(missing_ok=True)
+    for folder in (
+        "/var/lib/kubelet/device-plugins",
+        "/var/lib/kubelet",
+        "/var/log/containers",
+        "/run/containerd/s",
+        "/run/containerd",
+    ):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
     for key, value in state.get("sysctls", {}).items():
         with contextlib.suppress(OSError):
             (Path("/proc/sys") / key).write_text(value)
