@@ -10,7 +10,9 @@ facts as JSON once everything is up.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ from types import FrameType
 
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
-from spark_dlq_devtools.node import Node
+from spark_dlq_devtools.node import Node, NodeError
 
 
 def main(*, kafka: bool = True, lock_timeout: float = 0.0, ready_file: Path | None = None) -> int:
@@ -29,7 +31,7 @@ def main(*, kafka: bool = True, lock_timeout: float = 0.0, ready_file: Path | No
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    plane = ControlPlane(name="cluster", workloads=True)
+    plane = ControlPlane(name=f"cluster-{os.getpid()}", workloads=True)
     node = Node(plane)
     broker = KafkaBroker(name="cluster-kafka", pods=True, log_level="WARN") if kafka else None
     try:
@@ -59,6 +61,9 @@ def main(*, kafka: bool = True, lock_timeout: float = 0.0, ready_file: Path | No
             ready_file.write_text(json.dumps(facts, indent=2) + "\n")
         stop.wait()
         return 0
+    except NodeError as error:
+        print(f"spark-dlq-dev cluster: {error}", file=sys.stderr)
+        return 1
     finally:
         print("stopping the cluster", flush=True)
         if ready_file is not None:
