@@ -43,7 +43,14 @@ from spark_dlq_devtools.network import (
     POD_GATEWAY,
     SERVICE_CIDR,
 )
-from spark_dlq_devtools.paths import coredns_bin, crictl_bin, kubernetes_bin, node_images, work_dir
+from spark_dlq_devtools.paths import (
+    coredns_bin,
+    crictl_bin,
+    kubernetes_bin,
+    node_images,
+    node_images_digest,
+    work_dir,
+)
 from spark_dlq_devtools.processes import Service, free_port
 
 NODE_NAME = "spark-dlq-node"
@@ -72,12 +79,12 @@ class NodeError(RuntimeError):
 
 
 def pause_image() -> str:
-    return f"spark-dlq.local/pause:{node_images().name.removeprefix('images-')}"
+    return f"spark-dlq.local/pause:{node_images_digest()}"
 
 
 def probe_image() -> str:
     """The test image: ``/probe`` (devtools/node-images/cmd/probe) and nothing else."""
-    return f"spark-dlq.local/probe:{node_images().name.removeprefix('images-')}"
+    return f"spark-dlq.local/probe:{node_images_digest()}"
 
 
 class Node:

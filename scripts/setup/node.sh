@@ -53,10 +53,10 @@ go_install() {
 go_install "coredns-$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION"
 go_install "crictl-$CRI_TOOLS_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION"
 
-# Keep in step with spark_dlq_devtools.node.images_dir(): sha256 of "<sha256>  <path>" lines
-# of the image sources, relative to devtools/.
-hash="$(cd "$REPO_ROOT/devtools" && { find node-images -type f; echo spark_dlq_devtools/oci.py; } \
-  | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)"
+# The images' folder and tag: a hash of their sources, computed where the fixtures compute it
+# (paths.py needs only the standard library, so the system Python runs it).
+hash="$(PYTHONPATH="$REPO_ROOT/devtools" python3 -c \
+  'from spark_dlq_devtools.paths import node_images_digest; print(node_images_digest())')"
 images="$SPARK_DLQ_CACHE/node/images-$hash"
 if [[ -f "$images/.complete" ]]; then
   log "the node's images: cached in $images"
