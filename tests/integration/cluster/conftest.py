@@ -25,9 +25,13 @@ def pod_namespace(node: Node) -> Iterator[str]:
     name = unique("pods")
     node.kubectl("create", "namespace", name)
     deadline = time.monotonic() + 60
-    while node._kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode != 0:
-        assert time.monotonic() < deadline, f"no default service account in {name} after 60s"
-        time.sleep(0.5)
+    while True:
+        try:
+            node.kubectl("get", "serviceaccount", "default", "-n", name)
+            break
+        except NodeError:
+            assert time.monotonic() < deadline, f"no default service account in {name} after 60s"
+            time.sleep(0.5)
     yield name
     node.kubectl("delete", "namespace", name, "--wait=false")
 
