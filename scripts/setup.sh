@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Sets up everything spark-dlq's demo and tests need, into $SPARK_DLQ_CACHE (default
 # ~/.cache/spark-dlq): the Python environment, the Kafka broker and Spark connector jars from
-# Maven Central, the engine's jar (javac), kube-apiserver, kubectl and helm built from the Go module proxy, etcd from Debian, and
-# devtools/argocd-health (Argo CD's own health code, from its Go module).
+# Maven Central, the engine's jar (javac), kube-apiserver, kubectl and helm built from the Go
+# module proxy, etcd from Debian, devtools/argocd-health (Argo CD's own health code, from its Go
+# module) and the test bed's Kubernetes node (kubelet, kube-proxy, kube-scheduler, CoreDNS,
+# crictl from the Go module proxy; containerd, runc, the CNI plugins from Debian; its images
+# made here).
 # Idempotent: a second run only re-installs this checkout into the cached environment.
 # Prints the virtualenv's path on stdout.
 set -euo pipefail
@@ -14,5 +17,6 @@ bash "$here/setup/engine_jar.sh"
 bash "$here/setup/kubernetes.sh"
 bash "$here/setup/helm.sh"
 bash "$here/setup/argocd_health.sh"
+bash "$here/setup/node.sh"
 printf '[setup] ready in %ss (venv %s)\n' "$((SECONDS - start))" "$venv" >&2
 echo "$venv"

@@ -17,6 +17,7 @@ import pytest
 
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT
 
 
@@ -39,7 +40,8 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(name=f"kafka-test-{os.getpid()}")
+    """The session's broker: 127.0.0.1 for the host, the host's address for pods."""
+    broker = KafkaBroker(name=f"kafka-test-{os.getpid()}", pods=True)
     broker.start()
     try:
         yield broker
@@ -106,6 +108,26 @@ def namespace(kube_api: Any) -> Iterator[str]:
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
     core.delete_namespace(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# A cluster whose pods run: its own control plane (workloads=True) and the machine's one node
+
+
+@pytest.fixture(scope="session")
+def node() -> Iterator[Node]:
+    """A real one-node cluster: kube-apiserver, controllers and scheduler, and this machine as
+    its node (containerd, kubelet, kube-proxy, CoreDNS). One node runs per machine, so a
+    session waits for another session's node to stop."""
+    plane = ControlPlane(name=f"cluster-test-{os.getpid()}", workloads=True)
+    plane.start()
+    machine = Node(plane)
+    try:
+        machine.start(lock_timeout=900)
+        yield machine
+    finally:
+        machine.stop()
+        plane.stop()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Certificates for the local control plane, made with the ``openssl`` command.
 
 The kube-apiserver serves TLS and authenticates clients by certificate: a CA signs the
-server certificate and one client certificate per user (the admin is in ``system:masters``;
-the operator's RBAC tests get a user of their own). A service-account key pair signs tokens.
+serving certificates (the API server's, a node's kubelet's) and one client certificate per
+user (the admin is in ``system:masters``; the operator's RBAC tests get a user of their own, a
+node's kubelet is ``system:node:<name>``). A service-account key pair signs tokens.
 """
 
 from __future__ import annotations
@@ -39,31 +40,36 @@ def make_ca(folder: Path) -> None:
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)
 
 
-def make_server_cert(folder: Path) -> None:
-    if (folder / "apiserver.crt").exists():
-        return
-    (folder / "apiserver.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n"
-    )
+def make_server_cert(
+    folder: Path, *, name: str = "apiserver", common_name: str = "kube-apiserver", sans: tuple[str, ...] = ()
+) -> tuple[Path, Path]:
+    """A serving certificate ``<name>.crt`` for 127.0.0.1, localhost and ``sans`` (``IP:...`` or
+    ``DNS:...``), made again when the names change. Returns (cert, key)."""
+    cert, key = folder / f"{name}.crt", folder / f"{name}.key"
+    names = ["IP:127.0.0.1", "DNS:localhost", *sans]
+    ext = f"subjectAltName={','.join(dict.fromkeys(names))}\nextendedKeyUsage=serverAuth\n"
+    ext_file = folder / f"{name}.ext"
+    if cert.exists() and ext_file.exists() and ext_file.read_text() == ext:
+        return cert, key
+    ext_file.write_text(ext)
     _openssl(
         "req",
         "-newkey",
         "rsa:2048",
         "-nodes",
         "-keyout",
-        "apiserver.key",
+        key.name,
         "-out",
-        "apiserver.csr",
+        f"{name}.csr",
         "-subj",
-        "/CN=kube-apiserver",
+        f"/CN={common_name}",
         cwd=folder,
     )
     _openssl(
         "x509",
         "-req",
         "-in",
-        "apiserver.csr",
+        f"{name}.csr",
         "-CA",
         "ca.crt",
         "-CAkey",
@@ -72,11 +78,12 @@ def make_server_cert(folder: Path) -> None:
         "-days",
         "3650",
         "-out",
-        "apiserver.crt",
+        cert.name,
         "-extfile",
-        "apiserver.ext",
+        ext_file.name,
         cwd=folder,
     )
+    return cert, key
 
 
 def make_client_cert(folder: Path, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:

@@ -5,6 +5,11 @@ One process is both controller and broker. The jars come from Maven Central thro
 ``kafka.Kafka`` with a modest heap, and waits until the broker answers a metadata request.
 ``restart()`` keeps the data (for broker-restart tests); ``stop()`` removes nothing either, the
 data folder goes with the next ``start`` of a fresh broker.
+
+``KafkaBroker(pods=True)`` adds a second listener on the host's address (``network.host_address``)
+for clients in the test bed's pods: each listener advertises its own address, so a client that
+bootstraps from a pod is sent to an address it can route to, and host-side clients keep
+127.0.0.1.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from spark_dlq_devtools.network import host_address
 from spark_dlq_devtools.paths import kafka_libs, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 
@@ -41,11 +47,18 @@ class KafkaBroker:
     """One KRaft broker+controller. ``bootstrap_servers`` is ``127.0.0.1:<port>``."""
 
     def __init__(
-        self, *, name: str = "kafka", port: int | None = None, heap: str = "512m", log_level: str = "INFO"
+        self,
+        *,
+        name: str = "kafka",
+        port: int | None = None,
+        heap: str = "512m",
+        log_level: str = "INFO",
+        pods: bool = False,
     ) -> None:
         self.root = work_dir(name)
         self.port = port or free_port()
         self.controller_port = free_port()
+        self.pod_listener = (host_address(), free_port()) if pods else None
         self.heap = heap
         self.log_level = log_level
         self.data = self.root / "data"
@@ -55,6 +68,13 @@ class KafkaBroker:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def pod_bootstrap_servers(self) -> str:
+        """``host:port`` of the listener for pods (``KafkaBroker(pods=True)`` only)."""
+        if self.pod_listener is None:
+            raise RuntimeError(f"broker {self.root.name} has no listener for pods: start it with pods=True")
+        return "{}:{}".format(*self.pod_listener)
 
     def _java(self, main: str, *args: str) -> list[str]:
         java = shutil.which("java") or "java"
@@ -73,15 +93,18 @@ class KafkaBroker:
         ]
 
     def _write_config(self) -> None:
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        if self.pod_listener is not None:
+            listeners.append(f"PODS://{self.pod_bootstrap_servers}")
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]),
+            "advertised.listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT",
             "log.dirs": str(self.data),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",

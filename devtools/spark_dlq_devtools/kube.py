@@ -6,6 +6,14 @@ scheduler: objects are stored, validated (schemas, CEL, admission), authorised (
 and watched, but no pod runs. That is what an operator's tests need. ``kubeconfig()``
 writes a kubeconfig for any user, signed by the test CA, so tests can act as the admin or as
 a restricted identity.
+
+``ControlPlane(workloads=True)`` is the control plane of a cluster whose pods run (a
+``spark_dlq_devtools.node.Node`` joins it): the API server also listens on the host's address,
+which the ``kubernetes`` Service points at and its certificate names, together with the
+Service's ClusterIP and DNS names; nodes are authorised by the Node authoriser and
+NodeRestriction; service accounts are admitted (pods get projected tokens); the
+controller manager runs every default controller (deployments, replica sets, jobs, service
+accounts, endpoint slices, root CA publisher, node lifecycle, ...) and kube-scheduler runs.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from spark_dlq_devtools.certs import make_ca, make_client_cert, make_server_cert
+from spark_dlq_devtools.network import CLUSTER_DOMAIN, KUBERNETES_SERVICE_IP, SERVICE_CIDR, host_address
 from spark_dlq_devtools.paths import etcd_bin, kubernetes_bin, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 
@@ -27,15 +36,19 @@ ADMIN_USER = "testbed-admin"
 class ControlPlane:
     """etcd + kube-apiserver. ``server`` is the https URL; ``admin_kubeconfig`` a file."""
 
-    def __init__(self, *, name: str = "kube") -> None:
+    def __init__(self, *, name: str = "kube", workloads: bool = False) -> None:
         self.root = work_dir(name)
         self.pki = self.root / "pki"
+        self.workloads = workloads
+        # Where pods and nodes reach the API server (the ``kubernetes`` Service's endpoint).
+        self.address = host_address() if workloads else "127.0.0.1"
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
         self.port = free_port()
         self.etcd: Service | None = None
         self.apiserver: Service | None = None
         self.controller_manager: Service | None = None
+        self.scheduler: Service | None = None
 
     @property
     def server(self) -> str:
@@ -49,11 +62,23 @@ class ControlPlane:
         if fresh:
             shutil.rmtree(self.root / "etcd", ignore_errors=True)
         make_ca(self.pki)
-        make_server_cert(self.pki)
+        service_names = [f"DNS:kubernetes.default.svc.{CLUSTER_DOMAIN}", f"IP:{KUBERNETES_SERVICE_IP}"]
+        make_server_cert(
+            self.pki,
+            sans=(
+                "DNS:kubernetes",
+                "DNS:kubernetes.default",
+                "DNS:kubernetes.default.svc",
+                *service_names,
+                f"IP:{self.address}",
+            ),
+        )
         self._start_etcd(timeout)
         self._start_apiserver(timeout)
         self.kubeconfig(ADMIN_USER, ("system:masters",), path=self.admin_kubeconfig)
         self._start_controller_manager()
+        if self.workloads:
+            self._start_scheduler()
 
     def _start_etcd(self, timeout: float) -> None:
         client = f"http://127.0.0.1:{self.etcd_port}"
@@ -97,8 +122,8 @@ class ControlPlane:
             [
                 str(kubernetes_bin("kube-apiserver")),
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={'0.0.0.0' if self.workloads else '127.0.0.1'}",
+                f"--advertise-address={self.address}",
                 f"--secure-port={self.port}",
                 f"--cert-dir={self.root / 'certs'}",
                 f"--tls-cert-file={p / 'apiserver.crt'}",
@@ -106,12 +131,10 @@ class ControlPlane:
                 f"--client-ca-file={p / 'ca.crt'}",
                 f"--service-account-key-file={p / 'sa.pub'}",
                 f"--service-account-signing-key-file={p / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.96.0.0/24",
+                f"--service-account-issuer=https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
-                # No controller manager runs: admission that waits for one would hang requests.
-                "--disable-admission-plugins=ServiceAccount",
+                *(self._node_flags() if self.workloads else self._envtest_flags()),
                 "--enable-priority-and-fairness=false",
                 "--watch-cache=true",
                 "--v=1",
@@ -121,16 +144,46 @@ class ControlPlane:
         self.apiserver.start()
         self.apiserver.wait_until(self._ready, timeout=timeout, what="/readyz")
 
+    @staticmethod
+    def _envtest_flags() -> list[str]:
+        return [
+            "--authorization-mode=RBAC",
+            # No service-account controller runs: admission that waits for one would hang requests.
+            "--disable-admission-plugins=ServiceAccount",
+        ]
+
+    def _node_flags(self) -> list[str]:
+        p = self.pki
+        # The API server's own identity towards kubelets (logs, exec), which check it against the CA.
+        cert, key = make_client_cert(p, "kube-apiserver-kubelet-client", ("system:masters",))
+        return [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--kubelet-client-certificate={cert}",
+            f"--kubelet-client-key={key}",
+            f"--kubelet-certificate-authority={p / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+        ]
+
     def _start_controller_manager(self) -> None:
-        # Its controllers would each need a service-account token (no token controller runs
-        # here); as one identity it needs the rights of all of them: the masters group.
+        # Its controllers would each need a service-account token of their own; as one
+        # identity it needs the rights of all of them: the masters group.
         config = self.kubeconfig("system:kube-controller-manager", ("system:masters",))
+        if self.workloads:
+            controllers = [
+                "--controllers=*",
+                f"--root-ca-file={self.pki / 'ca.crt'}",
+                f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+            ]
+        else:
+            controllers = ["--controllers=garbagecollector,namespace"]
         self.controller_manager = Service(
             "kube-controller-manager",
             [
                 str(kubernetes_bin("kube-controller-manager")),
                 f"--kubeconfig={config}",
-                "--controllers=garbagecollector,namespace",
+                *controllers,
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--use-service-account-credentials=false",
@@ -140,6 +193,22 @@ class ControlPlane:
             log=self.root / "controller-manager.log",
         )
         self.controller_manager.start()
+
+    def _start_scheduler(self) -> None:
+        # The bootstrap RBAC policy grants this user what the scheduler needs.
+        config = self.kubeconfig("system:kube-scheduler")
+        self.scheduler = Service(
+            "kube-scheduler",
+            [
+                str(kubernetes_bin("kube-scheduler")),
+                f"--kubeconfig={config}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=1",
+            ],
+            log=self.root / "scheduler.log",
+        )
+        self.scheduler.start()
 
     def _ready(self) -> bool:
         return _get(f"{self.server}/readyz", self._ssl_context()) == 200
@@ -176,7 +245,7 @@ class ControlPlane:
         self._start_apiserver(timeout)
 
     def stop(self) -> None:
-        for service in (self.controller_manager, self.apiserver, self.etcd):
+        for service in (self.scheduler, self.controller_manager, self.apiserver, self.etcd):
             if service is not None:
                 service.stop()
 

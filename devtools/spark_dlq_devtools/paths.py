@@ -79,6 +79,37 @@ def kubernetes_bin(name: str) -> Path:
     return _need(cache_dir() / "kubernetes" / f"v{v}" / "bin" / name, f"{name} {v}", "kubernetes.sh")
 
 
+def node_images_digest() -> str:
+    """A hash of the node images' sources (``devtools/node-images`` and the archive writer):
+    ``node.sh`` builds into ``node/images-<digest>`` and tags the images with it."""
+    devtools = REPO_ROOT / "devtools"
+    sources = [
+        *(p for p in (devtools / "node-images").rglob("*") if p.is_file()),
+        devtools / "spark_dlq_devtools" / "oci.py",
+    ]
+    lines = "".join(
+        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(devtools).as_posix()}\n"
+        for path in sorted(sources, key=lambda p: p.relative_to(devtools).as_posix())
+    )
+    return hashlib.sha256(lines.encode()).hexdigest()[:12]
+
+
+def node_images() -> Path:
+    """The node's own image archives (``pause.tar``, ``probe.tar``), built by ``node.sh``."""
+    folder = cache_dir() / "node" / f"images-{node_images_digest()}"
+    return _need(folder / ".complete", "the node's images", "node.sh").parent
+
+
+def coredns_bin() -> Path:
+    v = versions()["COREDNS_VERSION"]
+    return _need(cache_dir() / "node" / f"coredns-{v}" / "coredns", f"CoreDNS {v}", "node.sh")
+
+
+def crictl_bin() -> Path:
+    v = versions()["CRI_TOOLS_VERSION"]
+    return _need(cache_dir() / "node" / f"crictl-{v}" / "crictl", f"crictl {v}", "node.sh")
+
+
 def helm_bin() -> Path:
     v = versions()["HELM_VERSION"]
     return _need(cache_dir() / "helm" / v / "bin" / "helm", f"helm {v}", "helm.sh")

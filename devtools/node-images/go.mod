@@ -1,0 +1,3 @@
+module sparkdlq.local/node-images
+
+go 1.22
