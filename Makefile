@@ -1,16 +1,18 @@
-# Container images of spark-dlq, for a cluster (the Helm chart in charts/spark-dlq-operator).
+# Container images of spark-dlq, for a cluster (the Helm chart in charts/spark-dlq-operator),
+# built on the public bases (python:3.11-slim-bookworm, a Maven image, apache/spark) with docker,
+# or podman where there is no docker:
 #
-#   make images                   # docker build both images
+#   make images                   # build both images
 #   make kind-load KIND_CLUSTER=x # ... and load them into a kind cluster
 #
-# NOT RUN on the machine this project is developed on (it has no Docker daemon): the targets are
-# checked by reading and by tests/unit/test_images.py; scripts/kind-e2e.sh uses them.
+# Where no registry is reachable (spark-dlq's own machines), scripts/setup/images.sh builds the
+# same Dockerfiles on bases it makes from Debian's packages; the test suite runs those images.
 # Versions come from scripts/setup/versions.env and pyproject.toml, never written here.
 
 include scripts/setup/versions.env
 
 VERSION := $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
-DOCKER ?= docker
+DOCKER ?= $(shell command -v docker >/dev/null 2>&1 && echo docker || echo podman)
 KIND ?= kind
 KIND_CLUSTER ?= spark-dlq
 OPERATOR_IMAGE ?= spark-dlq-operator:$(VERSION)
