@@ -307,7 +307,7 @@ def test_makefile_builds_and_loads_both_images() -> None:
     make = shutil.which("make")
     assert make, "make is needed to check the Makefile"
     out = subprocess.run(
-        [make, "-n", "-C", str(REPO_ROOT), "kind-load", "KIND_CLUSTER=test"],
+        [make, "-n", "-C", str(REPO_ROOT), "kind-load", "KIND_CLUSTER=test", "DOCKER=docker"],
         check=True,
         capture_output=True,
         text=True,
@@ -320,7 +320,6 @@ def test_makefile_builds_and_loads_both_images() -> None:
     for key in ("SCALA_BINARY", "SPARK_KAFKA_CLIENTS_VERSION", "SPARK_COMMONS_POOL2_VERSION"):
         assert f"--build-arg {key}={pinned[key]}" in out
     assert f"kind load docker-image --name test spark-dlq-operator:{version} spark-dlq:{version}" in out
-    assert "not run" in MAKEFILE.read_text().lower()
     # The chart's default images are the ones the Makefile builds.
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["image"]["repository"] == "spark-dlq-operator"
