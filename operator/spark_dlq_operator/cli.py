@@ -74,6 +74,14 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "(default %(default)s)",
     )
     spark.add_argument(
+        "--checkpoint-claim",
+        default=env("CHECKPOINT_CLAIM"),
+        metavar="PVC",
+        help="a PersistentVolumeClaim in each policy's namespace, mounted read-write at the "
+        "checkpoint base in the driver and the executors (a shared volume instead of an object "
+        "store); env SPARK_DLQ_CHECKPOINT_CLAIM",
+    )
+    spark.add_argument(
         "--spark-service-account",
         default=env("SPARK_SERVICE_ACCOUNT", defaults.DEFAULT_SERVICE_ACCOUNT),
         help="service account of the Spark driver (default %(default)s)",
@@ -178,6 +186,7 @@ def _parse(
         spark_image=args.spark_image,
         spark_version=args.spark_version,
         checkpoint_base=args.checkpoint_base,
+        checkpoint_claim=args.checkpoint_claim or None,
         spark_service_account=args.spark_service_account,
         provisioner=args.provisioner,
         liveness=args.liveness,

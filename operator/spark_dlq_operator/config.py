@@ -34,6 +34,10 @@ class OperatorConfig:
     spark_image: str = DEFAULT_SPARK_IMAGE
     spark_version: str = SPARK_VERSION
     checkpoint_base: str = DEFAULT_CHECKPOINT_BASE
+    #: A PersistentVolumeClaim (in each policy's namespace) mounted read-write at
+    #: ``checkpoint_base`` in the driver and the executors, for checkpoints on a shared volume
+    #: rather than an object store; None when ``checkpoint_base`` is a URL (s3a://, ...).
+    checkpoint_claim: str | None = None
     spark_service_account: str = DEFAULT_SERVICE_ACCOUNT
     #: Overrides ``auto`` in every policy's ``spec.topics.provisioner`` (an explicit admin or
     #: strimzi in a policy still wins).

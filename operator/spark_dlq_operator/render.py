@@ -57,11 +57,13 @@ POLICY_MOUNT: Final = "/etc/spark-dlq/policy"
 KAFKA_CLIENT_MOUNT: Final = "/etc/spark-dlq/kafka-client"
 MAIN_APPLICATION_FILE: Final = "local:///opt/spark-dlq/dlq_engine_main.py"
 
+#: A streaming job must come back after every crash, for good: the spark-operator's OnFailure
+#: budget counts crashes over the application's whole life (its counters are reset only when the
+#: spec changes), so the n-th crash ever would leave the policy failed. With Always it resubmits
+#: after every failure, waiting ``onFailureRetryInterval`` times the submissions so far.
 RESTART_POLICY: Final[Mapping[str, Any]] = {
-    "type": "OnFailure",
-    "onFailureRetries": 3,
+    "type": "Always",
     "onFailureRetryInterval": 10,
-    "onSubmissionFailureRetries": 5,
     "onSubmissionFailureRetryInterval": 20,
 }
 
@@ -197,6 +199,11 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
     mounts: list[dict[str, Any]] = [
         {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
     ]
+    if config.checkpoint_claim and not policy.spark.checkpoint_location:
+        # The driver writes offsets and commits, the executors the retry stage's state: every
+        # Spark pod mounts the shared volume the checkpoints live on.
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": config.checkpoint_claim}})
+        mounts.append({"name": "checkpoints", "mountPath": config.checkpoint_base})
     if policy.broker.secret_ref is not None:
         # Only the secret's name: the operator never reads or copies a secret.
         volumes.append({"name": "kafka-client", "secret": {"secretName": policy.broker.secret_ref.name}})
@@ -349,9 +356,14 @@ class ConditionState:
     message: str
 
 
-_SUBMITTED = frozenset({"", "SUBMITTED", "PENDING_SUBMISSION", "NEW"})
-_RESTARTING = frozenset({"PENDING_RERUN", "INVALIDATING", "SUCCEEDING"})
-_FAILED = frozenset({"FAILED", "SUBMISSION_FAILED", "FAILING"})
+#: The spark-operator v2's application states (``ApplicationState*`` in its api/v1beta2). Under
+#: the Always restart policy a failing driver or a failed submission is resubmitted, so FAILING
+#: and SUBMISSION_FAILED are on the way back, not the end; FAILED is (a policy edited by hand).
+_SUBMITTED = frozenset({"", "SUBMITTED"})
+_RESTARTING = frozenset(
+    {"PENDING_RERUN", "INVALIDATING", "SUCCEEDING", "FAILING", "SUBMISSION_FAILED", "SUSPENDING", "RESUMING"}
+)
+_FAILED = frozenset({"FAILED"})
 
 
 def application_state(app: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -376,7 +388,15 @@ def job_condition(app: Mapping[str, Any]) -> ConditionState:
             "False", "Submitted", f"the Spark application is submitted (state {state or 'none yet'})"
         )
     if state in _RESTARTING:
-        return ConditionState("False", "Restarting", f"the Spark application is restarting (state {state})")
+        return ConditionState(
+            "False",
+            "Restarting",
+            f"the Spark application is restarting (state {state})" + (f": {error}" if error else ""),
+        )
+    if state == "SUSPENDED":
+        return ConditionState(
+            "False", "Suspended", "the SparkApplication is suspended (its spec.suspend, not the policy's)"
+        )
     if state in _FAILED:
         return ConditionState(
             "False",

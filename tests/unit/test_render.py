@@ -141,10 +141,8 @@ def test_spark_application_spec() -> None:
         ],
         "sparkConf": {"spark.sql.shuffle.partitions": "4"},
         "restartPolicy": {
-            "type": "OnFailure",
-            "onFailureRetries": 3,
+            "type": "Always",
             "onFailureRetryInterval": 10,
-            "onSubmissionFailureRetries": 5,
             "onSubmissionFailureRetryInterval": 20,
         },
         "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
@@ -311,13 +309,15 @@ def app_in(state: str, error: str = "") -> dict[str, Any]:
         pytest.param("RUNNING", "True", "Running", id="running"),
         pytest.param("", "False", "Submitted", id="no-state"),
         pytest.param("SUBMITTED", "False", "Submitted", id="submitted"),
-        pytest.param("PENDING_SUBMISSION", "False", "Submitted", id="pending-submission"),
         pytest.param("PENDING_RERUN", "False", "Restarting", id="pending-rerun"),
         pytest.param("INVALIDATING", "False", "Restarting", id="invalidating"),
         pytest.param("SUCCEEDING", "False", "Restarting", id="succeeding"),
         pytest.param("FAILED", "False", "Failed", id="failed"),
-        pytest.param("SUBMISSION_FAILED", "False", "Failed", id="submission-failed"),
-        pytest.param("FAILING", "False", "Failed", id="failing"),
+        pytest.param("SUBMISSION_FAILED", "False", "Restarting", id="submission-failed-is-retried"),
+        pytest.param("FAILING", "False", "Restarting", id="failing-is-retried"),
+        pytest.param("SUSPENDING", "False", "Restarting", id="suspending"),
+        pytest.param("RESUMING", "False", "Restarting", id="resuming"),
+        pytest.param("SUSPENDED", "False", "Suspended", id="suspended-by-hand"),
         pytest.param("COMPLETED", "False", "Completed", id="completed"),
         pytest.param("UNKNOWN", "Unknown", "Unknown", id="unknown"),
     ],
@@ -329,6 +329,14 @@ def test_job_condition_maps_the_application_state(state: str, status: str, reaso
 
 def test_job_condition_carries_the_error_message() -> None:
     assert "driver OOM" in render.job_condition(app_in("FAILED", "driver OOM")).message
+    assert "driver OOM" in render.job_condition(app_in("FAILING", "driver OOM")).message
+
+
+def test_restart_policy_never_runs_out() -> None:
+    """The spark-operator counts OnFailure retries over the application's life: a streaming job
+    uses Always, which resubmits after every failure."""
+    assert render.RESTART_POLICY["type"] == "Always"
+    assert "onFailureRetries" not in render.RESTART_POLICY
 
 
 def test_application_state_includes_the_submission() -> None:
