@@ -1,0 +1,412 @@
+"""The whole flow on a real cluster, as a platform team and a user run it.
+
+The test bed's one-node cluster (kube-apiserver, controllers, scheduler, and this machine as a
+kubelet + containerd node) runs everything as pods from images built here:
+
+1. the real Kubeflow spark-operator, installed from its own Helm chart (its webhook on, its
+   real CRDs), watching the namespace ``payments`` (restricted Pod Security enforced);
+2. ``helm install`` of ``charts/spark-dlq-operator`` (the operator image), with the checkpoints
+   on a shared volume;
+3. ``kubectl apply`` of ``examples/orders-billing.yaml``: the spark-operator runs the Spark driver
+   and an executor as pods from the project's engine image (with the example processor baked
+   in), reading the test bed's broker; orders of every kind are routed;
+4. ``kubectl get dlp`` shows Running; ``kubectl patch`` changes the policy and the spark-operator
+   resubmits from the checkpoint; the driver pod is killed five times and the policy comes back
+   every time; ``kubectl delete`` removes the job and keeps the dead-letter topic;
+5. every order produced is accounted for: in the output, in the dead letters with the right
+   reason, or acknowledged.
+
+Each step prints what it does and how long it took. ``scripts/cluster-e2e.sh`` runs this file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import yaml
+
+from spark_dlq_devtools import containers
+from spark_dlq_devtools.kafka import KafkaBroker, create_topics
+from spark_dlq_devtools.node import Node
+from spark_dlq_devtools.paths import REPO_ROOT, cache_dir, helm_bin, versions, work_dir
+from tests.helpers import read_all
+
+NAMESPACE = "payments"
+POLICY = "orders-billing"
+SOURCE, OUTPUT = "orders", "orders-billed"
+DLQ = f"{SOURCE}-billing-DLQ"
+CHECKPOINT_CLAIM = "spark-dlq-checkpoints"
+STORAGE_CLASS = "spark-dlq-e2e"
+DRIVER_KILLS = 5
+
+#: What the example processor does with each kind (examples/processors/shop_orders.py) and the
+#: policy's settings (examples/orders-billing.yaml): where each order must end.
+KINDS = {
+    "normal": "output",
+    "flaky": "output",
+    "poison": "exhausted",
+    "fraud": "terminated",
+    "garbage": "non-retryable",
+    "ignore": "acknowledged",
+}
+
+
+def step(text: str) -> Callable[[], None]:
+    """Print a step as it starts; the returned function prints how long it took."""
+    started = time.monotonic()
+    print(f"\n[cluster-e2e] {text}", flush=True)
+
+    def done() -> None:
+        print(f"[cluster-e2e]   done in {time.monotonic() - started:.1f}s", flush=True)
+
+    return done
+
+
+@dataclass
+class Orders:
+    """Orders produced (key = order id), and where each must end."""
+
+    bootstrap: str
+    kinds: dict[int, str] = field(default_factory=dict)
+    rng: random.Random = field(default_factory=lambda: random.Random(11))
+
+    def produce(self, count: int) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "log_level": 0})
+        weights = {"normal": 80, "flaky": 6, "poison": 4, "fraud": 4, "garbage": 3, "ignore": 3}
+        for _ in range(count):
+            order_id = len(self.kinds) + 1
+            kind = self.rng.choices(list(weights), list(weights.values()))[0]
+            self.kinds[order_id] = kind
+            value = (
+                b"not json {"
+                if kind == "garbage"
+                else json.dumps({"id": order_id, "amount": 10, "kind": kind}).encode()
+            )
+            producer.produce(SOURCE, key=str(order_id).encode(), value=value)
+        assert producer.flush(60) == 0
+
+    def missing(self) -> list[int]:
+        """Orders not yet where they belong (an acknowledged one needs nothing)."""
+        seen: dict[int, set[str]] = {}
+        for record in read_all(self.bootstrap, OUTPUT):
+            seen.setdefault(int(record.key or b"0"), set()).add("output")
+        for record in read_all(self.bootstrap, DLQ):
+            seen.setdefault(int(record.key or b"0"), set()).add(record.header("dlq.reason") or "?")
+        missing = []
+        for order_id, kind in self.kinds.items():
+            where = KINDS[kind]
+            if where != "acknowledged" and where not in seen.get(order_id, set()):
+                missing.append(order_id)
+            wrong = seen.get(order_id, set()) - {where}
+            assert not wrong, f"order {order_id} ({kind}) ended in {wrong}, expected {where}"
+        return missing
+
+    def wait_accounted(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        missing = self.missing()
+        while missing and time.monotonic() < deadline:
+            time.sleep(5)
+            missing = self.missing()
+        assert not missing, f"{len(missing)} of {len(self.kinds)} orders not accounted for: {missing[:20]}"
+
+
+class Cluster:
+    """kubectl and helm as the cluster's admin."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def kubectl(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
+        return self.node.kubectl(*args, input=input, timeout=timeout)
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json"))
+
+    def apply(self, document: dict[str, Any] | list[dict[str, Any]]) -> None:
+        documents = document if isinstance(document, list) else [document]
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(documents))
+
+    def helm(self, *args: str, timeout: float = 600) -> str:
+        import subprocess
+
+        result = subprocess.run(
+            [str(helm_bin()), f"--kubeconfig={self.node.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert result.returncode == 0, f"helm {' '.join(args)}: {result.stderr}"
+        return result.stdout
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 300, interval: float = 2) -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = check()
+            except Exception as error:  # noqa: BLE001 - not there yet; the last error is shown
+                last = error
+            else:
+                if last:
+                    return last
+            time.sleep(interval)
+        raise AssertionError(
+            f"timed out after {timeout:.0f}s waiting for {what}: {last!r}\n{self.describe()}"
+        )
+
+    def describe(self) -> str:
+        parts = []
+        for args in (
+            ("get", "dlp,sparkapplications,pods,pvc", "-n", NAMESPACE, "-o", "wide"),
+            ("get", "pods", "-A", "-o", "wide"),
+            ("get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp"),
+        ):
+            try:
+                parts.append(self.kubectl(*args))
+            except Exception as error:  # noqa: BLE001 - best effort, for a failure message
+                parts.append(str(error))
+        return "\n".join(parts)[-6000:]
+
+    def policy(self) -> dict[str, Any]:
+        return dict(self.json("get", "dlp", POLICY, "-n", NAMESPACE))
+
+    def phase(self) -> str:
+        return str(self.policy().get("status", {}).get("phase", ""))
+
+    def driver(self) -> dict[str, Any] | None:
+        pods = self.json("get", "pods", "-n", NAMESPACE, "-l", "spark-role=driver")["items"]
+        running = [
+            p
+            for p in pods
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        return running[0] if running else None
+
+    def executors(self) -> list[dict[str, Any]]:
+        pods = self.json("get", "pods", "-n", NAMESPACE, "-l", "spark-role=executor")["items"]
+        return [p for p in pods if p["status"].get("phase") == "Running"]
+
+    def running_job(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The policy Running, its driver pod and an executor pod Running."""
+
+        def check() -> tuple[dict[str, Any], dict[str, Any]] | None:
+            driver, executors = self.driver(), self.executors()
+            if self.phase() == "Running" and driver and executors:
+                return driver, executors[0]
+            return None
+
+        result: tuple[dict[str, Any], dict[str, Any]] = self.wait(
+            "the policy Running with its pods", check, 420
+        )
+        return result
+
+
+@pytest.fixture(scope="module")
+def cluster(node: Node, kafka: KafkaBroker) -> Iterator[Cluster]:
+    """The spark-operator and spark-dlq installed on the node, with the images built here."""
+    admin = Cluster(node)
+    done = step("loading the images built here into the node's containerd")
+    for role in ("operator", "demo", "spark-operator"):
+        node.load_image(containers.archive(containers.image(role)))
+    done()
+
+    done = step(f"namespace {NAMESPACE} (restricted Pod Security enforced) and its checkpoint volume")
+    checkpoints = work_dir("cluster-e2e-checkpoints")
+    checkpoints.chmod(0o1777)
+    admin.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": NAMESPACE,
+                    "labels": {
+                        "pod-security.kubernetes.io/enforce": "restricted",
+                        "pod-security.kubernetes.io/warn": "restricted",
+                    },
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": "spark-dlq-e2e-checkpoints"},
+                "spec": {
+                    "storageClassName": STORAGE_CLASS,
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "hostPath": {"path": str(checkpoints), "type": "Directory"},
+                },
+            },
+        ]
+    )
+    done()
+
+    operator_version = versions()["SPARK_OPERATOR_VERSION"]
+    done = step(f"helm install the Kubeflow spark-operator {operator_version} from its own chart, webhook on")
+    chart = cache_dir() / "spark-operator" / operator_version / "chart"
+    spark_operator_image = containers.image("spark-operator")
+    repository, tag = spark_operator_image.rsplit(":", 1)
+    registry, repository = repository.split("/", 1)
+    admin.helm(
+        "install", "spark-operator", str(chart), "--namespace", "spark-operator", "--create-namespace",
+        "--set", f"image.registry={registry}", "--set", f"image.repository={repository}",
+        "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
+        "--set", f"spark.jobNamespaces={{{NAMESPACE}}}",
+        "--set", "webhook.enable=true",
+        "--wait", "--timeout", "6m",
+    )  # fmt: skip
+    done()
+
+    done = step("helm install charts/spark-dlq-operator (the operator image, checkpoints on a volume)")
+    operator_image, demo_image = containers.image("operator"), containers.image("demo")
+    values = {
+        "image": {
+            "repository": operator_image.rsplit(":", 1)[0],
+            "tag": operator_image.rsplit(":", 1)[1],
+            "pullPolicy": "Never",
+        },
+        "operator": {"watch": {"allNamespaces": False, "namespaces": [NAMESPACE]}},
+        "spark": {
+            "image": {"repository": demo_image.rsplit(":", 1)[0], "tag": demo_image.rsplit(":", 1)[1]},
+            "namespaces": [NAMESPACE],
+            "checkpointBase": "/var/lib/spark-dlq/checkpoints",
+            "checkpointVolume": {
+                "claimName": CHECKPOINT_CLAIM,
+                "create": True,
+                "storageClassName": STORAGE_CLASS,
+                "size": "1Gi",
+                "accessModes": ["ReadWriteOnce"],
+            },
+        },
+        "topics": {"provisioner": "admin"},
+    }
+    values_file = work_dir("cluster-e2e") / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    admin.helm(
+        "install", "spark-dlq", str(REPO_ROOT / "charts" / "spark-dlq-operator"),
+        "--namespace", "spark-dlq", "--create-namespace", "--values", str(values_file),
+        "--wait", "--timeout", "4m",
+    )  # fmt: skip
+    done()
+
+    create_topics(kafka.bootstrap_servers, [SOURCE, OUTPUT], partitions=2)
+    try:
+        yield admin
+    finally:
+        for args in (
+            ("uninstall", "spark-dlq", "--namespace", "spark-dlq", "--wait"),
+            ("uninstall", "spark-operator", "--namespace", "spark-operator", "--wait"),
+        ):
+            try:
+                admin.helm(*args)
+            except AssertionError as error:
+                print(f"[cluster-e2e] cleanup: {error}")
+
+
+@pytest.mark.timeout(3600)
+def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) -> None:
+    orders = Orders(kafka.bootstrap_servers)
+    orders.produce(150)
+
+    done = step("kubectl apply -f examples/orders-billing.yaml (bootstrap: the broker's address for pods)")
+    policy = yaml.safe_load((REPO_ROOT / "examples" / "orders-billing.yaml").read_text())
+    policy["spec"]["broker"]["bootstrapServers"] = kafka.pod_bootstrap_servers
+    # The node has two cores for everything: the driver's and the executor's pods ask for half a
+    # core each (Spark still runs one task slot per executor core).
+    policy["spec"]["spark"]["sparkConf"] = {
+        "spark.kubernetes.driver.request.cores": "500m",
+        "spark.kubernetes.executor.request.cores": "500m",
+    }
+    applied = time.monotonic()
+    cluster.apply(policy)
+    driver, executor = cluster.running_job()
+    images = {c["image"] for pod in (driver, executor) for c in pod["spec"]["containers"]}
+    assert images == {containers.image("demo")}, images
+    print(
+        f"[cluster-e2e]   driver {driver['metadata']['name']}, executor {executor['metadata']['name']}, image {images}"
+    )
+    cluster.wait(
+        "the first routed order", lambda: read_all(kafka.bootstrap_servers, OUTPUT, expect=1, timeout=5), 300
+    )
+    first_routed_s = time.monotonic() - applied
+    print(f"[cluster-e2e]   first routed order {first_routed_s:.1f}s after kubectl apply")
+    orders.wait_accounted(300)
+    done()
+
+    done = step("kubectl get dlp")
+    table = cluster.kubectl("get", "dlp", "-n", NAMESPACE)
+    print(table)
+    assert "Running" in table
+    done()
+
+    done = step("kubectl patch: a change of the engine's configuration restarts the job from its checkpoint")
+    before = cluster.policy()["status"]
+    first_driver = driver["metadata"]["uid"]
+    cluster.kubectl(
+        "patch", "dlp", POLICY, "-n", NAMESPACE, "--type", "merge",
+        "-p", json.dumps({"spec": {"retry": {"maxRedeliverCount": 4}}}),
+    )  # fmt: skip
+    cluster.wait(
+        "the restart",
+        lambda: cluster.policy()["status"].get("restartCount", 0) > before.get("restartCount", 0),
+        120,
+    )
+    orders.produce(100)
+    driver, _ = cluster.running_job()
+    assert driver["metadata"]["uid"] != first_driver, "the spark-operator did not resubmit"
+    orders.wait_accounted(400)
+    outputs = len(read_all(kafka.bootstrap_servers, OUTPUT))
+    expected = sum(1 for kind in orders.kinds.values() if KINDS[kind] == "output")
+    # From the checkpoint: at most a replayed batch twice, never everything from the start.
+    assert outputs < expected * 1.5, (outputs, expected)
+    done()
+
+    for kill in range(1, DRIVER_KILLS + 1):
+        done = step(f"driver pod killed ({kill}/{DRIVER_KILLS}): the policy must come back")
+        name, uid = driver["metadata"]["name"], driver["metadata"]["uid"]
+        cluster.kubectl("delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--force", "--wait=false")
+
+        def replaced(uid: str = uid) -> bool:
+            current = cluster.driver()
+            return cluster.phase() != "Running" or current is None or current["metadata"]["uid"] != uid
+
+        cluster.wait("the policy to notice", replaced, 180)
+        orders.produce(20)
+        driver, _ = cluster.running_job()
+        orders.wait_accounted(400)
+        done()
+
+    done = step("kubectl delete dlp: the job goes, the dead-letter topic stays")
+    cluster.kubectl("delete", "dlp", POLICY, "-n", NAMESPACE, "--wait=true", timeout=300)
+    cluster.wait(
+        "the SparkApplication, its ConfigMap and its pods to go",
+        lambda: (
+            not cluster.json(
+                "get",
+                "sparkapplications,configmaps,pods",
+                "-n",
+                NAMESPACE,
+                "-l",
+                f"sparkdlq.io/policy={POLICY}",
+            )["items"]
+        ),
+        300,
+    )
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).list_topics(timeout=10).topics
+    assert DLQ in topics, "the dead-letter topic must be kept"
+    done()
+    print(
+        f"[cluster-e2e] {len(orders.kinds)} orders, all accounted for; first routed order "
+        f"{first_routed_s:.1f}s after kubectl apply; {DRIVER_KILLS} driver kills survived"
+    )
