@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything spark-dlq's demo and tests need, into $SPARK_DLQ_CACHE (default
 # ~/.cache/spark-dlq): the Python environment, the Kafka broker and Spark connector jars from
-# Maven Central, the engine's jar (javac), kube-apiserver, kubectl and helm built from the Go module proxy, etcd from Debian.
+# Maven Central, the engine's jar (javac), kube-apiserver, kubectl, helm, Prometheus and promtool built from the Go module proxy, etcd from Debian.
 # Idempotent: a second run only re-installs this checkout into the cached environment.
 # Prints the virtualenv's path on stdout.
 set -euo pipefail
@@ -12,5 +12,6 @@ bash "$here/setup/jars.sh"
 bash "$here/setup/engine_jar.sh"
 bash "$here/setup/kubernetes.sh"
 bash "$here/setup/helm.sh"
+bash "$here/setup/prometheus.sh"
 printf '[setup] ready in %ss (venv %s)\n' "$((SECONDS - start))" "$venv" >&2
 echo "$venv"
