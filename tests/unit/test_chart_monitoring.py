@@ -50,7 +50,9 @@ def test_the_service_monitor_scrapes_the_service() -> None:
 
 
 def test_a_service_monitor_without_the_service_is_refused() -> None:
-    with pytest.raises(HelmError, match=r"monitoring\.serviceMonitor\.enabled needs monitoring\.service\.enabled"):
+    with pytest.raises(
+        HelmError, match=r"monitoring\.serviceMonitor\.enabled needs monitoring\.service\.enabled"
+    ):
         render(monitoring(serviceMonitor={"enabled": True}))
 
 
