@@ -170,17 +170,27 @@ def test_error_window_ratio_and_threshold() -> None:
     ("text", "kind"),
     [
         pytest.param(
-            f"Job aborted ... at org.apache.spark.sql.kafka010.KafkaDataWriter.checkForErrors ... "
-            f"Expiring 2 record(s) for {POLICY.dead_letter_topic}-0: 120000 ms has passed",
+            "Job aborted due to stage failure: ... org.apache.kafka.common.errors.TimeoutException: "
+            f"Expiring 2 record(s) for {POLICY.dead_letter_topic}-0:120000 ms has passed since batch creation",
             "dead_letter",
-            id="dead-letter-partition",
+            id="producer-timeout-names-the-partition",
         ),
         pytest.param(
-            "at org.apache.spark.sql.kafka010.KafkaDataWriter.write RecordTooLargeException: too large",
+            # As Spark reported a refused dead letter (tests/integration/engine/test_outage.py).
+            "Job aborted due to stage failure: Task 0 in stage 7.0 failed 1 times, most recent failure: "
+            "Lost task 0.0 in stage 7.0 (TID 9) (192.0.2.2 executor driver): "
+            "org.apache.kafka.common.errors.RecordTooLargeException: The request included a message "
+            "larger than the max message size the server will accept.",
             "unknown",
-            id="no-topic-named",
+            id="refused-record-names-no-topic",
         ),
-        pytest.param("java.lang.ArithmeticException: / by zero", None, id="not-a-write"),
+        pytest.param(
+            "org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the "
+            "position for partition orders-0 could be determined",
+            None,
+            id="consumer-timeout-is-not-a-write",
+        ),
+        pytest.param("java.lang.ArithmeticException: / by zero", None, id="not-kafka"),
     ],
 )
 def test_sink_failures_are_told_from_other_failures(text: str, kind: str | None) -> None:

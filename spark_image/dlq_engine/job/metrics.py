@@ -478,20 +478,21 @@ def _finished_at(progress: Any) -> float:
     return started + int((progress.durationMs or {}).get("triggerExecution") or 0) / 1000
 
 
-#: Kafka producer errors that fail a write (the root causes Spark's Kafka sink reports).
+#: Kafka client errors that mean a write failed (the producer's; a timeout only when it is the
+#: producer's "Expiring N record(s)"). Spark's Kafka sink fails the task with one of them.
 _WRITE_ERRORS = re.compile(
-    r"(RecordTooLargeException|TimeoutException|NotEnoughReplicas|"
-    r"TopicAuthorizationException|UnknownTopicOrPartition|InvalidTopicException|"
-    r"RecordBatchTooLargeException|KafkaException|Failed to send)",
+    r"org\.apache\.kafka\.common\.errors\.(RecordTooLarge|RecordBatchTooLarge|NotEnoughReplicas"
+    r"|NotEnoughReplicasAfterAppend|TopicAuthorization|InvalidRecord|InvalidTopic|PolicyViolation"
+    r"|UnknownTopicOrPartition)Exception"
+    r"|org\.apache\.kafka\.common\.errors\.TimeoutException: Expiring \d+ record"
 )
 
 
 def sink_failure(error_text: str, policy: DeadLetterPolicy | None) -> str | None:
-    """Which sink topic a query failure's text blames for a failed write (the dead-letter
-    topic first: naming the DLQ is what matters to an alert), None when it is not a write
-    failure. A Kafka producer error names the partition it failed on (``topic-0``)."""
-    in_writer = "KafkaDataWriter" in error_text or "KafkaWriteTask" in error_text
-    if not in_writer and not (_WRITE_ERRORS.search(error_text) and "Producer" in error_text):
+    """Which sink topic a query failure's text blames for a failed write, None when it is not
+    a write failure. A producer error names the partition it failed on (``topic-0``) only
+    sometimes (a timeout does, a refused record does not): then ``unknown``."""
+    if not _WRITE_ERRORS.search(error_text):
         return None
     if policy is None:
         return "unknown"
@@ -500,6 +501,6 @@ def sink_failure(error_text: str, policy: DeadLetterPolicy | None) -> str | None
         ("retry", policy.retry_topic),
         ("output", policy.output.topic),
     ):
-        if topic and re.search(rf"(?<![\w.-]){re.escape(topic)}(-\d+)?(?![\w.-])", error_text):
+        if topic and re.search(rf"(?<![\w.-]){re.escape(topic)}-\d+(?![\w.-])", error_text):
             return kind
     return "unknown"
