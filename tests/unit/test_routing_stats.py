@@ -12,7 +12,7 @@ import pytest
 
 from dlq_engine import Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.routing.batches import HEADER_TYPE, RoutingSettings, route_batch
+from dlq_engine.routing.batches import HEADER_TYPE, TIMED_CALLS, RoutingSettings, route_batch
 from dlq_engine.routing.stats import MAX_CLASSES_PER_BATCH, OTHER, attempt_label, histogram, stats_column
 
 NOW = 1_700_000_100_000
@@ -121,6 +121,11 @@ def test_processor_latency_is_one_observation_per_message_in_message_mode() -> N
     assert summary["latency"]["count"] == 7
     assert sum(summary["latency"]["buckets"]) == 7
     assert summary["latency"]["sum"] > 0
+
+
+def test_processor_latency_times_the_first_calls_of_a_large_batch() -> None:
+    summary = summary_of([{"value": b"ok"}] * (TIMED_CALLS + 44))
+    assert summary["latency"]["count"] == TIMED_CALLS
 
 
 def test_processor_latency_is_one_observation_per_call_in_batch_mode() -> None:

@@ -243,7 +243,8 @@ class EngineMetrics:
         self.histograms = _Histograms(self.policy)
         self.histograms.declare(
             "spark_dlq_processor_duration_seconds",
-            "Processor call duration: one call per message (mode message), per batch (mode batch)",
+            "Processor call duration: per message (mode message; the first 256 calls of each Arrow "
+            "batch), per batch (mode batch)",
             routing_stats.LATENCY_BUCKETS,
         )
         self.histograms.declare(

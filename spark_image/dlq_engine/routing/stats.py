@@ -103,13 +103,14 @@ def summarize(
     attempts: Sequence[int],
     lateness_ms: pa.Array,
     durations_s: np.ndarray,
+    from_retry: Sequence[bool],
     *,
-    retry_topic: str,
     late_after_ms: int,
 ) -> BatchStats:
     """The summary of one routed batch: ``batch`` is its input, ``routes`` its route column
     (``Route`` values), ``outcomes[i]`` an ``Outcome`` for every failed row, ``lateness_ms``
-    null for source records, ``durations_s`` the processor's call times."""
+    null for source records, ``durations_s`` the processor's call times, ``from_retry[i]``
+    whether row ``i`` came from the retry topic."""
     failed = pc.indices_nonzero(pc.greater_equal(routes, int(Route.RETRY))).to_pylist() if len(routes) else []
     tally: dict[tuple[str, str, str], int] = {}
     by_attempt: dict[str, int] = {}
@@ -130,8 +131,7 @@ def summarize(
         by_attempt[label] = by_attempt.get(label, 0) + 1
     late = lateness_ms.drop_null() if lateness_ms.null_count else lateness_ms
     late_values = late.to_numpy(zero_copy_only=False).astype(np.float64) / 1000.0
-    from_retry = pc.equal(batch.column("topic"), retry_topic)
-    released = pc.sum(from_retry).as_py() or 0
+    released = sum(from_retry)
     return {
         "failures": [(o, r, c, n) for (o, r, c), n in sorted(tally.items())],
         "attempts": by_attempt,
@@ -139,8 +139,19 @@ def summarize(
         "lateness": histogram(late_values, LATENESS_BUCKETS),
         "released": int(released),
         "late": int(np.count_nonzero(late_values * 1000.0 > late_after_ms)),
-        "oldest_source_ms": _oldest_ms(pc.filter(batch.column("timestamp"), pc.invert(from_retry))),
+        "oldest_source_ms": _oldest_ms(_source_rows(batch.column("timestamp"), from_retry, released)),
     }
+
+
+def _source_rows(column: pa.Array, from_retry: Sequence[bool], released: int) -> pa.Array:
+    """The source records' values of ``column``. A batch holds source records only or retry
+    records only as a rule (the two streams are a union of partitions), so the mask is built
+    only for a mixed one."""
+    if released == 0:
+        return column
+    if released == len(column):
+        return column.slice(0, 0)
+    return column.filter(pa.array([not retry for retry in from_retry], pa.bool_()))
 
 
 def _oldest_ms(timestamps: pa.Array) -> int | None:
