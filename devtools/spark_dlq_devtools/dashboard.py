@@ -149,7 +149,13 @@ def render(
         series = []
         for target in panel.get("targets", []):
             expr = fill(target["expr"], variables)
-            for result in prometheus.query_range(expr, start=start, end=end, step=step):
+            if target.get("instant"):  # one value, at the end of the range (as Grafana asks it)
+                answers = [
+                    {"metric": r["metric"], "values": [r["value"]]} for r in prometheus.query(expr, at=end)
+                ]
+            else:
+                answers = prometheus.query_range(expr, start=start, end=end, step=step)
+            for result in answers:
                 points = [(float(t), float(v)) for t, v in result["values"]]
                 series.append((legend(target.get("legendFormat", ""), result["metric"]), points))
         for spine in ax.spines.values():
@@ -179,8 +185,8 @@ def render(
         from datetime import UTC, datetime
 
         for i, (name, points) in enumerate(series):
-            xs = [datetime.fromtimestamp(t, UTC) for t, _ in points]
-            ys = [v for _, v in points]
+            xs, ys = _with_gaps(points, step)
+            xs = [datetime.fromtimestamp(t, UTC) for t in xs]
             colour = COLOURS[i % len(COLOURS)]
             ax.plot(xs, ys, color=colour, linewidth=1.4, label=name)
             ax.fill_between(xs, ys, color=colour, alpha=0.08)
@@ -189,6 +195,8 @@ def render(
                 datetime.fromtimestamp(when_s, UTC), color=colour, linewidth=1.0, linestyle="--", alpha=0.9
             )
         ax.set_xlim(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+        if end - start <= 1800:
+            ax.xaxis.set_major_locator(mdates.MinuteLocator(interval=max(1, int((end - start) // 360))))
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p, u=unit: fmt(v, u)))
         ax.grid(color=GRID, linewidth=0.6)
@@ -208,6 +216,20 @@ def render(
     fig.savefig(out, dpi=80, facecolor=BACKGROUND)
     plt.close(fig)
     return out
+
+
+def _with_gaps(points: Sequence[tuple[float, float]], step: float) -> tuple[list[float], list[float]]:
+    """The points, with a NaN where a series has no sample for longer than two steps (a
+    restarted target), so the line breaks there as Grafana's does instead of bridging it."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for t, v in points:
+        if xs and t - xs[-1] > 2 * step:
+            xs.append(xs[-1] + step)
+            ys.append(float("nan"))
+        xs.append(t)
+        ys.append(v)
+    return xs, ys
 
 
 def _annotations(

@@ -84,8 +84,9 @@ class Prometheus:
             raise PrometheusError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
         return body["data"]
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = self.api("query", query=expr)
+    def query(self, expr: str, *, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query, now or ``at`` (Unix seconds)."""
+        data = self.api("query", query=expr, **({"time": str(at)} if at is not None else {}))
         if data["resultType"] in ("vector", "matrix"):
             return list(data["result"])
         return [{"metric": {}, "value": data["result"]}]  # a scalar or a string

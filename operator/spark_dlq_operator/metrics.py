@@ -58,8 +58,9 @@ API_ERRORS = Counter(
 )
 PHASE_TRANSITIONS = Counter(
     "spark_dlq_operator_phase_transitions_total",
-    "Phase changes written to a policy's status, by the phase entered.",
-    ["policy", "phase"],
+    "Phase changes written to a policy's status (its first phase not counted); the phase "
+    "entered is spark_dlq_operator_policy_phase.",
+    ["policy"],
 )
 JOB_RESTARTS = Counter(
     "spark_dlq_operator_job_restarts_total",
@@ -80,19 +81,26 @@ class PolicyStates(Collector):
         self._lock = threading.Lock()
         self._states: dict[str, tuple[str, bool]] = {}
 
-    def set(self, policy: str, phase: str, ready: bool) -> None:
+    def set(self, policy: str, phase: str, ready: bool) -> bool:
+        """Note a policy's state; whether the policy is new here."""
         with self._lock:
+            new = policy not in self._states
             self._states[policy] = (phase, ready)
+            return new
 
     def forget(self, policy: str) -> None:
         with self._lock:
             self._states.pop(policy, None)
+        _forget_counters(policy)
 
     def keep_only(self, policies: Iterable[str]) -> None:
         keep = set(policies)
         with self._lock:
-            for policy in [p for p in self._states if p not in keep]:
+            gone = [p for p in self._states if p not in keep]
+            for policy in gone:
                 del self._states[policy]
+        for policy in gone:
+            _forget_counters(policy)
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         with self._lock:
@@ -122,6 +130,17 @@ class PolicyStates(Collector):
         yield ready
 
 
+def _forget_counters(policy: str) -> None:
+    """Drop a deleted policy's per-policy counter series (absent labels are ignored)."""
+    for counter, labels in (
+        (PHASE_TRANSITIONS, [(policy,)]),
+        (JOB_RESTARTS, [(policy, "config"), (policy, "failure")]),
+    ):
+        for values in labels:
+            with contextlib.suppress(KeyError):
+                counter.remove(*values)
+
+
 POLICY_STATES = PolicyStates()
 REGISTRY.register(POLICY_STATES)
 
@@ -135,9 +154,14 @@ def status_written(namespace: str, name: str, old: Mapping[str, Any], new: Mappi
     a phase change, a restart for a new configuration, a job that left Running by itself."""
     policy = policy_label(namespace, name)
     phase = str(new.get("phase") or "Pending")
-    POLICY_STATES.set(policy, phase, _condition(new, "Ready").get("status") == "True")
-    if old.get("phase") != new.get("phase"):
-        PHASE_TRANSITIONS.labels(policy, phase).inc()
+    if POLICY_STATES.set(policy, phase, _condition(new, "Ready").get("status") == "True"):
+        # A policy seen for the first time: its counters start at zero, so that the first
+        # increase after a scrape shows in rate() and increase().
+        PHASE_TRANSITIONS.labels(policy)
+        for cause in ("config", "failure"):
+            JOB_RESTARTS.labels(policy, cause)
+    if old.get("phase") and old.get("phase") != new.get("phase"):
+        PHASE_TRANSITIONS.labels(policy).inc()
     config_restarts = int(new.get("restartCount") or 0) - int(old.get("restartCount") or 0)
     if config_restarts > 0:
         JOB_RESTARTS.labels(policy, "config").inc(config_restarts)

@@ -253,7 +253,7 @@ def test_operator_reports_the_policy_phase_readiness_and_restart(routed: Stack) 
     p = routed.policy
     assert value(routed, "spark_dlq_operator_policy_phase", phase="Running") == 1
     assert value(routed, "spark_dlq_operator_policy_ready") == 1
-    assert value(routed, "spark_dlq_operator_phase_transitions_total", phase="Running") >= 1
+    assert value(routed, "spark_dlq_operator_phase_transitions_total") >= 1  # e.g. Pending -> Running
     routed.wait(f'spark_dlq_operator_job_restarts_total{{policy="{p}",cause="config"}}', lambda v: v == 1)
     assert (routed.q('sum(spark_dlq_operator_reconciles_total{result="ok"})') or 0) > 0
     # After the restart the engine is scraped again, its counters restarted from zero: the

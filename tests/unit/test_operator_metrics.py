@@ -39,10 +39,12 @@ def test_phase_and_ready_follow_the_written_status(policy: str) -> None:
     assert sample("spark_dlq_operator_policy_phase", policy=label, phase="Running") == 1
     assert sample("spark_dlq_operator_policy_phase", policy=label, phase="Provisioning") == 0
     assert sample("spark_dlq_operator_policy_ready", policy=label) == 1
-    assert sample("spark_dlq_operator_phase_transitions_total", policy=label, phase="Running") == 1
+    assert sample("spark_dlq_operator_phase_transitions_total", policy=label) == 1  # not its first phase
+    assert sample("spark_dlq_operator_job_restarts_total", policy=label, cause="config") == 0
     assert sample("spark_dlq_operator_policies", phase="Running") >= 1
     metrics.policy_gone("ns", policy)
     assert REGISTRY.get_sample_value("spark_dlq_operator_policy_ready", {"policy": label}) is None
+    assert REGISTRY.get_sample_value("spark_dlq_operator_phase_transitions_total", {"policy": label}) is None
 
 
 def test_a_job_leaving_running_by_itself_is_a_failure_restart(policy: str) -> None:
