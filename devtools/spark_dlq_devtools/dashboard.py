@@ -1,7 +1,8 @@
 """The Grafana dashboard drawn without Grafana: each panel's queries, run on a real Prometheus.
 
-Grafana cannot be had here (its Go module is AGPL and marked not-to-use in this project's
-package lists; its built frontend is not on npm). So the chart's dashboard JSON is read as it
+Grafana cannot be had here (its server's Go module is AGPL and marked not-to-use in this
+project's package lists; npm has its libraries, not the built application; Debian has no
+package). So the chart's dashboard JSON is read as it
 is, every panel's and annotation's PromQL is sent to Prometheus' ``query_range`` API with the
 dashboard's variables filled in, and the answers are drawn with matplotlib in the panels' own
 grid positions (24 columns, as Grafana lays them out). Time series panels become line charts,

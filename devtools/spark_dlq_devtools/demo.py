@@ -18,6 +18,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import sys
 import threading
 import time
@@ -111,6 +112,9 @@ class Demo:
     # -- setup ----------------------------------------------------------------------------
 
     def start_services(self) -> None:
+        # The broker starts empty: a previous run's checkpoints would name offsets it never had.
+        for stale in ("checkpoints", "spark-apps", "prometheus"):
+            shutil.rmtree(self.root / stale, ignore_errors=True)
         say("Starting a Kubernetes control plane (etcd + kube-apiserver) and a Kafka broker")
         started = time.monotonic()
         self.kube.start()

@@ -195,3 +195,12 @@ def test_error_window_ratio_and_threshold() -> None:
 )
 def test_sink_failures_are_told_from_other_failures(text: str, kind: str | None) -> None:
     assert sink_failure(text, POLICY) == kind
+
+
+def test_held_retries_stay_absent_when_the_state_cannot_be_read() -> None:
+    metrics = EngineMetrics(POLICY)
+    offsets = {"end": {SOURCE: 0, RETRY: 0}, "latest": {SOURCE: 0, RETRY: 0}}
+    metrics.add_progress(progress(1, retry_rows=3, **offsets), {"total": 0, "stats": [summary()]})
+    metrics.held_unknown()
+    metrics.add_progress(progress(2, retry_rows=3, **offsets), {"total": 0, "stats": [summary()]})
+    assert ("spark_dlq_retry_held", frozenset()) not in samples(metrics)

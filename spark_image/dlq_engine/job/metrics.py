@@ -46,6 +46,9 @@ ROUTES = {
 DEFAULT_MAX_ERROR_CLASSES: Final = 20
 #: Upper bounds (seconds) of the micro-batch duration histogram's buckets.
 BATCH_BUCKETS: Final = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+#: Batches whose retry deltas wait for the delay stage's first count; past this many the count
+#: is given up (the read takes seconds; this is hours of batches).
+MAX_PENDING_BATCHES: Final = 10_000
 #: How often the dead-letter topic is probed, in seconds.
 DEFAULT_PROBE_INTERVAL: Final = 30.0
 #: Sink topic kinds a failed write is attributed to (``spark_dlq_sink_write_failures_total``).
@@ -271,11 +274,13 @@ class EngineMetrics:
         if self.model is not None and self.model.error_window.size > 0:
             self.window_threshold.labels(self.policy).set(self.model.error_window.threshold)
         # The delay stage's count: the base is read from the checkpoint at start (``watch``);
-        # batches after ``_base_batch`` add their retry input and subtract what they released.
+        # each batch after it adds its retry input and subtracts what it released. Until the
+        # base is known the batches' deltas wait in ``_pending`` (by batch id).
         self._held_lock = threading.Lock()
-        self._held_base: int | None = None
-        self._base_batch: int | None = None
-        self._held_delta: dict[int, int] = {}
+        self._held: int | None = None
+        self._last_batch = -1
+        self._pending: dict[int, int] = {}
+        self._held_failed = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -365,22 +370,35 @@ class EngineMetrics:
 
     def _held_batch(self, batch_id: int, delta: int) -> None:
         with self._held_lock:
-            if self._base_batch is not None and batch_id <= self._base_batch:
-                return  # already in the base read from the checkpoint
-            self._held_delta[batch_id] = delta  # a batch re-run after a restart keeps its id
-            self._publish_held()
+            if self._held_failed:
+                return
+            if self._held is None:
+                self._pending[batch_id] = delta  # a batch re-run after a restart keeps its id
+                if len(self._pending) > MAX_PENDING_BATCHES:
+                    self._held_failed = True  # the base never came: stop keeping deltas
+                    self._pending.clear()
+                return
+            if batch_id <= self._last_batch:
+                return  # already counted (in the base, or before)
+            self._last_batch = batch_id
+            self._held += delta
+            self.held.labels(self.policy).set(max(0, self._held))
 
     def held_base(self, base_batch: int | None, held: int) -> None:
         """The delay stage's count as of ``base_batch`` (None: no batch was committed yet)."""
         with self._held_lock:
-            self._base_batch = -1 if base_batch is None else base_batch
-            self._held_base = held
-            self._held_delta = {b: d for b, d in self._held_delta.items() if b > self._base_batch}
-            self._publish_held()
+            base = -1 if base_batch is None else base_batch
+            later = {b: d for b, d in self._pending.items() if b > base}
+            self._held = held + sum(later.values())
+            self._last_batch = max([base, *later])
+            self._pending.clear()
+            self.held.labels(self.policy).set(max(0, self._held))
 
-    def _publish_held(self) -> None:
-        if self._held_base is not None:
-            self.held.labels(self.policy).set(max(0, self._held_base + sum(self._held_delta.values())))
+    def held_unknown(self) -> None:
+        """The base cannot be read: the gauge stays absent."""
+        with self._held_lock:
+            self._held_failed = True
+            self._pending.clear()
 
     # --- probes ------------------------------------------------------------------------------
 
@@ -395,6 +413,7 @@ class EngineMetrics:
         except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
             log.warning("cannot list the checkpoint's commits: %s", error)
             self.probe_errors.labels(self.policy, "held").inc()
+            self.held_unknown()
             base_batch = None
             read_held = False
         else:
@@ -406,6 +425,7 @@ class EngineMetrics:
             except Exception as error:  # noqa: BLE001 - the metric stays absent, the job runs on
                 log.warning("cannot read the delay stage's state: %s", str(error).splitlines()[0][:300])
                 self.probe_errors.labels(self.policy, "held").inc()
+                self.held_unknown()
                 return
             self.held_base(base_batch, held)
 
