@@ -442,9 +442,8 @@ def _outcomes(
 
 
 #: How many calls of each Arrow batch are timed for the latency histogram (message mode, no
-#: time limit): the batch's first ones, so every call of a small batch. A clock read and an
-#: append cost about 4% of routing a message (bench/routing.py), too much for every call of a
-#: large batch; this many cost a few microseconds per batch.
+#: time limit): the batch's first ones, so every call of a small batch, and a bounded cost per
+#: large batch (docs/monitoring.md has what timing every call cost).
 TIMED_CALLS = 256
 
 
