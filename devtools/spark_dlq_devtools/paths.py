@@ -140,3 +140,12 @@ def work_dir(name: str) -> Path:
     path = cache_dir() / "run" / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def prometheus_bin(name: str) -> Path:
+    """``prometheus`` or ``promtool``, built from the Go module proxy by ``prometheus.sh``."""
+    v = versions()["PROMETHEUS_MODULE_VERSION"]
+    folder = _need(
+        cache_dir() / "prometheus" / v / "bin" / ".complete", f"Prometheus {v}", "prometheus.sh"
+    ).parent
+    return folder / name
