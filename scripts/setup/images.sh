@@ -46,9 +46,12 @@ if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || [[ !
   apt-get install -y -qq --no-install-recommends podman runc debootstrap uidmap >/dev/null
 fi
 
-# Build steps that download (apt, pip, Maven) trust what this machine trusts: its CA bundles
-# are mounted into every RUN step (never copied into an image), so a machine whose egress goes
-# through a TLS-inspecting proxy, as spark-dlq's own machines do, builds like any other.
+# The project's build steps that download over TLS (pip, Maven) trust what this machine trusts:
+# its CA bundles are mounted into their RUN steps (never copied into an image), so a machine
+# whose egress goes through a TLS-inspecting proxy, as spark-dlq's own machines do, builds like
+# any other. The bases build without them: they download only from Debian's mirror (apt checks
+# its signatures), and installing ca-certificates rewrites the very files the mounts cover
+# ("mv: cannot move ... ca-certificates.crt: Device or resource busy").
 trust=()
 for bundle in /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/java/cacerts; do
   [[ -f "$bundle" ]] && trust+=(--volume "$bundle:$bundle:ro")
@@ -56,14 +59,18 @@ done
 logs="$images_dir/logs"
 mkdir -p "$logs"
 
-# build NAME podman-build-arguments...: quiet unless it fails, then the end of its log.
+# build [--without-trust] NAME podman-build-arguments...: quiet unless it fails, then the end
+# of its log.
 build() {
-  local name="$1"; shift
-  if ! podman build "${trust[@]}" "$@" >"$logs/$name.log" 2>&1; then
+  local mounts=("${trust[@]}")
+  if [[ "$1" == --without-trust ]]; then mounts=(); shift; fi
+  local name="$1" began=$SECONDS; shift
+  if ! podman build "${mounts[@]}" "$@" >"$logs/$name.log" 2>&1; then
     tail -40 "$logs/$name.log" >&2
     log "building $name failed; its whole log: $logs/$name.log"
     exit 1
   fi
+  log "  $name: $((SECONDS - began))s"
 }
 
 # inputs_hash FILE...: a short hash of the files' contents and of the extra words in $EXTRA.
@@ -77,15 +84,18 @@ label_of() {
 # --- the Debian rootfs ------------------------------------------------------------------------------
 rootfs_tar="$images_dir/debian-$DEBIAN_SUITE-rootfs.tar"
 if [[ ! -f "$rootfs_tar.complete" ]]; then
-  log "debootstrap: a minimal Debian $DEBIAN_SUITE rootfs (first run: a minute or two)"
+  log "debootstrap: a minimal Debian $DEBIAN_SUITE rootfs (first run: several minutes)"
+  began=$SECONDS
   work="$(mktemp -d "$images_dir/rootfs.XXXXXX")"
   debootstrap --variant=minbase "$DEBIAN_SUITE" "$work/root" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
   rm -rf "$work/root/var/cache/apt/archives"/*.deb "$work/root/var/lib/apt/lists"/*
   tar -C "$work/root" --numeric-owner -cf "$rootfs_tar" .
   rm -rf "$work"
-  touch "$rootfs_tar.complete"
+  sha256sum "$rootfs_tar" | cut -c1-64 >"$rootfs_tar.complete"
+  log "  debootstrap: $((SECONDS - began))s"
 fi
+# The marker holds the rootfs's hash: a new rootfs is a new Debian image, and so new bases.
 debian_label="$(EXTRA="$DEBIAN_SUITE" inputs_hash "$rootfs_tar.complete")"
 if [[ "$(label_of "$debian_image")" != "$debian_label" ]]; then
   log "importing $debian_image"
@@ -93,17 +103,19 @@ if [[ "$(label_of "$debian_image")" != "$debian_label" ]]; then
     "$rootfs_tar" "$debian_image" >/dev/null
 fi
 
-# build_base IMAGE CONTAINERFILE CONTEXT [BUILD ARGS...]: rebuilt when its inputs change.
+# build_base IMAGE CONTAINERFILE CONTEXT [BUILD ARGS...]: rebuilt when its inputs change (the
+# Debian image, the Containerfile, the build arguments, and the files named in $CONTEXT_INPUTS).
 build_base() {
   local image="$1" file="$2" context="$3"; shift 3
-  local label
-  label="$(EXTRA="$debian_label $*" inputs_hash "$file" "$REPO_ROOT/scripts/images/bases/spark-entrypoint.sh")"
+  local label inputs
+  read -r -a inputs <<<"${CONTEXT_INPUTS:-}"
+  label="$(EXTRA="$debian_label $*" inputs_hash "$file" "${inputs[@]}")"
   if [[ "$(label_of "$image")" == "$label" ]]; then
     log "$image: cached"
     return
   fi
   log "building $image"
-  build "${image##*/}" --label "io.sparkdlq.inputs=$label" --build-arg "DEBIAN_IMAGE=$debian_image" "$@" \
+  build --without-trust "${image##*/}" --label "io.sparkdlq.inputs=$label" --build-arg "DEBIAN_IMAGE=$debian_image" "$@" \
     -f "$file" -t "$image" "$context"
 }
 
@@ -122,7 +134,8 @@ if [[ ! -f "$spark_context/.complete" ]]; then
   touch "$spark_context/.complete"
 fi
 cp "$bases/spark-entrypoint.sh" "$spark_context/spark-entrypoint.sh"
-build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
+CONTEXT_INPUTS="$bases/spark-entrypoint.sh" \
+  build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
 
 # --- the project's images --------------------------------------------------------------------------
 cd "$REPO_ROOT"
@@ -139,13 +152,16 @@ build operator --build-arg "PYTHON_IMAGE=$python_image" -f operator/Dockerfile -
 log "building $demo_image (the engine with examples/processors)"
 build demo --build-arg "ENGINE_IMAGE=$engine_image" -f examples/Containerfile -t "$demo_image" .
 
+# The manifest keeps the names other set-up scripts added (scripts/setup/spark_operator.sh).
 python3 - "$images_dir/manifest.json" <<PY
-import json, sys
-images = {
+import json, os, sys
+path = sys.argv[1]
+images = json.load(open(path)) if os.path.exists(path) else {}
+images |= {
     "debian": "$debian_image", "python": "$python_image", "maven": "$maven_image",
     "spark": "$spark_image", "engine": "$engine_image", "operator": "$operator_image",
     "demo": "$demo_image",
 }
-json.dump(images, open(sys.argv[1], "w"), indent=1)
+json.dump(images, open(path, "w"), indent=1)
 PY
 log "images ready in $((SECONDS - start))s: $engine_image, $operator_image, $demo_image"
