@@ -128,29 +128,49 @@ build_base "$maven_image" "$bases/maven.Containerfile" "$bases"
 spark_context="$images_dir/spark-context-$SPARK_VERSION"
 if [[ ! -f "$spark_context/.complete" ]]; then
   log "downloading the pyspark $SPARK_VERSION source distribution (Spark's jars) from PyPI"
+  began=$SECONDS
   rm -rf "$spark_context"; mkdir -p "$spark_context"
   PIP_FIND_LINKS="" python3 -m pip download -q --no-deps --no-binary=:all: "pyspark==$SPARK_VERSION" \
     -d "$spark_context" >&2
   touch "$spark_context/.complete"
+  log "  pyspark $SPARK_VERSION: $((SECONDS - began))s"
 fi
 cp "$bases/spark-entrypoint.sh" "$spark_context/spark-entrypoint.sh"
 CONTEXT_INPUTS="$bases/spark-entrypoint.sh" \
   build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
 
 # --- the project's images --------------------------------------------------------------------------
+# build_project NAME IMAGE DOCKERFILE BASE... -- BUILD ARGS...: skipped when the image is labelled
+# with the hash of what it builds from (scripts/images/inputs_hash.py: the Dockerfile, what it
+# copies, the build arguments, the bases' ids); otherwise built through podman's layer cache, so
+# a code change rebuilds only the layers after the changed files.
+build_project() {
+  local name="$1" image="$2" dockerfile="$3"; shift 3
+  local ids=()
+  while [[ "$1" != -- ]]; do ids+=("$(podman image inspect --format '{{.Id}}' "$1")"); shift; done
+  shift
+  local label
+  label="$(python3 "$REPO_ROOT/scripts/images/inputs_hash.py" "$REPO_ROOT" "$dockerfile" "$@" "${ids[@]}")"
+  if [[ "$(label_of "$image")" == "$label" ]]; then
+    log "$image: cached"
+    return
+  fi
+  log "building $image ($dockerfile)"
+  build "$name" --label "io.sparkdlq.inputs=$label" "$@" -f "$dockerfile" -t "$image" "$REPO_ROOT"
+}
+
 cd "$REPO_ROOT"
-log "building $engine_image (spark_image/Dockerfile)"
-build engine \
+build_project engine "$engine_image" spark_image/Dockerfile "$python_image" "$maven_image" "$spark_image" -- \
   --build-arg "PYTHON_IMAGE=$python_image" --build-arg "MAVEN_IMAGE=$maven_image" \
   --build-arg "SPARK_IMAGE=$spark_image" \
   --build-arg "SPARK_VERSION=$SPARK_VERSION" --build-arg "SCALA_BINARY=$SCALA_BINARY" \
   --build-arg "SPARK_KAFKA_CLIENTS_VERSION=$SPARK_KAFKA_CLIENTS_VERSION" \
-  --build-arg "SPARK_COMMONS_POOL2_VERSION=$SPARK_COMMONS_POOL2_VERSION" \
-  -f spark_image/Dockerfile -t "$engine_image" .
-log "building $operator_image (operator/Dockerfile)"
-build operator --build-arg "PYTHON_IMAGE=$python_image" -f operator/Dockerfile -t "$operator_image" .
-log "building $demo_image (the engine with examples/processors)"
-build demo --build-arg "ENGINE_IMAGE=$engine_image" -f examples/Containerfile -t "$demo_image" .
+  --build-arg "SPARK_COMMONS_POOL2_VERSION=$SPARK_COMMONS_POOL2_VERSION"
+build_project operator "$operator_image" operator/Dockerfile "$python_image" -- \
+  --build-arg "PYTHON_IMAGE=$python_image"
+# The engine with the example processors (examples/Containerfile), for the demo on a cluster.
+build_project demo "$demo_image" examples/Containerfile "$engine_image" -- \
+  --build-arg "ENGINE_IMAGE=$engine_image"
 
 # The manifest keeps the names other set-up scripts added (scripts/setup/spark_operator.sh).
 python3 - "$images_dir/manifest.json" <<PY
