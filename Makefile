@@ -1,18 +1,19 @@
 # Container images of spark-dlq, for a cluster (the Helm chart in charts/spark-dlq-operator),
 # built on the public bases (python:3.11-slim-bookworm, a Maven image, apache/spark) with docker,
-# or podman where there is no docker:
+# or with podman where there is no docker (CONTAINER_TOOL=podman to choose it):
 #
 #   make images                   # build both images
 #   make kind-load KIND_CLUSTER=x # ... and load them into a kind cluster
 #
 # Where no registry is reachable (spark-dlq's own machines), scripts/setup/images.sh builds the
-# same Dockerfiles on bases it makes from Debian's packages; the test suite runs those images.
+# same Dockerfiles with podman on bases it makes from Debian's packages, passed as build
+# arguments (PYTHON_IMAGE, MAVEN_IMAGE, SPARK_IMAGE); the test suite runs those images.
 # Versions come from scripts/setup/versions.env and pyproject.toml, never written here.
 
 include scripts/setup/versions.env
 
 VERSION := $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
-DOCKER ?= $(shell command -v docker >/dev/null 2>&1 && echo docker || echo podman)
+CONTAINER_TOOL ?= $(shell command -v docker >/dev/null 2>&1 && echo docker || echo podman)
 KIND ?= kind
 KIND_CLUSTER ?= spark-dlq
 OPERATOR_IMAGE ?= spark-dlq-operator:$(VERSION)
@@ -29,10 +30,10 @@ SPARK_BUILD_ARGS := \
 images: operator-image spark-image
 
 operator-image:
-	$(DOCKER) build -f operator/Dockerfile -t $(OPERATOR_IMAGE) .
+	$(CONTAINER_TOOL) build -f operator/Dockerfile -t $(OPERATOR_IMAGE) .
 
 spark-image:
-	$(DOCKER) build -f spark_image/Dockerfile $(SPARK_BUILD_ARGS) -t $(SPARK_IMAGE) .
+	$(CONTAINER_TOOL) build -f spark_image/Dockerfile $(SPARK_BUILD_ARGS) -t $(SPARK_IMAGE) .
 
 kind-load: images
 	$(KIND) load docker-image --name $(KIND_CLUSTER) $(OPERATOR_IMAGE) $(SPARK_IMAGE)

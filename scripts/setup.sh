@@ -5,7 +5,9 @@
 # module proxy, etcd from Debian, devtools/argocd-health (Argo CD's own health code, from its Go
 # module) and the test bed's Kubernetes node (kubelet, kube-proxy, kube-scheduler, CoreDNS,
 # crictl from the Go module proxy; containerd, runc, the CNI plugins from Debian; its images
-# made here), and the project's container images (podman, on bases made from Debian's packages).
+# made here), Prometheus and promtool (from the Go module proxy), the project's container
+# images (podman, on bases made from Debian's packages), and the Kubeflow spark-operator (its Go
+# module: binary, chart, CRDs, and its image on our Spark base).
 # Idempotent: a second run only re-installs this checkout into the cached environment.
 # Prints the virtualenv's path on stdout.
 set -euo pipefail
@@ -18,6 +20,8 @@ bash "$here/setup/kubernetes.sh"
 bash "$here/setup/helm.sh"
 bash "$here/setup/argocd_health.sh"
 bash "$here/setup/node.sh"
+bash "$here/setup/prometheus.sh"
 bash "$here/setup/images.sh"
+bash "$here/setup/spark_operator.sh"
 printf '[setup] ready in %ss (venv %s)\n' "$((SECONDS - start))" "$venv" >&2
 echo "$venv"

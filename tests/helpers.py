@@ -128,3 +128,10 @@ def policy_document(**spec: Mapping[str, Any] | Any) -> dict[str, Any]:
         else:
             document["spec"][section] = value
     return document
+
+
+def non_root_uid(user: str) -> bool:
+    """Whether an image's USER (``uid`` or ``uid:gid``) lets ``runAsNonRoot`` admit a pod that
+    names no user: the kubelet can only check a number, and it must not be 0."""
+    uid = user.split(":")[0]
+    return uid.isdigit() and int(uid) != 0

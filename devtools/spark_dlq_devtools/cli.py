@@ -1,6 +1,7 @@
 """``spark-dlq-dev``: the development tools from the command line.
 
-spark-dlq-dev demo [--orders N] [--seed S]           the local end-to-end demo
+spark-dlq-dev demo [--orders N] [--seed S] [--monitor] [--dashboard PNG] [--rate R]
+                                                  the local end-to-end demo
 spark-dlq-dev cluster [--no-kafka] [--ready-file F]   a one-node Kubernetes cluster here
 """
 
@@ -19,6 +20,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="run the local end-to-end demo")
     demo.add_argument("--orders", type=int, default=400, help="orders in the first wave (default 400)")
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument(
+        "--monitor", action="store_true", help="also run a Prometheus scraping the operator and the engine"
+    )
+    demo.add_argument(
+        "--dashboard", type=Path, help="at the end, draw the chart's Grafana dashboard from it into this PNG"
+    )
+    demo.add_argument("--rate", type=float, default=0, help="orders per second (default: all at once)")
     cluster = commands.add_parser("cluster", help="start a one-node cluster here; Ctrl-C stops it")
     cluster.add_argument("--no-kafka", action="store_true", help="no Kafka broker for the pods")
     cluster.add_argument(
@@ -36,7 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from spark_dlq_devtools.demo import main as demo_main
 
-        return demo_main(orders=args.orders, seed=args.seed)
+        return demo_main(
+            orders=args.orders, seed=args.seed, monitor=args.monitor, dashboard=args.dashboard, rate=args.rate
+        )
     if args.command == "cluster":
         from spark_dlq_devtools.cluster import main as cluster_main
 

@@ -18,7 +18,9 @@ from typing import Literal
 
 from spark_dlq_devtools.paths import NotInstalled, cache_dir
 
-Role = Literal["debian", "python", "maven", "spark", "engine", "operator", "demo"]
+#: The images by role: the bases made here, the project's images (``images.sh``) and the
+#: Kubeflow spark-operator's (``scripts/setup/spark_operator.sh``).
+Role = Literal["debian", "python", "maven", "spark", "engine", "operator", "demo", "spark-operator"]
 
 
 def podman_env() -> dict[str, str]:
@@ -51,6 +53,12 @@ def podman(*args: str, timeout: float = 600, check: bool = True) -> subprocess.C
     )
 
 
+def configured_user(image_name: str) -> str:
+    """The image's ``USER`` (``uid`` or ``uid:gid``): what ``runAsNonRoot`` checks when a pod
+    names no user, which it can only do when the user is a number."""
+    return podman("image", "inspect", "--format", "{{.Config.User}}", image_name, timeout=60).stdout.strip()
+
+
 def run_argv(
     name: str,
     *,
@@ -60,16 +68,23 @@ def run_argv(
     environment: Mapping[str, str] = {},
     user: str | None = None,
     read_only: bool = False,
+    tmpfs: Sequence[str] = (),
+    entrypoint: str | None = None,
 ) -> list[str]:
     """``podman run`` for a test: host network (the test bed's services listen on 127.0.0.1),
     every capability dropped and no privilege escalation, as the restricted Pod Security
-    Standard asks of the chart's pods; ``read_only`` for a read-only root file system."""
+    Standard asks of the chart's pods; ``read_only`` for a read-only root file system, with
+    ``tmpfs`` folders writable (a pod's ``emptyDir`` volumes)."""
     argv = ["podman", "run", "--rm", "--name", name, "--network", "host", "--cap-drop", "ALL"]
     argv += ["--security-opt", "no-new-privileges"]
     if user is not None:
         argv += ["--user", user]
     if read_only:
-        argv += ["--read-only"]
+        argv += ["--read-only", "--read-only-tmpfs=false"]
+    for folder in tmpfs:
+        argv += ["--tmpfs", f"{folder}:rw,mode=1777"]
+    if entrypoint is not None:
+        argv += ["--entrypoint", entrypoint]
     for source, target in volumes.items():
         argv += ["--volume", f"{source}:{target}:ro,Z"]
     for key, value in environment.items():

@@ -6,6 +6,10 @@ processor; produces orders (mostly good, some flaky, some poison, some fraud, so
 shows progress live; changes the policy (``maxRedeliverCount``) to show the restart from the
 checkpoint; then prints a summary, a few dead letters with their headers, and the check that
 every produced order is accounted for. Ctrl-C or the end stops everything it started.
+
+With ``--monitor`` a real Prometheus scrapes the operator and the engine as well (its URL is
+printed); ``--dashboard PNG`` then draws the chart's Grafana dashboard from it at the end
+(``spark_dlq_devtools.dashboard``), and ``--rate`` spreads the orders over time.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import collections
 import json
 import os
 import random
+import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -27,7 +33,8 @@ from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, work_dir
-from spark_dlq_devtools.processes import Service
+from spark_dlq_devtools.processes import Service, free_port
+from spark_dlq_devtools.prometheus import Prometheus
 
 NAMESPACE = "demo"
 POLICY = "orders-billing"
@@ -83,8 +90,15 @@ class Tally:
 
 
 class Demo:
-    def __init__(self, *, orders: int, seed: int) -> None:
+    def __init__(
+        self, *, orders: int, seed: int, monitor: bool = False, dashboard: Path | None = None, rate: float = 0
+    ) -> None:
         self.orders = orders
+        self.monitor = monitor or dashboard is not None
+        self.dashboard = dashboard
+        self.rate = rate
+        self.prometheus: Prometheus | None = None
+        self.monitoring_since = 0.0
         self.random = random.Random(seed)
         self.root = work_dir("demo")
         self.kube = ControlPlane(name="demo-kube")
@@ -98,6 +112,9 @@ class Demo:
     # -- setup ----------------------------------------------------------------------------
 
     def start_services(self) -> None:
+        # The broker starts empty: a previous run's checkpoints would name offsets it never had.
+        for stale in ("checkpoints", "spark-apps", "prometheus"):
+            shutil.rmtree(self.root / stale, ignore_errors=True)
         say("Starting a Kubernetes control plane (etcd + kube-apiserver) and a Kafka broker")
         started = time.monotonic()
         self.kube.start()
@@ -116,6 +133,7 @@ class Demo:
 
         say("Starting the spark-dlq operator and the local spark-operator runner")
         env = {**os.environ, "KUBECONFIG": str(self.kube.admin_kubeconfig)}
+        operator_port, driver_port = (free_port(), free_port()) if self.monitor else (0, 0)
         self.operator = Service(
             "dlq-operator",
             [
@@ -132,7 +150,7 @@ class Demo:
                 "--resync-interval",
                 "15",
                 "--metrics-port",
-                "0",
+                str(operator_port),
             ],
             log=self.root / "operator.log",
             env=env,
@@ -145,8 +163,21 @@ class Demo:
             path_map={"/opt/spark-dlq": str(REPO_ROOT / "spark_image")},
             python_path=[str(REPO_ROOT / "examples" / "processors")],
             master="local[2]",
+            driver_env={"SPARK_DLQ_METRICS_PORT": str(driver_port)} if self.monitor else None,
         )
         self.runner.start()
+        if self.monitor:
+            self.prometheus = Prometheus(
+                workdir=self.root / "prometheus",
+                targets={
+                    "spark-dlq-engine": [f"127.0.0.1:{driver_port}"],
+                    "spark-dlq-operator": [f"127.0.0.1:{operator_port}"],
+                },
+                scrape_interval="2s",
+            )
+            self.prometheus.start()
+            self.monitoring_since = time.time()
+            note(f"Prometheus at {self.prometheus.url} scrapes the operator and the engine")
         note(f"logs: {self.root}")
 
     def _install_crds(self) -> None:
@@ -261,6 +292,9 @@ class Demo:
                     {"id": order_id, "amount": self.random.randint(5, 500), "kind": kind}
                 ).encode()
             producer.produce("orders", key=str(order_id).encode(), value=value)
+            if self.rate > 0:
+                producer.poll(0)
+                time.sleep(1 / self.rate)
         producer.flush(30)
 
     def progress(self, until: Callable[[], bool], timeout: float, label: str) -> None:
@@ -342,8 +376,29 @@ class Demo:
         self.progress(self.all_accounted, 240, "routing")
 
         self.summary(before_output, time.monotonic() - started)
+        if self.dashboard is not None:
+            self.draw_dashboard(self.dashboard)
         _, missing = self.tally.accounted()
         return 0 if not missing else 1
+
+    def draw_dashboard(self, out: Path) -> None:
+        from spark_dlq_devtools import dashboard
+
+        assert self.prometheus is not None
+        time.sleep(35)  # the probe of the dead-letter topic (30 s) and one more scrape
+        document = dashboard.load(
+            REPO_ROOT / "charts" / "spark-dlq-operator" / "files" / "dashboards" / "spark-dlq-policy.json"
+        )
+        dashboard.render(
+            self.prometheus,
+            document,
+            out,
+            variables={"policy": f"{NAMESPACE}/{POLICY}", "__rate_interval": "30s", "datasource": ""},
+            start=self.monitoring_since,
+            end=time.time(),
+            note="The demo's run ($__rate_interval = 30s).",
+        )
+        say(f"The dashboard, drawn from Prometheus: {out}")
 
     def summary(self, output_before_restart: int, seconds: float) -> None:
         with self.tally.lock:
@@ -407,6 +462,8 @@ class Demo:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.prometheus is not None:
+            self.prometheus.stop()
         if self.runner is not None:
             self.runner.stop()
         if self.operator is not None:
@@ -426,8 +483,10 @@ class Demo:
         raise RuntimeError(f"timed out waiting for {what}")
 
 
-def main(orders: int = 400, seed: int = 7) -> int:
-    demo = Demo(orders=orders, seed=seed)
+def main(
+    orders: int = 400, seed: int = 7, *, monitor: bool = False, dashboard: Path | None = None, rate: float = 0
+) -> int:
+    demo = Demo(orders=orders, seed=seed, monitor=monitor, dashboard=dashboard, rate=rate)
     try:
         return demo.run()
     except KeyboardInterrupt:

@@ -97,6 +97,7 @@ class LocalSparkOperator:
         python_path: list[str] | None = None,
         extra_jars: list[str] | None = None,
         stop_grace: float = 30.0,
+        driver_env: Mapping[str, str] | None = None,
     ) -> None:
         self.api_client = config.new_client_from_config(config_file=kubeconfig)
         self.objects = client.CustomObjectsApi(self.api_client)
@@ -107,6 +108,9 @@ class LocalSparkOperator:
         self.master = master
         self.python_path = python_path or []
         self.stop_grace = stop_grace
+        #: Environment given to every driver (e.g. ``SPARK_DLQ_METRICS_PORT``), under the
+        #: application's own ``driver.env``.
+        self.driver_env = dict(driver_env or {})
         self.drivers: dict[tuple[str, str], Driver] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -285,6 +289,7 @@ class LocalSparkOperator:
         jars = env.pop("PYSPARK_SUBMIT_ARGS").split()[1]
         argv += ["--jars", jars, main, *args]
         env["PYTHONPATH"] = os.pathsep.join([*self.python_path, env.get("PYTHONPATH", "")])
+        env.update(self.driver_env)
         for item in (spec.get("driver") or {}).get("env", []) or []:
             if "value" in item:
                 env[item["name"]] = str(item["value"])

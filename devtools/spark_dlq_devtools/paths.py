@@ -74,6 +74,14 @@ def engine_jar() -> Path:
     return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"
 
 
+def spark_operator() -> Path:
+    """The Kubeflow spark-operator built from its Go module by ``spark_operator.sh``: its
+    ``bin/spark-operator``, ``chart/`` and ``crds/``."""
+    v = versions()["SPARK_OPERATOR_VERSION"]
+    folder = cache_dir() / "spark-operator" / v
+    return _need(folder / ".complete", f"the spark-operator {v}", "spark_operator.sh").parent
+
+
 def kubernetes_bin(name: str) -> Path:
     v = versions()["KUBERNETES_VERSION"]
     return _need(cache_dir() / "kubernetes" / f"v{v}" / "bin" / name, f"{name} {v}", "kubernetes.sh")
@@ -140,3 +148,12 @@ def work_dir(name: str) -> Path:
     path = cache_dir() / "run" / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def prometheus_bin(name: str) -> Path:
+    """``prometheus`` or ``promtool``, built from the Go module proxy by ``prometheus.sh``."""
+    v = versions()["PROMETHEUS_MODULE_VERSION"]
+    folder = _need(
+        cache_dir() / "prometheus" / v / "bin" / ".complete", f"Prometheus {v}", "prometheus.sh"
+    ).parent
+    return folder / name

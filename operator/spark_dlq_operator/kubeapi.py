@@ -20,7 +20,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from spark_dlq_operator import render
+from spark_dlq_operator import metrics, render
 
 Obj = dict[str, Any]
 
@@ -119,7 +119,11 @@ class KubeApi:
                 _preload_content=True,
             )
         except ApiException as error:
+            metrics.api_error(method, _resource(path), int(error.status or 0))
             raise _api_error(error) from None
+        except OSError:
+            metrics.api_error(method, _resource(path), 0)
+            raise
         return cast(Obj, result) if isinstance(result, dict) else {}
 
     async def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
@@ -205,6 +209,16 @@ class KubeApi:
                 return set()
             raise
         return {str(r.get("name")) for r in document.get("resources") or []}
+
+
+def _resource(path: str) -> str:
+    """The resource (plural) a request path names: ``/api/v1/namespaces/n/configmaps/x``
+    -> ``configmaps``; discovery paths -> ``discovery``."""
+    parts = path.strip("/").split("/")
+    parts = parts[2:] if parts[0] == "api" else parts[3:]
+    if parts[:1] == ["namespaces"] and len(parts) >= 3:
+        parts = parts[2:]
+    return parts[0] if parts else "discovery"
 
 
 def _api_error(error: ApiException) -> ApiError:

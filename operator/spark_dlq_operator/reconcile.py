@@ -152,11 +152,13 @@ async def write_status(
         if current is None:
             current = await services.api.get(POLICIES, owner.namespace, owner.name)
         if current is None or current["metadata"].get("uid") != owner.uid:
+            metrics.policy_gone(owner.namespace, owner.name)
             return None
         old = dict(current.get("status") or {})
         new = render.next_status(old, observe(old), now=now())
         if new == old:
             if fresh:
+                metrics.status_written(owner.namespace, owner.name, old, new)
                 return old, new
             continue
         patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": new}
@@ -166,8 +168,10 @@ async def write_status(
             if error.status == 409:
                 continue
             if error.status == 404:
+                metrics.policy_gone(owner.namespace, owner.name)
                 return None
             raise
+        metrics.status_written(owner.namespace, owner.name, old, new)
         await _announce(services, owner, old, new)
         return old, new
     raise ApiError(409, "Conflict", f"status of {owner.namespace}/{owner.name} kept changing")

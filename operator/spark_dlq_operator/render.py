@@ -202,7 +202,9 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
     if config.checkpoint_claim and not policy.spark.checkpoint_location:
         # The driver writes offsets and commits, the executors the retry stage's state: every
         # Spark pod mounts the shared volume the checkpoints live on.
-        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": config.checkpoint_claim}})
+        volumes.append(
+            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": config.checkpoint_claim}}
+        )
         mounts.append({"name": "checkpoints", "mountPath": config.checkpoint_base})
     if policy.broker.secret_ref is not None:
         # Only the secret's name: the operator never reads or copies a secret.

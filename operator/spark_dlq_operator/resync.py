@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlq_engine.model import PolicyError, parse_policy
-from spark_dlq_operator import reconcile, render
+from spark_dlq_operator import metrics, reconcile, render
 from spark_dlq_operator.kubeapi import (
     CLUSTER_KOPF_PEERINGS,
     CONFIG_MAPS,
@@ -75,6 +75,10 @@ class Resync:
                 _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
             )
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
+        metrics.POLICY_STATES.keep_only(
+            metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies
+        )
+        metrics.RESYNC_PENDING.set(len(bodies))
 
         async def one(body: Obj) -> bool:
             metadata = body["metadata"]
@@ -85,7 +89,10 @@ class Resync:
                 application=applications.get((metadata["namespace"], metadata["name"])),
             )
             async with limit:
-                return await self._reconcile(body, seen)
+                try:
+                    return await self._reconcile(body, seen)
+                finally:
+                    metrics.RESYNC_PENDING.dec()
 
         done = await asyncio.gather(*(one(body) for body in bodies))
         self.rounds += 1

@@ -46,9 +46,12 @@ if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null || [[ !
   apt-get install -y -qq --no-install-recommends podman runc debootstrap uidmap >/dev/null
 fi
 
-# Build steps that download (apt, pip, Maven) trust what this machine trusts: its CA bundles
-# are mounted into every RUN step (never copied into an image), so a machine whose egress goes
-# through a TLS-inspecting proxy, as spark-dlq's own machines do, builds like any other.
+# The project's build steps that download over TLS (pip, Maven) trust what this machine trusts:
+# its CA bundles are mounted into their RUN steps (never copied into an image), so a machine
+# whose egress goes through a TLS-inspecting proxy, as spark-dlq's own machines do, builds like
+# any other. The bases build without them: they download only from Debian's mirror (apt checks
+# its signatures), and installing ca-certificates rewrites the very files the mounts cover
+# ("mv: cannot move ... ca-certificates.crt: Device or resource busy").
 trust=()
 for bundle in /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/java/cacerts; do
   [[ -f "$bundle" ]] && trust+=(--volume "$bundle:$bundle:ro")
@@ -56,14 +59,18 @@ done
 logs="$images_dir/logs"
 mkdir -p "$logs"
 
-# build NAME podman-build-arguments...: quiet unless it fails, then the end of its log.
+# build [--without-trust] NAME podman-build-arguments...: quiet unless it fails, then the end
+# of its log.
 build() {
-  local name="$1"; shift
-  if ! podman build "${trust[@]}" "$@" >"$logs/$name.log" 2>&1; then
+  local mounts=("${trust[@]}")
+  if [[ "$1" == --without-trust ]]; then mounts=(); shift; fi
+  local name="$1" began=$SECONDS; shift
+  if ! podman build "${mounts[@]}" "$@" >"$logs/$name.log" 2>&1; then
     tail -40 "$logs/$name.log" >&2
     log "building $name failed; its whole log: $logs/$name.log"
     exit 1
   fi
+  log "  $name: $((SECONDS - began))s"
 }
 
 # inputs_hash FILE...: a short hash of the files' contents and of the extra words in $EXTRA.
@@ -77,15 +84,18 @@ label_of() {
 # --- the Debian rootfs ------------------------------------------------------------------------------
 rootfs_tar="$images_dir/debian-$DEBIAN_SUITE-rootfs.tar"
 if [[ ! -f "$rootfs_tar.complete" ]]; then
-  log "debootstrap: a minimal Debian $DEBIAN_SUITE rootfs (first run: a minute or two)"
+  log "debootstrap: a minimal Debian $DEBIAN_SUITE rootfs (first run: several minutes)"
+  began=$SECONDS
   work="$(mktemp -d "$images_dir/rootfs.XXXXXX")"
   debootstrap --variant=minbase "$DEBIAN_SUITE" "$work/root" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
   rm -rf "$work/root/var/cache/apt/archives"/*.deb "$work/root/var/lib/apt/lists"/*
   tar -C "$work/root" --numeric-owner -cf "$rootfs_tar" .
   rm -rf "$work"
-  touch "$rootfs_tar.complete"
+  sha256sum "$rootfs_tar" | cut -c1-64 >"$rootfs_tar.complete"
+  log "  debootstrap: $((SECONDS - began))s"
 fi
+# The marker holds the rootfs's hash: a new rootfs is a new Debian image, and so new bases.
 debian_label="$(EXTRA="$DEBIAN_SUITE" inputs_hash "$rootfs_tar.complete")"
 if [[ "$(label_of "$debian_image")" != "$debian_label" ]]; then
   log "importing $debian_image"
@@ -93,17 +103,19 @@ if [[ "$(label_of "$debian_image")" != "$debian_label" ]]; then
     "$rootfs_tar" "$debian_image" >/dev/null
 fi
 
-# build_base IMAGE CONTAINERFILE CONTEXT [BUILD ARGS...]: rebuilt when its inputs change.
+# build_base IMAGE CONTAINERFILE CONTEXT [BUILD ARGS...]: rebuilt when its inputs change (the
+# Debian image, the Containerfile, the build arguments, and the files named in $CONTEXT_INPUTS).
 build_base() {
   local image="$1" file="$2" context="$3"; shift 3
-  local label
-  label="$(EXTRA="$debian_label $*" inputs_hash "$file" "$REPO_ROOT/scripts/images/bases/spark-entrypoint.sh")"
+  local label inputs
+  read -r -a inputs <<<"${CONTEXT_INPUTS:-}"
+  label="$(EXTRA="$debian_label $*" inputs_hash "$file" "${inputs[@]}")"
   if [[ "$(label_of "$image")" == "$label" ]]; then
     log "$image: cached"
     return
   fi
   log "building $image"
-  build "${image##*/}" --label "io.sparkdlq.inputs=$label" --build-arg "DEBIAN_IMAGE=$debian_image" "$@" \
+  build --without-trust "${image##*/}" --label "io.sparkdlq.inputs=$label" --build-arg "DEBIAN_IMAGE=$debian_image" "$@" \
     -f "$file" -t "$image" "$context"
 }
 
@@ -116,36 +128,60 @@ build_base "$maven_image" "$bases/maven.Containerfile" "$bases"
 spark_context="$images_dir/spark-context-$SPARK_VERSION"
 if [[ ! -f "$spark_context/.complete" ]]; then
   log "downloading the pyspark $SPARK_VERSION source distribution (Spark's jars) from PyPI"
+  began=$SECONDS
   rm -rf "$spark_context"; mkdir -p "$spark_context"
   PIP_FIND_LINKS="" python3 -m pip download -q --no-deps --no-binary=:all: "pyspark==$SPARK_VERSION" \
     -d "$spark_context" >&2
   touch "$spark_context/.complete"
+  log "  pyspark $SPARK_VERSION: $((SECONDS - began))s"
 fi
 cp "$bases/spark-entrypoint.sh" "$spark_context/spark-entrypoint.sh"
-build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
+CONTEXT_INPUTS="$bases/spark-entrypoint.sh" \
+  build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
 
 # --- the project's images --------------------------------------------------------------------------
+# build_project NAME IMAGE DOCKERFILE BASE... -- BUILD ARGS...: skipped when the image is labelled
+# with the hash of what it builds from (scripts/images/inputs_hash.py: the Dockerfile, what it
+# copies, the build arguments, the bases' ids); otherwise built through podman's layer cache, so
+# a code change rebuilds only the layers after the changed files.
+build_project() {
+  local name="$1" image="$2" dockerfile="$3"; shift 3
+  local ids=()
+  while [[ "$1" != -- ]]; do ids+=("$(podman image inspect --format '{{.Id}}' "$1")"); shift; done
+  shift
+  local label
+  label="$(python3 "$REPO_ROOT/scripts/images/inputs_hash.py" "$REPO_ROOT" "$dockerfile" "$@" "${ids[@]}")"
+  if [[ "$(label_of "$image")" == "$label" ]]; then
+    log "$image: cached"
+    return
+  fi
+  log "building $image ($dockerfile)"
+  build "$name" --label "io.sparkdlq.inputs=$label" "$@" -f "$dockerfile" -t "$image" "$REPO_ROOT"
+}
+
 cd "$REPO_ROOT"
-log "building $engine_image (spark_image/Dockerfile)"
-build engine \
+build_project engine "$engine_image" spark_image/Dockerfile "$python_image" "$maven_image" "$spark_image" -- \
   --build-arg "PYTHON_IMAGE=$python_image" --build-arg "MAVEN_IMAGE=$maven_image" \
   --build-arg "SPARK_IMAGE=$spark_image" \
   --build-arg "SPARK_VERSION=$SPARK_VERSION" --build-arg "SCALA_BINARY=$SCALA_BINARY" \
   --build-arg "SPARK_KAFKA_CLIENTS_VERSION=$SPARK_KAFKA_CLIENTS_VERSION" \
-  --build-arg "SPARK_COMMONS_POOL2_VERSION=$SPARK_COMMONS_POOL2_VERSION" \
-  -f spark_image/Dockerfile -t "$engine_image" .
-log "building $operator_image (operator/Dockerfile)"
-build operator --build-arg "PYTHON_IMAGE=$python_image" -f operator/Dockerfile -t "$operator_image" .
-log "building $demo_image (the engine with examples/processors)"
-build demo --build-arg "ENGINE_IMAGE=$engine_image" -f examples/Containerfile -t "$demo_image" .
+  --build-arg "SPARK_COMMONS_POOL2_VERSION=$SPARK_COMMONS_POOL2_VERSION"
+build_project operator "$operator_image" operator/Dockerfile "$python_image" -- \
+  --build-arg "PYTHON_IMAGE=$python_image"
+# The engine with the example processors (examples/Containerfile), for the demo on a cluster.
+build_project demo "$demo_image" examples/Containerfile "$engine_image" -- \
+  --build-arg "ENGINE_IMAGE=$engine_image"
 
+# The manifest keeps the names other set-up scripts added (scripts/setup/spark_operator.sh).
 python3 - "$images_dir/manifest.json" <<PY
-import json, sys
-images = {
+import json, os, sys
+path = sys.argv[1]
+images = json.load(open(path)) if os.path.exists(path) else {}
+images |= {
     "debian": "$debian_image", "python": "$python_image", "maven": "$maven_image",
     "spark": "$spark_image", "engine": "$engine_image", "operator": "$operator_image",
     "demo": "$demo_image",
 }
-json.dump(images, open(sys.argv[1], "w"), indent=1)
+json.dump(images, open(path, "w"), indent=1)
 PY
 log "images ready in $((SECONDS - start))s: $engine_image, $operator_image, $demo_image"

@@ -39,7 +39,9 @@ fi
 # --- its image: FROM our Spark base (scripts/setup/images.sh makes it) -------------------------------
 source "$REPO_ROOT/scripts/images/podman.sh"
 image="localhost/spark-operator:$SPARK_OPERATOR_VERSION"
-spark_base="localhost/spark-dlq-base/spark:$SPARK_VERSION"
+manifest="$SPARK_DLQ_CACHE/images/manifest.json"
+[[ -f "$manifest" ]] || { log "no $manifest: run scripts/setup/images.sh first (it makes the Spark base)"; exit 1; }
+spark_base="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["spark"])' "$manifest")"
 label="$(cat "$out/bin/spark-operator" "$out/entrypoint.sh" "$REPO_ROOT/scripts/images/spark-operator.Containerfile" \
   | sha256sum | cut -c1-12)-$(podman image inspect --format '{{.Id}}' "$spark_base" | cut -c1-12)"
 if [[ "$(podman image inspect --format '{{index .Labels "io.sparkdlq.inputs"}}' "$image" 2>/dev/null || true)" == "$label" ]]; then

@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
 
 EXIT_BAD_INPUT = 2
+#: Default of ``--metrics-linger``: about one Prometheus scrape interval.
+METRICS_LINGER_S = 20.0
+
+
+def _env_int(name: str) -> int | None:
+    import os
+
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() else None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,7 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master, e.g. local[2] (default: from spark-submit)")
     run.add_argument("--checkpoint", help="checkpoint folder (default: spec.spark.checkpointLocation)")
     run.add_argument("--once", action="store_true", help="process what is available, then exit")
-    run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=_env_int("SPARK_DLQ_METRICS_PORT"),
+        help="serve Prometheus metrics on this port (default: $SPARK_DLQ_METRICS_PORT, else none)",
+    )
+    run.add_argument(
+        "--metrics-linger",
+        type=float,
+        default=METRICS_LINGER_S,
+        help="when the query failed, keep serving metrics this many seconds before exiting, so "
+        "that a scrape sees the failure (default %(default)s)",
+    )
     run.add_argument(
         "--kafka-client-dir",
         default=None,
@@ -61,7 +83,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     from dlq_engine.job.pipeline import KAFKA_CLIENT_DIR, RunOptions, client_properties
     from dlq_engine.job.preflight import PreflightError, check_topics, engine_class
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
-    from dlq_engine.job.runner import Run, install_sigterm
+    from dlq_engine.job.runner import EXIT_FAILED, Run, install_sigterm
     from dlq_engine.job.session import build_session
     from dlq_engine.model.policy import DeadLetterPolicy
 
@@ -82,7 +104,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     )
     metrics = None
     if args.metrics_port:
-        metrics = EngineMetrics(policy.qualified_name)
+        metrics = EngineMetrics(policy)
         metrics.serve(args.metrics_port)
     spark = build_session(policy, master=args.master)
     try:
@@ -94,11 +116,17 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             return 1
         run = Run(spark, policy, options, metrics)
         install_sigterm(run)
+        if metrics is not None:
+            metrics.watch(spark, location, client_properties(options.kafka_client_dir))
         run.start()
         status = run.wait()
         print(f"dlq-engine: {run.totals.summary()}", file=sys.stderr if status else sys.stdout)
+        if metrics is not None and status == EXIT_FAILED and args.metrics_linger > 0:
+            time.sleep(args.metrics_linger)
         return status
     finally:
+        if metrics is not None:
+            metrics.close()
         spark.stop()
 
 

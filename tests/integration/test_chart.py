@@ -41,6 +41,8 @@ from tests.chart import (
 from tests.conftest import unique
 from tests.integration.crds import install_crds
 
+#: Stand-ins for the Prometheus Operator's CRDs (ci/monitoring-values.yaml renders its objects).
+MONITORING_CRDS = REPO_ROOT / "tests" / "fixtures" / "crds" / "monitoring.coreos.com_standins.yaml"
 #: Namespaces the ci/ values files name.
 FIXED_NAMESPACES = ("kafka", "payments")
 
@@ -48,7 +50,7 @@ FIXED_NAMESPACES = ("kafka", "payments")
 @pytest.fixture(scope="module")
 def chart_cluster(kube_api: Any, dlp_crd: str) -> Any:
     """The apiserver with our CRD, kopf's peering CRDs and the namespaces ci/ values name."""
-    install_crds(kube_api, [KOPF_PEERING_CRDS])
+    install_crds(kube_api, [KOPF_PEERING_CRDS, MONITORING_CRDS])
     core = client.CoreV1Api(kube_api)
     for name in FIXED_NAMESPACES:
         try:

@@ -55,6 +55,7 @@ def route(
     out = route_batch(batch(rows), settings, processor, now_ms=lambda: NOW, rand=lambda: 0.5)
     result = out.to_pylist()
     for row in result:  # the headers of a retry or dead letter: its dlq.* and static headers
+        row.pop("stats")  # the batch's metrics summary: tests/unit/test_routing_stats.py
         failed = row["route"] in (Route.RETRY, Route.DEAD, Route.IGNORED)
         row["dlq"] = {h["key"]: h["value"].decode() for h in row["headers"] or []} if failed else {}
     return result

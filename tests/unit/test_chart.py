@@ -553,7 +553,7 @@ def test_templates_are_grouped_by_component_with_named_helpers() -> None:
     top = sorted(p.name for p in templates.iterdir() if p.is_file())
     assert top == ["NOTES.txt", "_helpers.tpl"]
     components = sorted(p.name for p in templates.iterdir() if p.is_dir())
-    assert components == ["operator", "spark", "strimzi"]
+    assert components == ["monitoring", "operator", "spark", "strimzi"]
     for tpl in templates.rglob("*.tpl"):
         component = tpl.parent.name if tpl.parent != templates else None
         for name in re.findall(r'define "([^"]+)"', tpl.read_text()):

@@ -36,6 +36,8 @@ from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
 METRICS = "dlq"
+#: The observed metric that collects the routing tasks' summaries (``routing.stats``).
+STATS = "stats"
 #: Dead letters (written or ignored) by ``dlq.reason``: observed-metric name -> reason.
 DEAD_REASONS = {
     "dead_exhausted": "exhausted",
@@ -132,7 +134,7 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
 
 def observed(frame: DataFrame) -> DataFrame:
     """Counts per route, dead letters per reason and the retry lag, visible in each batch's
-    progress."""
+    progress; and the routing tasks' summaries (``routing.stats``: one per Arrow batch)."""
     route, reason = F.col("route"), F.col("reason")
     return frame.observe(
         METRICS,
@@ -146,6 +148,7 @@ def observed(frame: DataFrame) -> DataFrame:
         F.max(F.col("lateness_ms")).alias("max_lateness_ms"),
         F.min(F.col("lateness_ms")).alias("min_lateness_ms"),
         *(F.count(F.when(reason == value, 1)).alias(name) for name, value in DEAD_REASONS.items()),
+        F.collect_list(F.col("stats")).alias(STATS),
     )
 
 

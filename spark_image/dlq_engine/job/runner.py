@@ -42,6 +42,10 @@ class ErrorWindow:
     threshold: float
     batches: collections.deque[tuple[int, int]] = field(default_factory=collections.deque)
 
+    #: The failure share in view: of the last ``size`` messages, or of all seen while fewer
+    #: (None until a message was seen, or when the window is off).
+    ratio: float | None = None
+
     def add(self, total: int, failed: int) -> float | None:
         """Record a batch; return the failure share once it reaches the threshold."""
         if self.size <= 0 or total <= 0:
@@ -51,12 +55,14 @@ class ErrorWindow:
         while self.batches and seen - self.batches[0][0] >= self.size:
             seen -= self.batches.popleft()[0]
         if seen < self.size:
+            self.ratio = sum(f for _, f in self.batches) / seen
             return None
         # Scale the oldest batch so that exactly `size` messages are in view.
         excess = seen - self.size
         oldest_total, oldest_failed = self.batches[0]
         failed_in_view = sum(f for _, f in self.batches) - oldest_failed * excess / oldest_total
         share = failed_in_view / self.size
+        self.ratio = share
         return share if share >= self.threshold else None
 
 
@@ -114,10 +120,10 @@ class Run:
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
-        if self.metrics is not None:
-            self.metrics.add(row)
         failed = int(row.get("retried") or 0) + int(row.get("dead") or 0) + int(row.get("ignored") or 0)
         share = self.window.add(int(row.get("total") or 0), failed)
+        if self.metrics is not None:
+            self.metrics.error_window(self.window.ratio)
         if share is not None and self.stop_reason is None:
             self.stop_reason = (
                 f"error window: {share:.0%} of the last {self.window.size} messages failed "
@@ -136,6 +142,8 @@ class Run:
             row = metrics.asDict() if metrics is not None else {}
             if row:
                 self.on_batch(row)
+            if self.metrics is not None:
+                self.metrics.add_progress(progress, row)
             empty = int(progress.numInputRows) == 0 and int(row.get("total") or 0) == 0
             self._empty_batches = self._empty_batches + 1 if empty else 0
             # Two in a row: after a restart Spark first re-runs the last uncommitted batch with
@@ -191,6 +199,8 @@ class Run:
         if error is None:
             return EXIT_OK
         text = str(error)
+        if self.metrics is not None:
+            self.metrics.sink_failed(text)
         marker = text.find(StopPipeline.MARKER)
         if marker >= 0:
             line = text[marker:].splitlines()[0]

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,6 +28,7 @@ from dlq_engine.model.durations import format_ms
 from dlq_engine.model.policy import BackoffSpec, DeadLetterPolicy
 from dlq_engine.model.processor_api import Message
 from dlq_engine.routing import headers as h
+from dlq_engine.routing import stats
 from dlq_engine.routing.backoff import delay_ms
 from dlq_engine.routing.outcomes import (
     Decision,
@@ -78,6 +80,8 @@ class RoutingSettings:
     non_retryable: frozenset[str] = field(default_factory=frozenset)
     static_headers: tuple[tuple[str, str], ...] = ()
     timeout_ms: int = 0  # processor.timeout; 0: none
+    #: A retry routed more than this after its ``dlq.deliver.at`` counts as released late.
+    late_after_ms: int = 0
 
     @classmethod
     def from_policy(cls, policy: DeadLetterPolicy) -> RoutingSettings:
@@ -94,7 +98,14 @@ class RoutingSettings:
             non_retryable=frozen_names(policy.retry.non_retryable_errors),
             static_headers=tuple(sorted(policy.dead_letter.headers.items())),
             timeout_ms=policy.processor.timeout_ms,
+            late_after_ms=late_after_ms(policy.spark.trigger_ms),
         )
+
+
+def late_after_ms(trigger_ms: int) -> int:
+    """When a retry counts as released late: more than one trigger interval and a second past
+    its due time (a retry is routed in the first micro-batch that starts after it is due)."""
+    return trigger_ms + 1000
 
 
 Processor = Callable[..., Any]
@@ -144,7 +155,7 @@ def route_batch(
         )
         for i in range(n)
     ]
-    outcomes = _outcomes(messages, settings, processor)
+    outcomes, durations = _outcomes(messages, settings, processor)
 
     routes: list[int] = []
     out_values: list[bytes | None] = []
@@ -203,14 +214,28 @@ def route_batch(
             )
         changed[i] = built
 
+    route_column = pa.array(routes, type=pa.int8())
+    lateness_column = pa.array(lateness, type=pa.int64())
+    summary = stats.summarize(
+        batch,
+        route_column,
+        reasons,
+        outcomes,
+        attempts,
+        lateness_column,
+        durations,
+        from_retry,
+        late_after_ms=settings.late_after_ms,
+    )
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(routes, type=pa.int8()),
+            route_column,
             batch.column("key"),
             pa.array(out_values, type=pa.binary()),
             _written_headers(header_column, flat, changed),
             pa.array(reasons, type=pa.string()),
-            pa.array(lateness, type=pa.int64()),
+            lateness_column,
+            stats.stats_column(n, summary),
         ],
         schema=output_schema(batch.schema),
     )
@@ -368,8 +393,9 @@ _new_message = _message_constructor()
 
 def output_schema(input_schema: pa.Schema) -> pa.Schema:
     """What ``route_batch`` returns: ``route`` (a ``Route``), the ``key``, ``value`` and
-    ``headers`` to write, the dead-letter ``reason`` (dead and ignored records only) and, for
-    redelivered records, ``lateness_ms`` (how long after ``dlq.deliver.at`` it was routed)."""
+    ``headers`` to write, the dead-letter ``reason`` (dead and ignored records only), for
+    redelivered records ``lateness_ms`` (how long after ``dlq.deliver.at`` it was routed), and
+    the batch's metrics summary in ``stats`` (first row only: ``routing.stats``)."""
     return pa.schema(
         [
             pa.field("route", pa.int8(), nullable=False),
@@ -378,28 +404,72 @@ def output_schema(input_schema: pa.Schema) -> pa.Schema:
             input_schema.field("headers"),
             pa.field("reason", pa.string()),
             pa.field("lateness_ms", pa.int64()),
+            pa.field("stats", pa.string()),
         ]
     )
 
 
 def _outcomes(
     messages: Sequence[Message], settings: RoutingSettings, processor: Processor
-) -> list[bytes | Outcome | None]:
+) -> tuple[list[bytes | Outcome | None], np.ndarray]:
     """One entry per message: the encoded result of a success (None acknowledges), or the
-    ``Outcome`` of a failure."""
+    ``Outcome`` of a failure; and how long the processor took, in seconds: per call (one per
+    message, or one for a batch processor)."""
+    clock = time.perf_counter
     if settings.mode == "batch":
-        return _batch_outcomes(messages, settings, processor)
+        started = clock()
+        outcomes = _batch_outcomes(messages, settings, processor)
+        return outcomes, np.array([clock() - started] if messages else [], dtype=np.float64)
     non_retryable, with_stack = settings.non_retryable, settings.include_stack
     if settings.timeout_ms <= 0:
-        return [result_or_failure(processor, m, non_retryable, with_stack=with_stack) for m in messages]
+        return _timed_calls(processor, messages, non_retryable, with_stack)
+
+    durations: list[float] = []
+    took = durations.append
 
     def one(message: Message) -> bytes | Outcome | None:
-        return result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+        started = clock()
+        try:
+            return result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+        finally:
+            took(clock() - started)
 
     results = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
-    return [
+    outcomes = [
         classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r for r in results
     ]
+    return outcomes, np.array(durations, dtype=np.float64)
+
+
+#: How many calls of each Arrow batch are timed for the latency histogram (message mode, no
+#: time limit): the batch's first ones, so every call of a small batch, and a bounded cost per
+#: large batch (docs/monitoring.md has what timing every call cost).
+TIMED_CALLS = 256
+
+
+def _timed_calls(
+    processor: Processor, messages: Sequence[Message], non_retryable: frozenset[str], with_stack: bool
+) -> tuple[list[bytes | Outcome | None], np.ndarray]:
+    """The processor called on each message, the first ``TIMED_CALLS`` timed by one clock read
+    before each call (and one after the last): call ``i`` took ``stamps[i + 1] - stamps[i]``,
+    the differences taken at once, vectorised. The read is in the comprehension's condition
+    (always true: ``append`` returns None), as a comprehension appends its results faster
+    than a loop."""
+    clock = time.perf_counter
+    stamps: list[float] = []
+    stamp = stamps.append
+    results = [
+        result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+        for message in messages[:TIMED_CALLS]
+        if not stamp(clock())
+    ]
+    stamp(clock())
+    if len(messages) > TIMED_CALLS:
+        results += [
+            result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+            for message in messages[TIMED_CALLS:]
+        ]
+    return results, np.diff(np.array(stamps, dtype=np.float64))
 
 
 def _batch_outcomes(

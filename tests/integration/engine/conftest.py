@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pyspark import InheritableThread
 
+from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import RunOptions
 from dlq_engine.job.runner import Run
 from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
@@ -19,9 +20,16 @@ from tests.helpers import engine_policy
 class Engine:
     """A running engine. ``status`` is set when the query ends (as the CLI's exit status)."""
 
-    def __init__(self, spark: Any, policy: DeadLetterPolicy, checkpoint: Path, once: bool) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        policy: DeadLetterPolicy,
+        checkpoint: Path,
+        once: bool,
+        metrics: EngineMetrics | None = None,
+    ) -> None:
         self.policy = policy
-        self.run = Run(spark, policy, RunOptions(checkpoint=str(checkpoint), once=once))
+        self.run = Run(spark, policy, RunOptions(checkpoint=str(checkpoint), once=once), metrics)
         self.status: int | None = None
         self.run.start()
         self._thread = InheritableThread(target=self._wait, daemon=True)
@@ -87,10 +95,17 @@ def engine(spark: Any, bootstrap_servers: str, tmp_path: Path) -> Iterator[Calla
     started: list[Engine] = []
 
     def start(
-        names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None, **spec: Any
+        names: dict[str, str],
+        *,
+        once: bool = False,
+        checkpoint: Path | None = None,
+        metrics: Callable[[DeadLetterPolicy], EngineMetrics] | None = None,
+        **spec: Any,
     ) -> Engine:
         policy = parse_policy(engine_policy(names, bootstrap_servers, **spec))
-        running = Engine(spark, policy, checkpoint or tmp_path / "checkpoint", once)
+        running = Engine(
+            spark, policy, checkpoint or tmp_path / "checkpoint", once, metrics(policy) if metrics else None
+        )
         started.append(running)
         return running
 

@@ -1,10 +1,14 @@
-"""The engine's image, built by ``scripts/setup/images.sh``, routes messages.
+"""The engine's image, built by ``scripts/setup/images.sh``, routes messages as a driver pod.
 
-``dlq-engine run --once`` runs in the project's Spark image (its own Spark, the Kafka connector
-and the engine's jar baked in) against the test bed's broker, with a policy and a processor
-mounted from outside, as the operator's SparkApplication mounts the policy and a team's image
-adds its processors. The container runs as the image's numeric non-root user with every
-capability dropped and no privilege escalation.
+The container is started the way Spark starts a SparkApplication's driver pod: the image's
+entry point with the ``driver`` role, ``spark-submit`` of the rendered SparkApplication's
+``mainApplicationFile`` and ``arguments`` (``dlq-engine run -f`` on the policy), with the
+operator's ConfigMap mounted where the SparkApplication mounts it and a processor added where a
+team's image copies its processors. Only the master (``local[1]`` for Kubernetes: no executor
+pods here) and ``--once`` differ. The container runs as the image's own numeric user (the
+rendered pods set ``runAsNonRoot`` and no user) with every capability dropped and no privilege
+escalation, as the rendered security context asks. Spark in the image, the Kafka connector and
+the engine's jar baked into it route to the test bed's broker.
 """
 
 from __future__ import annotations
@@ -13,17 +17,18 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
+from dlq_engine.model import parse_policy
 from spark_dlq_devtools import containers
 from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_operator import render
+from spark_dlq_operator.config import OperatorConfig
 from tests.conftest import unique
-from tests.helpers import engine_policy, produce, read_all
+from tests.helpers import engine_policy, non_root_uid, produce, read_all
 
 PROCESSORS = "/opt/spark-dlq/processors"
 
 
-def test_engine_image_routes_with_a_mounted_policy_and_processor(
+def test_engine_image_routes_as_the_driver_pod_runs_it(
     topics: Callable[..., dict[str, str]], bootstrap_servers: str, tmp_path: Path
 ) -> None:
     names = topics(partitions=2)
@@ -32,30 +37,49 @@ def test_engine_image_routes_with_a_mounted_policy_and_processor(
         names["source"],
         [(b"k1", b"ok:first"), (b"k2", b"terminate:bad"), (b"k3", b"nonretry:x"), (b"k4", b"ok:second")],
     )
-    policy = engine_policy(names, bootstrap_servers, retry={"nonRetryableErrors": ["LookupError"]})
-    policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text(yaml.safe_dump(policy))
+    document = engine_policy(
+        names,
+        bootstrap_servers,
+        retry={"nonRetryableErrors": ["LookupError"]},
+        spark={"checkpointLocation": "/tmp/checkpoint"},
+    )
+    policy = parse_policy(document)
+    image_name = containers.image("engine")
+    config = OperatorConfig(spark_image=image_name)
+    owner = render.Owner(policy.name, policy.namespace, "uid")
+    config_map = render.config_map(policy, config=config, owner=owner)
+    app = render.spark_application(policy, config=config, owner=owner)["spec"]
+    assert app["image"] == image_name
+    policy_dir = tmp_path / "policy"
+    policy_dir.mkdir()
+    for key, text in config_map["data"].items():
+        (policy_dir / key).write_text(text)
+    [policy_mount] = [m for m in app["driver"]["volumeMounts"] if m["name"] == "policy"]
+
+    security = app["driver"]["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert "runAsUser" not in security
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["allowPrivilegeEscalation"] is False
+    assert non_root_uid(containers.configured_user(image_name))
+
+    spark_conf = [arg for key, value in app["sparkConf"].items() for arg in ("--conf", f"{key}={value}")]
     name = unique("engine-image")
     argv = containers.run_argv(
         name,
-        image_name=containers.image("engine"),
+        image_name=image_name,
         command=[
-            "dlq-engine",
-            "run",
-            "-f",
-            "/etc/spark-dlq/policy/policy.yaml",
-            "--once",
-            "--master",
-            "local[1]",
-            "--checkpoint",
-            "/tmp/checkpoint",
+            *("driver", "--master", "local[1]", *spark_conf),
+            *(app["mainApplicationFile"], *app["arguments"], "--once"),
         ],
         volumes={
-            policy_file: "/etc/spark-dlq/policy/policy.yaml",
+            policy_dir: policy_mount["mountPath"],
             # The processor's package, where a team's image copies its processors.
             REPO_ROOT / "tests" / "__init__.py": f"{PROCESSORS}/tests/__init__.py",
             REPO_ROOT / "tests" / "processors": f"{PROCESSORS}/tests/processors",
         },
+        # What the driver pod's environment gives the entry point (its own address).
+        environment={"SPARK_DRIVER_BIND_ADDRESS": "127.0.0.1"},
     )
     try:
         finished = subprocess.run(
@@ -75,13 +99,21 @@ def test_engine_image_routes_with_a_mounted_policy_and_processor(
     ]
 
 
-def test_engine_image_runs_as_its_non_root_user() -> None:
+def test_engine_image_holds_what_the_spark_application_names() -> None:
+    """The entry file the SparkApplication names, Python 3.11 and Java 17 for the user the pods
+    run as, and the engine importable by the interpreter spark-submit hands the driver to."""
+    main_file = render.MAIN_APPLICATION_FILE.removeprefix("local://")
     finished = containers.podman(
         "run", "--rm", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-        containers.image("engine"), "sh", "-c", "id -u; id -g; python --version; java -version 2>&1 | head -1",
+        containers.image("engine"), "sh", "-c",
+        f'id -u; test -f {main_file} && echo main; "$PYSPARK_PYTHON" -c "import dlq_engine, pyspark;'
+        ' import sys; print(sys.version.split()[0], pyspark.__version__)"; java -version 2>&1 | head -1',
         timeout=120,
     )  # fmt: skip
-    uid, gid, python, java = finished.stdout.split("\n")[:4]
-    assert (uid, gid) == ("185", "185")
-    assert python.startswith("Python 3.11")
-    assert "17." in java
+    uid, main, python, java = finished.stdout.split("\n")[:4]
+    assert uid == containers.configured_user(containers.image("engine"))
+    assert main == "main"
+    python_version, spark_version = python.split()
+    assert python_version.startswith("3.11.")
+    assert spark_version == OperatorConfig().spark_version
+    assert '"17.' in java

@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.runner import EXIT_FAILED, EXIT_OK
 from tests.helpers import produce, read_all
 
@@ -70,7 +71,13 @@ def test_unwritable_dead_letter_topic_fails_the_batch_and_loses_nothing(
     names = topics()
     checkpoint = tmp_path / "cp"
     produce(bootstrap_servers, names["source"], [(b"a", b"ok:1"), (b"b", b"ok:2")])
-    first = engine(names, checkpoint=checkpoint)
+    metrics: list[EngineMetrics] = []
+
+    def with_metrics(policy: Any) -> EngineMetrics:
+        metrics.append(EngineMetrics(policy))
+        return metrics[-1]
+
+    first = engine(names, checkpoint=checkpoint, metrics=with_metrics)
     first.wait_for(total=2)
 
     # The DLQ now refuses every dead letter: each is larger than its max.message.bytes.
@@ -81,6 +88,14 @@ def test_unwritable_dead_letter_topic_fails_the_batch_and_loses_nothing(
     failure = str(first.run.query.exception())
     assert "RecordTooLargeException" in failure, failure
     assert first.run.totals.counts["total"] == 2  # the failed batch was never committed
+    # ... and the metrics count one failed Kafka write (the refusal names no topic).
+    failures = {
+        kind: metrics[0].registry.get_sample_value(
+            "spark_dlq_sink_write_failures_total", {"policy": first.policy.qualified_name, "topic": kind}
+        )
+        for kind in ("dead_letter", "retry", "output", "unknown")
+    }
+    assert failures == {"dead_letter": 0, "retry": 0, "output": 0, "unknown": 1}
 
     _set_max_message_bytes(bootstrap_servers, names["dlq"], 1024 * 1024)
     second = engine(names, checkpoint=checkpoint, once=True)

@@ -1,11 +1,11 @@
 """The operator's image, built by ``scripts/setup/images.sh``, runs as the chart runs it.
 
 The chart is installed with helm; the container is started from the project's operator image
-with the rendered Deployment's command, arguments and environment, its user and group, a
-read-only root file system, every capability dropped and no privilege escalation (the
-restricted Pod Security Standard), logged in with a token of the chart's ServiceAccount. It
-reconciles a policy fully: topics on the broker, the ConfigMap, the SparkApplication, the
-status.
+with the rendered Deployment's command, arguments and environment, its user and group (the
+image's own numeric user), a read-only root file system writable only where the pod mounts an
+emptyDir, every capability dropped and no privilege escalation (the restricted Pod Security
+Standard), logged in with a token of the chart's ServiceAccount. It reconciles a policy fully:
+topics on the broker, the ConfigMap, the SparkApplication, the status.
 """
 
 from __future__ import annotations
@@ -75,6 +75,11 @@ def image_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
         env["SPARK_DLQ_KUBECONFIG"] = "/etc/spark-dlq-test/kubeconfig"
         pod_context, container_context = pod["securityContext"], container["securityContext"]
         assert container_context["readOnlyRootFilesystem"] is True
+        # The only writable folders are the pod's emptyDir volumes.
+        empty_dirs = {volume["name"] for volume in pod["volumes"] if "emptyDir" in volume}
+        writable = [mount["mountPath"] for mount in container["volumeMounts"] if mount["name"] in empty_dirs]
+        user = f"{pod_context['runAsUser']}:{pod_context['runAsGroup']}"
+        assert containers.configured_user(containers.image("operator")) == user
         argv = containers.run_argv(
             name,
             image_name=containers.image("operator"),
@@ -84,8 +89,9 @@ def image_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
                 kube.pki / "ca.crt": str(kube.pki / "ca.crt"),
             },
             environment=env,
-            user=f"{pod_context['runAsUser']}:{pod_context['runAsGroup']}",
+            user=user,
             read_only=True,
+            tmpfs=writable,
         )
         assert container["command"] == ["dlq-operator"], "the image's entry point is dlq-operator"
         with log.open("wb") as out:

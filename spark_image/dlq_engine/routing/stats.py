@@ -1,0 +1,183 @@
+"""What one routed Arrow batch adds to the engine's metrics, as one small JSON text.
+
+The metrics that need more than a count per route (failures by error class and attempt, the
+processor's latency, the retry lateness, the age of the oldest source message) are aggregated
+on the worker, once per Arrow batch: vectorised where the input is per row (latency, lateness,
+timestamps), a loop over the failed rows only where it is not (error classes). The summary
+rides in the ``stats`` column of the batch's first row, null on every other row; Spark's
+observed metrics collect the non-null ones (a few per micro-batch) and the driver adds them up
+(``dlq_engine.job.metrics``). So no message costs a Python call for its metrics, and no row
+but one per batch carries a byte more to the JVM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, TypedDict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dlq_engine.routing.outcomes import Outcome, Route
+
+#: Upper bounds (seconds) of the processor latency histogram's buckets.
+LATENCY_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+#: Upper bounds (seconds) of the retry lateness histogram's buckets (how long after
+#: ``dlq.deliver.at`` a retry was routed).
+LATENESS_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Failed attempts at or above this share one ``attempt`` label (``"10+"``).
+MAX_ATTEMPT_LABEL: Final = 10
+#: Distinct error classes one batch reports by name; the rest are counted as ``OTHER``.
+MAX_CLASSES_PER_BATCH: Final = 32
+OTHER: Final = "other"
+#: Route names as metric label values (``spark_dlq_messages_total{outcome}``).
+ROUTE_LABELS: Final = {
+    int(Route.OUTPUT): "output",
+    int(Route.ACK): "acked",
+    int(Route.RETRY): "retry",
+    int(Route.DEAD): "dead_letter",
+    int(Route.IGNORED): "ignored",
+}
+#: The ``reason`` of a failure that is retried (dead letters carry their ``dlq.reason``).
+RETRY_REASON: Final = "retry"
+
+
+class Histogram(TypedDict):
+    """Bucket counts (one per bound, then the overflow: not cumulative), their sum and count."""
+
+    buckets: list[int]
+    sum: float
+    count: int
+
+
+class BatchStats(TypedDict):
+    """One Arrow batch's summary. ``failures``: ``[outcome, reason, error class, count]``;
+    ``attempts``: failures by attempt label; ``released``: retry records routed, ``late`` of
+    them routed past the policy's lateness limit; ``oldest_source_ms``: the earliest Kafka
+    timestamp among the source records (None when there were none)."""
+
+    failures: list[tuple[str, str, str, int]]
+    attempts: dict[str, int]
+    latency: Histogram
+    lateness: Histogram
+    released: int
+    late: int
+    oldest_source_ms: int | None
+
+
+def attempt_label(failures: int) -> str:
+    return str(failures) if failures < MAX_ATTEMPT_LABEL else f"{MAX_ATTEMPT_LABEL}+"
+
+
+def histogram(values: np.ndarray, bounds: Sequence[float]) -> Histogram:
+    """Prometheus-style buckets (``value <= bound``) of ``values``, vectorised."""
+    if len(values) == 0:
+        return {"buckets": [0] * (len(bounds) + 1), "sum": 0.0, "count": 0}
+    index = np.searchsorted(np.asarray(bounds, dtype=np.float64), values, side="left")
+    counts = np.bincount(index, minlength=len(bounds) + 1)
+    return {"buckets": counts.tolist(), "sum": float(values.sum()), "count": len(values)}
+
+
+def summarize(
+    batch: pa.RecordBatch,
+    routes: pa.Array,
+    reasons: Sequence[str | None],
+    outcomes: Sequence[object],
+    attempts: Sequence[int],
+    lateness_ms: pa.Array,
+    durations_s: np.ndarray,
+    from_retry: Sequence[bool],
+    *,
+    late_after_ms: int,
+) -> BatchStats:
+    """The summary of one routed batch: ``batch`` is its input, ``routes`` its route column
+    (``Route`` values), ``outcomes[i]`` an ``Outcome`` for every failed row, ``lateness_ms``
+    null for source records, ``durations_s`` the processor's call times, ``from_retry[i]``
+    whether row ``i`` came from the retry topic."""
+    failed = pc.indices_nonzero(pc.greater_equal(routes, int(Route.RETRY))).to_pylist() if len(routes) else []
+    tally: dict[tuple[str, str, str], int] = {}
+    by_attempt: dict[str, int] = {}
+    classes: set[str] = set()
+    route_values = routes.to_numpy(zero_copy_only=False) if failed else None
+    for i in failed:
+        assert route_values is not None
+        outcome = outcomes[i]
+        error_class = outcome.error_class if isinstance(outcome, Outcome) else ""
+        if error_class not in classes:
+            if len(classes) >= MAX_CLASSES_PER_BATCH:
+                error_class = OTHER
+            else:
+                classes.add(error_class)
+        key = (ROUTE_LABELS[int(route_values[i])], reasons[i] or RETRY_REASON, error_class)
+        tally[key] = tally.get(key, 0) + 1
+        label = attempt_label(attempts[i] + 1)
+        by_attempt[label] = by_attempt.get(label, 0) + 1
+    late = lateness_ms.drop_null() if lateness_ms.null_count else lateness_ms
+    late_values = late.to_numpy(zero_copy_only=False).astype(np.float64) / 1000.0
+    released = sum(from_retry)
+    return {
+        "failures": [(o, r, c, n) for (o, r, c), n in sorted(tally.items())],
+        "attempts": by_attempt,
+        "latency": histogram(durations_s, LATENCY_BUCKETS),
+        "lateness": histogram(late_values, LATENESS_BUCKETS),
+        "released": int(released),
+        "late": int(np.count_nonzero(late_values * 1000.0 > late_after_ms)),
+        "oldest_source_ms": _oldest_ms(_source_rows(batch.column("timestamp"), from_retry, released)),
+    }
+
+
+def _source_rows(column: pa.Array, from_retry: Sequence[bool], released: int) -> pa.Array:
+    """The source records' values of ``column``. A batch holds source records only or retry
+    records only as a rule (the two streams are a union of partitions), so the mask is built
+    only for a mixed one."""
+    if released == 0:
+        return column
+    if released == len(column):
+        return column.slice(0, 0)
+    return column.filter(pa.array([not retry for retry in from_retry], pa.bool_()))
+
+
+def _oldest_ms(timestamps: pa.Array) -> int | None:
+    """The earliest Kafka timestamp, in epoch milliseconds."""
+    if len(timestamps) == 0 or timestamps.null_count == len(timestamps):
+        return None
+    if not pa.types.is_timestamp(timestamps.type):
+        return int(pc.min(timestamps).as_py())
+    raw = int(pc.min(timestamps.cast(pa.int64())).as_py())
+    unit = timestamps.type.unit
+    return raw * 1000 if unit == "s" else raw // {"ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+
+
+def stats_column(rows: int, stats: BatchStats) -> pa.Array:
+    """The ``stats`` column: the summary as JSON on the first row, null on the others."""
+    if rows == 0:
+        return pa.nulls(0, pa.string())
+    text = pa.array([json.dumps(stats, separators=(",", ":"))], pa.string())
+    return pa.concat_arrays([text, pa.nulls(rows - 1, pa.string())]) if rows > 1 else text
+
+
+def parse(texts: Iterable[str]) -> list[BatchStats]:
+    """The summaries collected from a micro-batch's ``stats`` column."""
+    return [json.loads(text) for text in texts]
+
+
+def merge_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for key, value in counts.items():
+        into[key] = into.get(key, 0) + int(value)
