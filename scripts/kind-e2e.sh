@@ -65,11 +65,11 @@ k create namespace payments
 k create namespace kafka
 
 # --- 2. the spark-operator ---------------------------------------------------------------------------
-log "installing the spark-operator chart $SPARK_OPERATOR_CHART_VERSION (watching payments)"
+log "installing the spark-operator chart of $SPARK_OPERATOR_VERSION (watching payments)"
 helm repo add spark-operator https://kubeflow.github.io/spark-operator --force-update >/dev/null
 # Our chart creates the drivers' service account and Role; the spark-operator's would be unused.
 h upgrade --install spark-operator spark-operator/spark-operator \
-  --version "$SPARK_OPERATOR_CHART_VERSION" --namespace spark-operator --create-namespace \
+  --version "${SPARK_OPERATOR_VERSION#v}" --namespace spark-operator --create-namespace \
   --set 'spark.jobNamespaces={payments}' \
   --set spark.serviceAccount.create=false --set spark.rbac.create=false \
   --wait --timeout 5m

@@ -345,7 +345,7 @@ def test_kind_script_parses_and_says_it_cannot_run_here() -> None:
         "dlq.reason:terminated",
     ):
         assert needed in text, needed
-    for key in ("SPARK_OPERATOR_CHART_VERSION", "STRIMZI_VERSION", "STRIMZI_KAFKA_VERSION"):
+    for key in ("SPARK_OPERATOR_VERSION", "STRIMZI_VERSION", "STRIMZI_KAFKA_VERSION"):
         assert f"${key}" in text or f'"${key}"' in text
         assert key in versions()
 
