@@ -168,6 +168,12 @@ def spark_operator_chart() -> Path:
     return spark_operator_dir() / "chart"
 
 
+def spark_operator_crds() -> list[Path]:
+    """Every CRD of the spark-operator (SparkApplication, ScheduledSparkApplication, SparkConnect):
+    its controller and webhook need all of them served."""
+    return sorted((spark_operator_dir() / "crds").glob("*.yaml"))
+
+
 def spark_application_crd() -> Path:
     """The real SparkApplication CRD (``sparkoperator.k8s.io_sparkapplications.yaml``) of the
     spark-operator the test bed runs."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Final
@@ -32,13 +33,27 @@ import yaml
 
 from spark_dlq_devtools.certs import make_server_cert
 from spark_dlq_devtools.kube import ControlPlane
-from spark_dlq_devtools.paths import helm_bin, spark_operator_bin, spark_operator_chart, work_dir
+from spark_dlq_devtools.paths import (
+    helm_bin,
+    spark_operator_bin,
+    spark_operator_chart,
+    spark_operator_crds,
+    work_dir,
+)
 from spark_dlq_devtools.processes import Service, free_port
 
-#: Namespaces carrying this label are the spark-operator's job namespaces (the chart's
-#: ``spark.jobNamespaces``): the controller watches them, the webhook is called for them.
+#: Namespaces carrying this label with one of these values are the spark-operator's job
+#: namespaces (its chart's ``spark.jobNamespaces``): the controller watches both; the webhook is
+#: called for SparkApplications in both, for pods only in ``WATCHED`` (in ``POD_WEBHOOK_OFF``
+#: what reaches a pod is only what spark-submit puts there).
 JOB_NAMESPACE_LABEL: Final = "sparkdlq.test/spark-operator"
-JOB_NAMESPACE_VALUE: Final = "watched"
+WATCHED: Final = "watched"
+POD_WEBHOOK_OFF: Final = "pod-webhook-off"
+#: The pod-mutating webhook's name in the chart.
+POD_WEBHOOK: Final = "mutate--v1-pod.sparkoperator.k8s.io"
+#: spark-submit is a short-lived JVM: C1 alone and the serial collector take it from about 50 s
+#: to 10-20 s of a busy two-core machine's time, with the same result.
+SUBMIT_JVM_OPTIONS: Final = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Where the webhook's Secret lives, as the chart names it for a release called ``spark-operator``.
 SYSTEM_NAMESPACE: Final = "spark-operator"
 RELEASE: Final = "spark-operator"
@@ -59,7 +74,7 @@ class SparkOperator:
 
     @property
     def selector(self) -> str:
-        return f"{JOB_NAMESPACE_LABEL}={JOB_NAMESPACE_VALUE}"
+        return f"{JOB_NAMESPACE_LABEL} in ({WATCHED},{POD_WEBHOOK_OFF})"
 
     def _env(self) -> dict[str, str]:
         import pyspark
@@ -70,10 +85,12 @@ class SparkOperator:
             SPARK_HOME=str(Path(pyspark.__file__).parent),
             KUBERNETES_SERVICE_HOST="127.0.0.1",
             KUBERNETES_SERVICE_PORT=str(self.kube.port),
+            SPARK_SUBMIT_OPTS=SUBMIT_JVM_OPTIONS,
         )
         return env
 
     def start(self, *, timeout: float = 120.0) -> None:
+        self._install_crds(timeout)
         if self.webhook_enabled:
             self._start_webhook(timeout)
         probe = free_port()
@@ -102,6 +119,30 @@ class SparkOperator:
         self.controller.wait_until(
             lambda: _ok(f"http://127.0.0.1:{probe}/readyz"), timeout=timeout, what="the controller's /readyz"
         )
+
+    def _install_crds(self, timeout: float) -> None:
+        """Its CRDs, as its chart installs them (created when absent, never changed)."""
+        from kubernetes import client
+
+        ext = client.ApiextensionsV1Api(self.kube_api())
+        names = []
+        for path in spark_operator_crds():
+            crd = yaml.safe_load(path.read_text())
+            names.append(crd["metadata"]["name"])
+            try:
+                ext.create_custom_resource_definition(crd)
+            except client.ApiException as error:
+                if error.status != 409:
+                    raise
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while not any(
+                c.type == "Established" and c.status == "True"
+                for c in (ext.read_custom_resource_definition(name).status.conditions or [])
+            ):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CRD {name} is not Established after {timeout:.0f}s")
+                time.sleep(0.1)
 
     def _start_webhook(self, timeout: float) -> None:
         from kubernetes import client
@@ -192,7 +233,10 @@ class SparkOperator:
                     "url": f"https://127.0.0.1:{self.webhook_port}{path}",
                     "caBundle": bundle,
                 }
-                hook["namespaceSelector"] = {"matchLabels": {JOB_NAMESPACE_LABEL: JOB_NAMESPACE_VALUE}}
+                values = [WATCHED] if hook["name"] == POD_WEBHOOK else [WATCHED, POD_WEBHOOK_OFF]
+                hook["namespaceSelector"] = {
+                    "matchExpressions": [{"key": JOB_NAMESPACE_LABEL, "operator": "In", "values": values}]
+                }
         return documents
 
     def _register_webhooks(self, api: Any, *, ca: bytes) -> None:
