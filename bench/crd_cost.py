@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from spark_dlq_devtools.kube import ControlPlane  # noqa: E402
+from spark_dlq_devtools.paths import spark_application_crd  # noqa: E402
 from tests.integration.crds import install_crds  # noqa: E402
 
 NAMESPACE = "cost"
-SPARK_CRD = REPO / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 TICKS = os.sysconf("SC_CLK_TCK")
 STATUS = {
     "observedGeneration": 1,
@@ -179,7 +179,7 @@ def main() -> int:
                 },
             ),
         )
-        install_crds(api, [SPARK_CRD])
+        install_crds(api, [spark_application_crd()])
         print("reference: SparkApplication (the operator's, as rendered)", flush=True)
         results["sparkapplication_create"] = measure(
             "create",

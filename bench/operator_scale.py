@@ -49,9 +49,9 @@ sys.path.insert(0, str(REPO))
 
 from spark_dlq_devtools.kafka import KafkaBroker  # noqa: E402
 from spark_dlq_devtools.kube import ControlPlane  # noqa: E402
+from spark_dlq_devtools.paths import spark_application_crd  # noqa: E402
 from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds  # noqa: E402
 
-SPARK_CRD = REPO / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 NAMESPACE = "bench"
 POLICIES = ("sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies")
 APPLICATIONS = ("sparkoperator.k8s.io", "v1beta2", NAMESPACE, "sparkapplications")
@@ -255,7 +255,7 @@ def main() -> int:
             for future in admin.create_topics([NewTopic("orders", 1, 1)]).values():
                 future.result(30)
         api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
-        install_crds(api, [args.crd, SPARK_CRD])
+        install_crds(api, [args.crd, spark_application_crd()])
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         objects = client.CustomObjectsApi(api)
         watcher = AppWatcher(api)

@@ -32,17 +32,12 @@ import yaml
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
-from spark_dlq_devtools.paths import REPO_ROOT, work_dir
+from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.prometheus import Prometheus
 
 NAMESPACE = "demo"
 POLICY = "orders-billing"
-CRDS = [
-    REPO_ROOT / "crds" / "sparkdlq.io_deadletterpolicies.yaml",
-    # The spark-operator's CRD is not available offline: a minimal stand-in with its names.
-    REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml",
-]
 KINDS = (
     ("normal", 0.84),
     ("flaky", 0.08),
@@ -184,9 +179,10 @@ class Demo:
         from kubernetes import client
 
         ext = client.ApiextensionsV1Api(self.api)
-        for path in CRDS:
+        crds = [REPO_ROOT / "crds" / "sparkdlq.io_deadletterpolicies.yaml", spark_application_crd()]
+        for path in crds:
             ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
-        for path in CRDS:
+        for path in crds:
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             self._until(
                 lambda n=name: any(  # type: ignore[misc]

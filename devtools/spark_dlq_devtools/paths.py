@@ -157,3 +157,42 @@ def prometheus_bin(name: str) -> Path:
         cache_dir() / "prometheus" / v / "bin" / ".complete", f"Prometheus {v}", "prometheus.sh"
     ).parent
     return folder / name
+
+
+def spark_operator_dir() -> Path:
+    """The Kubeflow spark-operator of ``SPARK_OPERATOR_VERSION``, built from its Go module by
+    ``spark_operator.sh``: ``bin/spark-operator``, ``crds/`` (its CRDs), ``chart/`` (its chart)."""
+    v = versions()["SPARK_OPERATOR_VERSION"]
+    return _need(
+        cache_dir() / "spark-operator" / v / ".complete-v2", f"spark-operator {v}", "spark_operator.sh"
+    ).parent
+
+
+def spark_operator_bin() -> Path:
+    return spark_operator_dir() / "bin" / "spark-operator"
+
+
+def spark_operator_chart() -> Path:
+    return spark_operator_dir() / "chart"
+
+
+def spark_operator_crds() -> list[Path]:
+    """Every CRD of the spark-operator (SparkApplication, ScheduledSparkApplication, SparkConnect):
+    its controller and webhook need all of them served."""
+    return sorted((spark_operator_dir() / "crds").glob("*.yaml"))
+
+
+def spark_application_crd() -> Path:
+    """The real SparkApplication CRD (``sparkoperator.k8s.io_sparkapplications.yaml``) of the
+    spark-operator the test bed runs."""
+    return spark_operator_dir() / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
+
+
+def kafka_topic_crd(*, v1beta2: bool = False) -> Path:
+    """The real KafkaTopic CRD, made by Strimzi's own generator (``strimzi.sh``): of a current
+    Strimzi (served as ``v1`` only), or with ``v1beta2`` of an older one that serves no ``v1``."""
+    v = versions()["STRIMZI_V1BETA2_API_VERSION" if v1beta2 else "STRIMZI_API_VERSION"]
+    folder = _need(
+        cache_dir() / "strimzi" / v / ".complete", f"Strimzi {v}'s KafkaTopic CRD", "strimzi.sh"
+    ).parent
+    return folder / "043-Crd-kafkatopic.yaml"

@@ -86,6 +86,28 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env("SPARK_SERVICE_ACCOUNT", defaults.DEFAULT_SERVICE_ACCOUNT),
         help="service account of the Spark driver (default %(default)s)",
     )
+    spark.add_argument(
+        "--spark-job-namespaces",
+        default=env("SPARK_JOB_NAMESPACES", ""),
+        metavar="NS,NS",
+        help="the namespaces the spark-operator watches (its spark.jobNamespaces), so a policy "
+        "elsewhere is told why its job never starts; empty: not known "
+        "(env SPARK_DLQ_SPARK_JOB_NAMESPACES)",
+    )
+    spark.add_argument(
+        "--spark-operator-timeout",
+        type=float,
+        default=float(env("SPARK_OPERATOR_TIMEOUT", "120") or 120),
+        help="seconds a new SparkApplication may go without a state before the policy says the "
+        "spark-operator may not watch its namespace (default %(default)s)",
+    )
+    spark.add_argument(
+        "--restart-backoff-cap",
+        type=float,
+        default=float(env("RESTART_BACKOFF_CAP", "300") or 300),
+        help="longest wait, in seconds after its last submission, before a failed Spark "
+        "application is resubmitted (default %(default)s)",
+    )
     topics = run.add_argument_group("topics")
     topics.add_argument(
         "--provisioner",
@@ -188,6 +210,9 @@ def _parse(
         checkpoint_base=args.checkpoint_base,
         checkpoint_claim=args.checkpoint_claim or None,
         spark_service_account=args.spark_service_account,
+        spark_job_namespaces=tuple(n.strip() for n in args.spark_job_namespaces.split(",") if n.strip()),
+        spark_operator_timeout=args.spark_operator_timeout,
+        restart_backoff_cap=args.restart_backoff_cap,
         provisioner=args.provisioner,
         liveness=args.liveness,
         metrics_port=args.metrics_port,

@@ -39,6 +39,21 @@ class OperatorConfig:
     #: rather than an object store; None when ``checkpoint_base`` is a URL (s3a://, ...).
     checkpoint_claim: str | None = None
     spark_service_account: str = DEFAULT_SERVICE_ACCOUNT
+    #: The namespaces the spark-operator watches (its chart's ``spark.jobNamespaces``), as the
+    #: platform team declares them; empty when not declared (then only the silence of a new
+    #: SparkApplication hints at it). A policy in another namespace is told at once.
+    spark_job_namespaces: tuple[str, ...] = ()
+    #: A SparkApplication that has no state this long after it was created is reported: the
+    #: spark-operator may not watch its namespace, or may not run.
+    spark_operator_timeout: float = 120.0
+    #: The spark-operator's restart policy (``Always``): seconds per submission so far that it
+    #: waits after a failed run, and after a failed submission.
+    restart_interval: int = 10
+    submission_retry_interval: int = 20
+    #: Its wait grows with every submission over the application's life; past this many seconds
+    #: after the last submission, the operator resubmits a failed application itself (which
+    #: resets the spark-operator's counters).
+    restart_backoff_cap: float = 300.0
     #: Overrides ``auto`` in every policy's ``spec.topics.provisioner`` (an explicit admin or
     #: strimzi in a policy still wins).
     provisioner: ProvisionerChoice = "auto"

@@ -59,9 +59,13 @@ CONFIG_MAPS: Final = Kind("", "v1", "configmaps")
 EVENTS: Final = Kind("", "v1", "events")
 POLICIES: Final = Kind(render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
 SPARK_APPLICATIONS: Final = Kind(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
-KAFKA_TOPICS: Final = Kind(render.STRIMZI_GROUP, render.STRIMZI_VERSION, render.STRIMZI_PLURAL)
 KOPF_PEERINGS: Final = Kind("kopf.dev", "v1", "kopfpeerings")
 CLUSTER_KOPF_PEERINGS: Final = Kind("kopf.dev", "v1", "clusterkopfpeerings")
+
+
+def kafka_topics(version: str) -> Kind:
+    """Strimzi's KafkaTopics as served in ``version`` (``render.STRIMZI_VERSIONS``)."""
+    return Kind(render.STRIMZI_GROUP, version, render.STRIMZI_PLURAL)
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:

@@ -19,7 +19,7 @@ import asyncio
 import datetime
 import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,7 +36,12 @@ from spark_dlq_operator.kubeapi import (
     Obj,
 )
 from spark_dlq_operator.render import ConditionState, Observation, Owner
-from spark_dlq_operator.topics import AdminProvisioner, BrokerUnavailable, StrimziProvisioner
+from spark_dlq_operator.topics import (
+    AdminProvisioner,
+    BrokerUnavailable,
+    StrimziNotServed,
+    StrimziProvisioner,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +56,10 @@ _WARNING_REASONS: Final = frozenset(
         "Failed",
         "InvalidSpec",
         "KafkaTopicError",
+        "StrimziNotServed",
+        "SparkApplicationRefused",
+        "NamespaceNotWatched",
+        "NotPickedUp",
     }
 )
 
@@ -88,8 +97,38 @@ class Services:
     _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary
     )
-    #: The last SparkApplication state mapped onto each policy, by (namespace, name).
-    job_states: dict[tuple[str, str], tuple[str, str, str]] = field(default_factory=dict)
+    #: The last SparkApplication state (and the JobRunning reason it gave) mapped onto each
+    #: policy, by (namespace, name) of the application.
+    job_states: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+
+    #: Follow-up checks of SparkApplications, by (namespace, name): one pending at a time.
+    _timers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
+
+    def check_later(
+        self, app: Mapping[str, Any], delay: float, check: Callable[[Obj], Awaitable[None]]
+    ) -> None:
+        """In ``delay`` seconds, read ``app`` again and run ``check`` on it (replacing a check
+        already pending for it)."""
+        metadata = app.get("metadata") or {}
+        key = (str(metadata.get("namespace")), str(metadata.get("name")))
+        pending = self._timers.pop(key, None)
+        if pending is not None:
+            pending.cancel()
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            try:
+                fresh = await self.api.get(SPARK_APPLICATIONS, *key)
+                if fresh is not None:
+                    await check(fresh)
+            except (ApiError, OSError) as error:  # the next event or resync catches up
+                logger.warning("follow-up of SparkApplication %s/%s failed: %s", *key, error)
+            finally:
+                if self._timers.get(key) is task:
+                    del self._timers[key]
+
+        task = asyncio.get_running_loop().create_task(later(), name=f"follow-up {key[0]}/{key[1]}")
+        self._timers[key] = task
 
     def lock(self, uid: str) -> asyncio.Lock:
         lock = self._locks.get(uid)
@@ -98,6 +137,9 @@ class Services:
         return lock
 
     async def close(self) -> None:
+        for task in self._timers.values():
+            task.cancel()
+        self._timers.clear()
         self.admin.close()
         await self.events.close()
         await self.api.close()
@@ -285,15 +327,21 @@ async def _reconcile(
                 # A restart whose status write was lost (the operator stopped in between): the
                 # application already carries the new hash, the status still the old one.
                 condition, restarted = render.JOB_RESTARTING, True
-            elif old_job is None or old_job.get("reason") in ("Suspended", "Conflict"):
-                condition = render.job_condition(job.app)
+            elif old_job is None or old_job.get("reason") in (
+                "Suspended",
+                "Conflict",
+                "SparkApplicationRefused",
+                "Submitted",
+                "NamespaceNotWatched",
+            ):
+                condition = job_state(services, job.app)[0]
         return Observation(
             generation=generation,
             topics=topics,
             job=condition,
             retry_topic=policy.retry_topic,
             dead_letter_topic=policy.dead_letter_topic,
-            spark_application=policy.name,
+            spark_application=render.application_name(policy.name),
             config_hash=digest,
             restarted=restarted,
         )
@@ -304,7 +352,10 @@ async def _reconcile(
     if written is not None and job.app is not None and job.condition is not None:
         # The JobRunning just written stands for the application's current state: the
         # SparkApplication watcher need not map that same state again (a read and a write).
-        services.job_states[(policy.namespace, policy.name)] = render.application_state(job.app)
+        services.job_states[(policy.namespace, render.application_name(policy.name))] = (
+            *render.application_state(job.app),
+            job.condition.reason,
+        )
 
 
 async def _listing_is_stale(
@@ -385,7 +436,7 @@ async def _provision_topics(
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
         waiting = report.reason == "WaitingForStrimzi"
         delay = config.strimzi_poll_delay if waiting else config.topics_retry_delay
-        raise TopicsNotReady(condition, delay=delay)
+        raise TopicsNotReady(condition, delay=delay, backoff=report.reason == "StrimziNotServed")
     return condition
 
 
@@ -400,7 +451,7 @@ async def _write_topics_problem(
             topics=condition,
             retry_topic=policy.retry_topic,
             dead_letter_topic=policy.dead_letter_topic,
-            spark_application=policy.name,
+            spark_application=render.application_name(policy.name),
         ),
     )
 
@@ -455,7 +506,7 @@ async def _ensure_application(
     services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Obj | None = _UNREAD
 ) -> _Job:
     api = services.api
-    name = policy.name
+    name = render.application_name(policy.name)
     current = await api.get(SPARK_APPLICATIONS, policy.namespace, name) if seen is _UNREAD else seen
     if policy.suspend:
         if (
@@ -471,8 +522,16 @@ async def _ensure_application(
             )
         return _Job(render.JOB_SUSPENDED)
     desired = render.spark_application(policy, config=services.config, owner=owner)
+    submitted = (
+        render.unwatched(policy.namespace, services.config.spark_job_namespaces) or render.JOB_SUBMITTED
+    )
     if current is None:
-        current, created = await api.create(SPARK_APPLICATIONS, desired)
+        try:
+            current, created = await api.create(SPARK_APPLICATIONS, desired)
+        except ApiError as error:
+            if error.status not in (400, 403, 422):
+                raise
+            return _Job(_refused(name, error))
         if created:
             await services.events.info(
                 owner,
@@ -480,7 +539,16 @@ async def _ensure_application(
                 f"created SparkApplication {name} (config hash "
                 f"{desired['metadata']['annotations'][render.CONFIG_HASH_ANNOTATION]})",
             )
-            return _Job(render.JOB_SUBMITTED, app=current)
+            return _Job(submitted, app=current)
+    controller = policy_owner(current)
+    if controller is not None and controller.uid != owner.uid:
+        return _Job(
+            ConditionState(
+                "False",
+                "Conflict",
+                f"SparkApplication {name} belongs to DeadLetterPolicy {controller.name}: rename one of them",
+            )
+        )
     if not _managed(current):
         return _Job(
             ConditionState(
@@ -507,12 +575,14 @@ async def _ensure_application(
         try:
             current = await api.replace(SPARK_APPLICATIONS, body)
         except ApiError as error:
+            if error.status in (400, 403, 422):
+                return _Job(_refused(name, error))
             if error.status != 409:
                 raise
             fresh = await api.get(SPARK_APPLICATIONS, policy.namespace, name)
             if fresh is None:
                 current, _ = await api.create(SPARK_APPLICATIONS, desired)
-                return _Job(render.JOB_SUBMITTED, app=current)
+                return _Job(submitted, app=current)
             current = fresh
             continue
         if old_digest == digest:  # adopted, same configuration: nothing restarts
@@ -527,6 +597,12 @@ async def _ensure_application(
     raise ApiError(409, "Conflict", f"SparkApplication {policy.namespace}/{name} kept changing")
 
 
+def _refused(name: str, error: ApiError) -> ConditionState:
+    """JobRunning for a SparkApplication the API server (its schema, or the spark-operator's
+    validating webhook) refused: nothing runs until the policy changes."""
+    return ConditionState("False", "SparkApplicationRefused", f"SparkApplication {name} was refused: {error}")
+
+
 # --- the SparkApplication watcher --------------------------------------------------------------
 
 
@@ -539,18 +615,38 @@ def policy_owner(app: Mapping[str, Any]) -> Owner | None:
     return None
 
 
+def job_state(services: Services, app: Mapping[str, Any]) -> tuple[ConditionState, tuple[str, ...]]:
+    """The JobRunning a SparkApplication stands for now, and what it was computed from (the
+    watcher maps it again only when that changes): its state, else the hint that the
+    spark-operator has not picked it up (declared not to watch its namespace, or silent)."""
+    condition = render.job_condition(app)
+    state = render.application_state(app)
+    if not state[0]:
+        metadata = app.get("metadata") or {}
+        config = services.config
+        hint = render.unwatched(
+            str(metadata.get("namespace")), config.spark_job_namespaces
+        ) or render.unnoticed(
+            app, now=datetime.datetime.now(datetime.UTC), timeout=config.spark_operator_timeout
+        )
+        condition = hint or condition
+    return condition, (*state, condition.reason)
+
+
 async def update_job_status(services: Services, app: Mapping[str, Any]) -> None:
     """Map a SparkApplication's state onto its policy's JobRunning (and so Ready and phase),
-    once per change of state (a resubmission is a change: its submission id is new)."""
+    once per change of state (a resubmission is a change: its submission id is new), and see
+    to what must happen later: the operator's own resubmission when the spark-operator's wait
+    would pass the cap, the "not picked up" hint when a new application stays without state."""
     metadata = app.get("metadata") or {}
     key = (str(metadata.get("namespace")), str(metadata.get("name")))
-    state = render.application_state(app)
-    if services.job_states.get(key) == state:
-        return
     owner = policy_owner(app)
     if owner is None:
         return
-    condition = render.job_condition(app)
+    await _follow_up(services, app, owner=owner)
+    condition, state = job_state(services, app)
+    if services.job_states.get(key) == state:
+        return
 
     def observe(old: Mapping[str, Any]) -> Observation:
         current: Mapping[str, Any] = next(
@@ -565,6 +661,44 @@ async def update_job_status(services: Services, app: Mapping[str, Any]) -> None:
             return
         await write_status(services, owner, observe)
         services.job_states[key] = state
+
+
+async def _follow_up(services: Services, app: Mapping[str, Any], *, owner: Owner) -> None:
+    """Resubmit a failed application whose next submission the spark-operator would put off past
+    the cap, or check again when that is due; check a state-less new application again when
+    the spark-operator's silence would become a hint."""
+    config = services.config
+    now = datetime.datetime.now(datetime.UTC)
+    due = render.resubmit_due(app, cap=config.restart_backoff_cap, now=now)
+    if due is not None and due <= 0:
+        await _resubmit(services, app, owner=owner)
+        return
+    if due is None and not render.application_state(app)[0]:
+        created = render.time_of((app.get("metadata") or {}).get("creationTimestamp"))
+        if created is not None:
+            due = config.spark_operator_timeout - (now - created).total_seconds()
+            due = due if due > 0 else None
+    if due is not None:
+        services.check_later(app, due + 0.5, lambda fresh: update_job_status(services, fresh))
+
+
+async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner) -> None:
+    metadata, status = app.get("metadata") or {}, app.get("status") or {}
+    patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
+    try:
+        await services.api.patch(SPARK_APPLICATIONS, str(metadata["namespace"]), str(metadata["name"]), patch)
+    except ApiError as error:
+        if error.status in (404, 409):  # gone, or moved on: its next event is handled anew
+            return
+        raise
+    await services.events.info(
+        owner,
+        "SparkApplicationResubmitted",
+        f"SparkApplication {metadata['name']} failed ({render.application_state(app)[0]}) after "
+        f"{status.get('submissionAttempts')} submissions over its life, and the spark-operator "
+        f"would wait longer than {services.config.restart_backoff_cap:.0f}s to submit it again: "
+        "resubmitted now",
+    )
 
 
 async def repair_deleted_application(services: Services, app: Mapping[str, Any]) -> None:
@@ -585,7 +719,9 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
     if policy.suspend:
         return
     await services.events.warn(
-        owner, "SparkApplicationMissing", f"SparkApplication {policy.name} was deleted: creating it again"
+        owner,
+        "SparkApplicationMissing",
+        f"SparkApplication {render.application_name(policy.name)} was deleted: creating it again",
     )
     try:
         await reconcile(
@@ -634,7 +770,7 @@ async def clean_up(
             deleted = await services.strimzi.delete(policy)
         else:
             deleted = await services.admin.delete(policy)
-    except (BrokerUnavailable, ApiError, OSError) as error:
+    except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
         delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
         raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
     message = (

@@ -10,6 +10,7 @@ SparkApplication's state onto the policy's conditions and phase lives here too, 
 from __future__ import annotations
 
 import copy
+import datetime
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,11 @@ SPARK_PLURAL: Final = "sparkapplications"
 SPARK_KIND: Final = "SparkApplication"
 
 STRIMZI_GROUP: Final = "kafka.strimzi.io"
-STRIMZI_VERSION: Final = "v1beta2"
+#: The KafkaTopic versions the operator writes, in order of preference: Strimzi 1.0 and later
+#: serve only ``v1``, 0.49-0.51 both, older releases only ``v1beta2``. The fields the operator
+#: writes and reads (topicName, partitions, replicas, config, status.conditions,
+#: status.observedGeneration) are the same in both.
+STRIMZI_VERSIONS: Final = ("v1", "v1beta2")
 STRIMZI_PLURAL: Final = "kafkatopics"
 STRIMZI_KIND: Final = "KafkaTopic"
 STRIMZI_CLUSTER_LABEL: Final = "strimzi.io/cluster"
@@ -57,19 +62,17 @@ POLICY_MOUNT: Final = "/etc/spark-dlq/policy"
 KAFKA_CLIENT_MOUNT: Final = "/etc/spark-dlq/kafka-client"
 MAIN_APPLICATION_FILE: Final = "local:///opt/spark-dlq/dlq_engine_main.py"
 
-#: A streaming job must come back after every crash, for good: the spark-operator's OnFailure
-#: budget counts crashes over the application's whole life (its counters are reset only when the
-#: spec changes), so the n-th crash ever would leave the policy failed. With Always it resubmits
-#: after every failure, waiting ``onFailureRetryInterval`` times the submissions so far.
-RESTART_POLICY: Final[Mapping[str, Any]] = {
-    "type": "Always",
-    "onFailureRetryInterval": 10,
-    "onSubmissionFailureRetryInterval": 20,
-}
+#: The names Spark gives the driver's and the executors' containers (the pod templates' container
+#: is matched by name).
+DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
+EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
+#: In ``spec.driver.annotations``: bumped by the operator to make the spark-operator resubmit a
+#: failed application now (a spec change; see ``resubmit_due``). Not part of the config hash.
+RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
 
-#: The restricted Pod Security Standard for the driver and executor pods (the spark-operator
-#: copies ``podSecurityContext`` and ``securityContext`` onto them). The engine image runs as the
-#: Spark image's numeric non-root user (uid 185), so ``runAsNonRoot`` can be verified.
+#: The restricted Pod Security Standard for the driver and executor pods (in their pod
+#: templates). The engine image runs as the Spark image's numeric non-root user (uid 185), so
+#: ``runAsNonRoot`` can be verified.
 POD_SECURITY_CONTEXT: Final[Mapping[str, Any]] = {
     "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
@@ -85,6 +88,7 @@ _LABEL_VALUE_MAX: Final = 63
 #: The CRD's bounds on a condition's reason and message.
 _REASON_MAX: Final = 1024
 _MESSAGE_MAX: Final = 32768
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -147,6 +151,22 @@ def labels(policy_name: str) -> dict[str, str]:
 _YAML_DUMPER: Final[type[yaml.SafeDumper]] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+def application_name(policy_name: str) -> str:
+    """The SparkApplication's name: the policy's own name when it is a DNS-1035 label (the
+    spark-operator's webhook refuses any other), else a label made from it: dots and other
+    characters become ``-``, a leading digit gets a ``p-`` prefix, and a hash of the policy's
+    name ends it (63 characters at most). Only names that change get the hash, and every name
+    that keeps its own is a DNS-1035 label without one of those changes, so two policies of one
+    namespace never share an application."""
+    if len(policy_name) <= _LABEL_VALUE_MAX and _DNS_1035_LABEL.match(policy_name):
+        return policy_name
+    digest = hashlib.sha256(policy_name.encode()).hexdigest()[:8]
+    base = re.sub(r"[^a-z0-9-]+", "-", policy_name.lower()).strip("-")
+    if not base[:1].isalpha():
+        base = f"p-{base}" if base else "p"
+    return f"{base[: _LABEL_VALUE_MAX - 9].rstrip('-')}-{digest}"
+
+
 def config_map_name(policy_name: str) -> str:
     return f"{policy_name}-policy"
 
@@ -185,11 +205,15 @@ def config_map(
 
 
 def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner) -> Manifest:
-    """SparkApplication ``P`` running ``dlq-engine run -f`` on the mounted policy.
+    """SparkApplication ``application_name(P)`` running ``dlq-engine run -f`` on the mounted policy.
 
     The configuration hash is in the metadata (for people and selectors) and inside the spec
     (``spec.driver.annotations``): the spark-operator resubmits a running application only
-    when its spec changes.
+    when its spec changes. The volumes and security contexts are in the driver's and the
+    executors' pod templates (``spec.driver.template``, ``spec.executor.template``), which
+    spark-submit itself applies: the spark-operator's mutating webhook, which is the only way
+    its ``volumes``/``securityContext`` fields reach the pods, need not run for the engine to
+    find its policy and to pass restricted Pod Security.
     """
     digest = config_hash(policy)
     own_labels = labels(policy.name)
@@ -215,7 +239,7 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
         "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION_API}",
         "kind": SPARK_KIND,
         "metadata": {
-            "name": policy.name,
+            "name": application_name(policy.name),
             "namespace": policy.namespace,
             "labels": own_labels,
             "annotations": {CONFIG_HASH_ANNOTATION: digest},
@@ -236,28 +260,56 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                 checkpoint_location(policy, config),
             ],
             "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
-            "restartPolicy": dict(RESTART_POLICY),
-            "volumes": volumes,
+            "restartPolicy": restart_policy(config),
             "driver": {
                 "cores": driver.cores,
                 "memory": driver.memory,
                 "serviceAccount": config.spark_service_account,
                 "labels": dict(own_labels),
                 "annotations": {CONFIG_HASH_ANNOTATION: digest},
-                "volumeMounts": copy.deepcopy(mounts),
-                "podSecurityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
-                "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
+                "template": pod_template(DRIVER_CONTAINER, volumes=volumes, mounts=mounts),
             },
             "executor": {
                 "instances": executor.instances,
                 "cores": executor.cores,
                 "memory": executor.memory,
                 "labels": dict(own_labels),
-                "volumeMounts": copy.deepcopy(mounts),
-                "podSecurityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
-                "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
+                "template": pod_template(EXECUTOR_CONTAINER, volumes=volumes, mounts=mounts),
             },
         },
+    }
+
+
+def pod_template(
+    container: str, *, volumes: Sequence[Mapping[str, Any]], mounts: Sequence[Mapping[str, Any]]
+) -> Manifest:
+    """A Spark pod template: the volumes, their mounts in the Spark container (named as Spark
+    names it), and the restricted Pod Security contexts."""
+    return {
+        "spec": {
+            "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
+            "volumes": copy.deepcopy(list(volumes)),
+            "containers": [
+                {
+                    "name": container,
+                    "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
+                    "volumeMounts": copy.deepcopy(list(mounts)),
+                }
+            ],
+        }
+    }
+
+
+def restart_policy(config: OperatorConfig) -> dict[str, Any]:
+    """``Always``: the spark-operator resubmits after every failure, for good (its ``OnFailure``
+    budget counts failures over the application's whole life: its counters are reset only when
+    the spec changes, so the n-th crash ever would leave the policy failed). It waits the
+    interval times the submissions so far, over the application's life, after the last one;
+    the operator caps that wait (``config.restart_backoff_cap``, ``resubmit_due``)."""
+    return {
+        "type": "Always",
+        "onFailureRetryInterval": config.restart_interval,
+        "onSubmissionFailureRetryInterval": config.submission_retry_interval,
     }
 
 
@@ -300,8 +352,11 @@ def strimzi_namespace(policy: DeadLetterPolicy) -> str:
     return policy.topics.strimzi.namespace or policy.namespace
 
 
-def kafka_topic(policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | None) -> Manifest:
-    """A Strimzi KafkaTopic for ``want``, in the Kafka cluster's namespace.
+def kafka_topic(
+    policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | None, version: str = STRIMZI_VERSIONS[0]
+) -> Manifest:
+    """A Strimzi KafkaTopic for ``want`` (``kafka.strimzi.io/<version>``), in the Kafka cluster's
+    namespace.
 
     ``owner`` is given only when the KafkaTopic is in the policy's namespace and the topics go
     with the policy (``deleteWithPolicy``): a garbage-collected KafkaTopic deletes its topic.
@@ -324,7 +379,7 @@ def kafka_topic(policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | Non
     if owner is not None:
         metadata["ownerReferences"] = [owner.reference()]
     return {
-        "apiVersion": f"{STRIMZI_GROUP}/{STRIMZI_VERSION}",
+        "apiVersion": f"{STRIMZI_GROUP}/{version}",
         "kind": STRIMZI_KIND,
         "metadata": metadata,
         "spec": spec,
@@ -358,9 +413,11 @@ class ConditionState:
     message: str
 
 
-#: The spark-operator v2's application states (``ApplicationState*`` in its api/v1beta2). Under
-#: the Always restart policy a failing driver or a failed submission is resubmitted, so FAILING
-#: and SUBMISSION_FAILED are on the way back, not the end; FAILED is (a policy edited by hand).
+#: The spark-operator v2's application states (``ApplicationState*`` in its api/v1beta2; ""
+#: is its NEW). Under the Always restart policy a failing driver or a failed submission is
+#: resubmitted, so FAILING and SUBMISSION_FAILED are on the way back, not the end; FAILED is
+#: the end (reached only under another restart policy, e.g. a SparkApplication edited by hand).
+#: UNKNOWN is the driver pod's phase Unknown (its node lost): the job may still run.
 _SUBMITTED = frozenset({"", "SUBMITTED"})
 _RESTARTING = frozenset(
     {"PENDING_RERUN", "INVALIDATING", "SUCCEEDING", "FAILING", "SUBMISSION_FAILED", "SUSPENDING", "RESUMING"}
@@ -409,7 +466,81 @@ def job_condition(app: Mapping[str, Any]) -> ConditionState:
         return ConditionState(
             "False", "Completed", "the Spark application completed; a streaming job should not stop by itself"
         )
+    if state == "UNKNOWN":
+        return ConditionState(
+            "Unknown", "DriverUnknown", "the driver pod's state is unknown (its node may be unreachable)"
+        )
     return ConditionState("Unknown", "Unknown", f"the Spark application is in state {state}")
+
+
+def unwatched(namespace: str, watched: Sequence[str]) -> ConditionState | None:
+    """JobRunning when the spark-operator is declared to watch other namespaces only."""
+    if not watched or namespace in watched or "" in watched:
+        return None
+    return ConditionState(
+        "False",
+        "NamespaceNotWatched",
+        f"the spark-operator watches {', '.join(sorted(watched))}, not {namespace}: no job starts "
+        f"here until {namespace} is one of its job namespaces (its chart's spark.jobNamespaces)",
+    )
+
+
+def unnoticed(app: Mapping[str, Any], *, now: datetime.datetime, timeout: float) -> ConditionState | None:
+    """JobRunning for a SparkApplication the spark-operator has not picked up ``timeout``
+    seconds after it was created (no state at all), else None."""
+    state, _, _ = application_state(app)
+    created = time_of((app.get("metadata") or {}).get("creationTimestamp"))
+    if state or created is None or (now - created).total_seconds() < timeout:
+        return None
+    metadata = app.get("metadata") or {}
+    return ConditionState(
+        "False",
+        "NotPickedUp",
+        f"SparkApplication {metadata.get('name')} has no state {timeout:.0f}s after it was created: "
+        f"the spark-operator may not watch namespace {metadata.get('namespace')} (its chart's "
+        "spark.jobNamespaces), or may not be running",
+    )
+
+
+def resubmit_due(app: Mapping[str, Any], *, cap: float, now: datetime.datetime) -> float | None:
+    """Seconds until the operator should resubmit a failed application itself, or None when the
+    spark-operator resubmits it within ``cap`` seconds of its last submission (or it is not
+    failing). The spark-operator waits its retry interval times the submissions so far, over the
+    application's life (``TimeUntilNextRetryDue``), so the wait has no bound of its own."""
+    status = app.get("status") or {}
+    state, _, _ = application_state(app)
+    policy = (app.get("spec") or {}).get("restartPolicy") or {}
+    if state == "FAILING":
+        interval = policy.get("onFailureRetryInterval")
+    elif state == "SUBMISSION_FAILED":
+        interval = policy.get("onSubmissionFailureRetryInterval")
+    else:
+        return None
+    attempts = int(status.get("submissionAttempts") or 0)
+    last = time_of(status.get("lastSubmissionAttemptTime"))
+    if interval is None or last is None or attempts <= 0 or float(interval) * attempts <= cap:
+        return None
+    return max(0.0, cap - (now - last).total_seconds())
+
+
+def resubmission(app: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that makes the spark-operator resubmit ``app`` now: a new value of
+    ``RESUBMIT_ANNOTATION`` in its driver's annotations, a spec change, so it invalidates the
+    run, resets its counters and submits again."""
+    driver = (app.get("spec") or {}).get("driver") or {}
+    count = int((driver.get("annotations") or {}).get(RESUBMIT_ANNOTATION) or 0)
+    return {"spec": {"driver": {"annotations": {RESUBMIT_ANNOTATION: str(count + 1)}}}}
+
+
+def time_of(value: object) -> datetime.datetime | None:
+    """An RFC 3339 time as Kubernetes writes it, or None."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 JOB_SUSPENDED: Final = ConditionState("False", "Suspended", "spec.suspend is true: the job is stopped")

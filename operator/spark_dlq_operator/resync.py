@@ -86,7 +86,9 @@ class Resync:
                 policy=body,
                 listed=True,
                 config_map=config_maps.get((metadata["namespace"], render.config_map_name(metadata["name"]))),
-                application=applications.get((metadata["namespace"], metadata["name"])),
+                application=applications.get(
+                    (metadata["namespace"], render.application_name(metadata["name"]))
+                ),
             )
             async with limit:
                 try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -23,7 +24,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from dlq_engine.model import DeadLetterPolicy
 from spark_dlq_operator import render
-from spark_dlq_operator.kubeapi import KAFKA_TOPICS, KubeApi, Obj
+from spark_dlq_operator.kubeapi import ApiError, Kind, KubeApi, Obj, kafka_topics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -179,18 +180,58 @@ class AdminProvisioner:
         return deleted
 
 
+class StrimziNotServed(Exception):
+    """The cluster serves no KafkaTopic version the operator can write (no Strimzi, or one too
+    old or too new): nothing can be created or deleted through Strimzi until it does."""
+
+    def __init__(self) -> None:
+        versions = " or ".join(f"{render.STRIMZI_GROUP}/{v}" for v in render.STRIMZI_VERSIONS)
+        super().__init__(
+            f"the cluster serves no KafkaTopic ({versions}): install Strimzi's KafkaTopic CRD, or "
+            "set spec.topics.provisioner to admin"
+        )
+
+
 class StrimziProvisioner:
-    """Writes KafkaTopic objects for Strimzi's topic operator and reads their Ready condition."""
+    """Writes KafkaTopic objects for Strimzi's topic operator and reads their Ready condition,
+    in the newest KafkaTopic version the cluster serves (discovery, looked up again after
+    ``ttl`` seconds or when a KafkaTopic call finds the resource gone)."""
 
     name: Final = "strimzi"
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, *, ttl: float = 60.0) -> None:
         self._api = api
+        self._ttl = ttl
+        self._version: tuple[str | None, float] | None = None
+
+    async def version(self) -> str | None:
+        """``v1`` when served, else ``v1beta2`` when served, else None."""
+        now = time.monotonic()
+        if self._version is not None and now - self._version[1] < self._ttl:
+            return self._version[0]
+        found: str | None = None
+        for version in render.STRIMZI_VERSIONS:
+            if render.STRIMZI_PLURAL in await self._api.served_resources(render.STRIMZI_GROUP, version):
+                found = version
+                break
+        self._version = (found, now)
+        return found
 
     async def served(self) -> bool:
-        """Whether the cluster serves ``kafkatopics.kafka.strimzi.io/v1beta2`` (for ``auto``)."""
-        resources = await self._api.served_resources(render.STRIMZI_GROUP, render.STRIMZI_VERSION)
-        return render.STRIMZI_PLURAL in resources
+        """Whether the cluster serves a KafkaTopic version the operator writes (for ``auto``)."""
+        return await self.version() is not None
+
+    async def _kind(self) -> Kind:
+        version = await self.version()
+        if version is None:
+            raise StrimziNotServed()
+        return kafka_topics(version)
+
+    def _forget_version(self, error: ApiError) -> None:
+        """A 404 from a KafkaTopic collection may mean the version went away (Strimzi upgraded):
+        discovery is asked again on the next call."""
+        if error.status == 404:
+            self._version = None
 
     async def ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner) -> TopicsReport:
         if not policy.topics.strimzi.cluster:
@@ -200,20 +241,31 @@ class StrimziProvisioner:
                 "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
                 "must name the Kafka cluster",
             )
+        try:
+            kind = await self._kind()
+        except StrimziNotServed as error:
+            return TopicsReport(False, "StrimziNotServed", str(error))
+        try:
+            return await self._ensure(policy, owner=owner, kind=kind)
+        except ApiError as error:
+            self._forget_version(error)
+            raise
+
+    async def _ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner, kind: Kind) -> TopicsReport:
         namespace = render.strimzi_namespace(policy)
         source_partitions = None
         if not policy.topics.partitions:
-            source_partitions = await self._source_partitions(namespace, policy.source.topic)
+            source_partitions = await self._source_partitions(kind, namespace, policy.source.topic)
         owned = owner if namespace == policy.namespace and policy.topics.delete_with_policy else None
         created: list[str] = []
         waiting: list[str] = []
         notes: list[str] = []
         for want in render.wanted_topics(policy, source_partitions=source_partitions):
-            desired = render.kafka_topic(policy, want, owner=owned)
+            desired = render.kafka_topic(policy, want, owner=owned, version=kind.version)
             name = desired["metadata"]["name"]
-            current = await self._api.get(KAFKA_TOPICS, namespace, name)
+            current = await self._api.get(kind, namespace, name)
             if current is None:
-                current, made = await self._api.create(KAFKA_TOPICS, desired)
+                current, made = await self._api.create(kind, desired)
                 if made:
                     created.append(want.name)
             if (current.get("spec") or {}).get("topicName", name) != want.name:
@@ -227,7 +279,7 @@ class StrimziProvisioner:
             if _ours(current, policy):
                 patch = _kafka_topic_patch(current, desired)
                 if patch:
-                    current = await self._api.patch(KAFKA_TOPICS, namespace, name, patch)
+                    current = await self._api.patch(kind, namespace, name, patch)
             else:
                 notes.append(f"KafkaTopic {namespace}/{name} is managed outside spark-dlq and used as it is")
             ready, why = render.strimzi_ready(current)
@@ -240,26 +292,33 @@ class StrimziProvisioner:
             message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
         return TopicsReport(True, "TopicsReady", message, created=tuple(created))
 
-    async def _source_partitions(self, namespace: str, topic: str) -> int | None:
-        for item in await self._api.list(KAFKA_TOPICS, namespace):
+    async def _source_partitions(self, kind: Kind, namespace: str, topic: str) -> int | None:
+        for item in await self._api.list(kind, namespace):
             spec = item.get("spec") or {}
             if spec.get("topicName", item["metadata"]["name"]) == topic and spec.get("partitions"):
                 return int(spec["partitions"])
         return None
 
     async def delete(self, policy: DeadLetterPolicy) -> list[str]:
-        """Delete this policy's KafkaTopics (Strimzi then deletes the topics)."""
+        """Delete this policy's KafkaTopics (Strimzi then deletes the topics); the topics whose
+        KafkaTopic was deleted. Raises StrimziNotServed when no KafkaTopic version is served:
+        then nothing is known about the topics, and they must not be reported gone."""
+        kind = await self._kind()
         namespace = render.strimzi_namespace(policy)
         deleted: list[str] = []
-        for want in render.wanted_topics(policy, source_partitions=None):
-            name = render.kafka_topic_name(want.name)
-            current = await self._api.get(KAFKA_TOPICS, namespace, name)
-            if (
-                current is not None
-                and _ours(current, policy)
-                and await self._api.delete(KAFKA_TOPICS, namespace, name)
-            ):
-                deleted.append(want.name)
+        try:
+            for want in render.wanted_topics(policy, source_partitions=None):
+                name = render.kafka_topic_name(want.name)
+                current = await self._api.get(kind, namespace, name)
+                if (
+                    current is not None
+                    and _ours(current, policy)
+                    and await self._api.delete(kind, namespace, name)
+                ):
+                    deleted.append(want.name)
+        except ApiError as error:
+            self._forget_version(error)
+            raise
         return deleted
 
 

@@ -2,39 +2,55 @@
 # The real Kubeflow spark-operator, from its Go module (github.com/kubeflow/spark-operator/v2 at
 # $SPARK_OPERATOR_VERSION, served by the Go module proxy), into
 # $SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION/:
-#   bin/spark-operator   built as its Makefile's build-operator target builds it (inside a
-#                        writable copy of the module, so its go.mod's replace block applies)
+#   bin/spark-operator   built as its Makefile's build-operator target builds it (CGO off, inside a
+#                        writable copy of the module, so its go.mod's replace block applies), with
+#                        the Go release its go.mod names (GOTOOLCHAIN; Go fetches it from the proxy)
 #   chart/               its Helm chart (charts/spark-operator-chart, CRDs in chart/crds/)
 #   crds/                its CustomResourceDefinitions (config/crd/bases)
 #   entrypoint.sh        the entry point its own Dockerfile puts in its image
-# and its image, localhost/spark-operator:$SPARK_OPERATOR_VERSION: our Spark base image (the
-# spark-submit it runs) with the binary, tini and its entry point, as its Dockerfile does it.
-# Nothing of the module is copied into this repository. Idempotent.
+# The test bed runs the binary as host processes (spark_dlq_devtools.spark_operator) and every
+# test installs these CRDs. With --image it also builds its image,
+# localhost/spark-operator:$SPARK_OPERATOR_VERSION: our Spark base image (the spark-submit it
+# runs) with the binary, tini and its entry point, as its Dockerfile does it (needs the base
+# that scripts/setup/images.sh makes). Nothing of the module is copied into this repository.
+# Idempotent; progress on stderr.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 out="$SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION"
-if [[ -f "$out/.complete" ]]; then
+if [[ -f "$out/.complete-v2" ]]; then
   log "spark-operator $SPARK_OPERATOR_VERSION: cached in $out"
 else
   log "building the spark-operator $SPARK_OPERATOR_VERSION from its Go module (first run: several minutes)"
+  start=$SECONDS
   export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
   export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
   module="github.com/kubeflow/spark-operator/v2@$SPARK_OPERATOR_VERSION"
   dir="$(GOTOOLCHAIN=local go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-  rm -rf "$out"; mkdir -p "$out/bin"
-  work="$(mktemp -d "$SPARK_DLQ_CACHE/spark-operator/build.XXXXXX")"
+  # The Go release the module asks for: its toolchain line, else its go line (go 1.24.10).
+  go_release="$(awk '$1 == "toolchain" {print $2; exit}' "$dir/go.mod")"
+  [[ -n "$go_release" ]] || go_release="go$(awk '$1 == "go" {print $2; exit}' "$dir/go.mod")"
+  log "  with $go_release (GOTOOLCHAIN; the Go module proxy serves it)"
+  stage="$(mktemp -d "$SPARK_DLQ_CACHE/spark-operator/stage.XXXXXX")"; chmod 755 "$stage"
+  work="$stage/src"
+  mkdir -p "$stage/bin"
   cp -r "$dir/." "$work/"; chmod -R u+w "$work"
   pkg=k8s.io/component-base/version
-  ldflags="-s -w -X $pkg.gitVersion=$SPARK_OPERATOR_VERSION -X $pkg.gitTreeState=clean"
-  (cd "$work" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/bin/spark-operator" ./cmd/operator)
-  cp -r "$dir/charts/spark-operator-chart" "$out/chart"
-  cp -r "$dir/config/crd/bases" "$out/crds"
-  cp "$dir/entrypoint.sh" "$out/entrypoint.sh"
-  chmod -R u+w "$out"
+  commit="$(GOTOOLCHAIN=local go mod download -json "$module" \
+    | python3 -c 'import json,sys; print((json.load(sys.stdin).get("Origin") or {}).get("Hash", ""))')"
+  ldflags="-s -w -X $pkg.gitVersion=$SPARK_OPERATOR_VERSION -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=clean"
+  (cd "$work" && GOTOOLCHAIN="$go_release" CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+    -o "$stage/bin/spark-operator" ./cmd/operator)
+  cp -r "$dir/charts/spark-operator-chart" "$stage/chart"
+  cp -r "$dir/config/crd/bases" "$stage/crds"
+  cp "$dir/entrypoint.sh" "$stage/entrypoint.sh"
+  chmod -R u+w "$stage"
   rm -rf "$work"
-  touch "$out/.complete"
-  log "built into $out"
+  "$stage/bin/spark-operator" version >&2
+  touch "$stage/.complete" "$stage/.complete-v2"
+  rm -rf "$out"; mv "$stage" "$out"
+  log "built into $out in $((SECONDS - start))s"
 fi
+[[ "${1:-}" == --image ]] || exit 0
 
 # --- its image: FROM our Spark base (scripts/setup/images.sh makes it) -------------------------------
 source "$REPO_ROOT/scripts/images/podman.sh"

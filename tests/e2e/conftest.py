@@ -16,17 +16,15 @@ from kubernetes import client
 
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
-from spark_dlq_devtools.paths import REPO_ROOT, work_dir
+from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service
 from tests.conftest import unique
 from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds
 
-SPARKAPP_CRD = REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
-
 
 @pytest.fixture(scope="session")
 def e2e_namespace(kube_api: Any) -> str:
-    install_crds(kube_api, [DEADLETTERPOLICY_CRD, SPARKAPP_CRD])
+    install_crds(kube_api, [DEADLETTERPOLICY_CRD, spark_application_crd()])
     name = unique("e2e")
     client.CoreV1Api(kube_api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name

@@ -151,8 +151,9 @@ def test_every_pod_the_chart_renders_is_restricted(values: dict[str, Any], value
 
 
 def spark_pods() -> dict[str, dict[str, Any]]:
-    """The driver and executor pods as the spark-operator builds them from the SparkApplication
-    (its pod and container security contexts, the application's volumes)."""
+    """The driver and executor pods as spark-submit builds them on the SparkApplication's pod
+    templates (``spec.driver.template``, ``spec.executor.template``): the templates' pod spec
+    with the image set on their one container."""
     app = operator_render.spark_application(
         policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
         config=OperatorConfig(),
@@ -161,19 +162,11 @@ def spark_pods() -> dict[str, dict[str, Any]]:
     spec = app["spec"]
     pods = {}
     for role in ("driver", "executor"):
-        part = spec[role]
-        pods[role] = {
-            "securityContext": part["podSecurityContext"],
-            "volumes": spec["volumes"],
-            "containers": [
-                {
-                    "name": f"spark-kubernetes-{role}",
-                    "image": spec["image"],
-                    "securityContext": part["securityContext"],
-                    "volumeMounts": part["volumeMounts"],
-                }
-            ],
-        }
+        pod = copy.deepcopy(spec[role]["template"]["spec"])
+        [container] = pod["containers"]
+        assert container["name"] == f"spark-kubernetes-{role}"
+        container["image"] = spec["image"]
+        pods[role] = pod
     return pods
 
 

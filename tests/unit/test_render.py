@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import re
 from typing import Any
 
 import pytest
@@ -145,27 +147,44 @@ def test_spark_application_spec() -> None:
             "onFailureRetryInterval": 10,
             "onSubmissionFailureRetryInterval": 20,
         },
-        "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
         "driver": {
             "cores": 2,
             "memory": "2g",
             "serviceAccount": "spark-driver",
             "labels": LABELS,
             "annotations": {"sparkdlq.io/config-hash": digest},
-            "volumeMounts": mounts,
-            "podSecurityContext": POD_SECURITY,
-            "securityContext": CONTAINER_SECURITY,
+            "template": template("spark-kubernetes-driver", mounts),
         },
         "executor": {
             "instances": 3,
             "cores": 4,
             "memory": "4g",
             "labels": LABELS,
-            "volumeMounts": mounts,
-            "podSecurityContext": POD_SECURITY,
-            "securityContext": CONTAINER_SECURITY,
+            "template": template("spark-kubernetes-executor", mounts),
         },
     }
+
+
+def template(container: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod template as the SparkApplication carries it for the policy's volumes."""
+    return {
+        "spec": {
+            "securityContext": POD_SECURITY,
+            "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
+            "containers": [
+                {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts}
+            ],
+        }
+    }
+
+
+def test_spark_application_needs_no_webhook_for_volumes_or_security_contexts() -> None:
+    """Only the spark-operator's mutating webhook copies ``spec.volumes``, ``volumeMounts`` and the
+    security-context fields onto the pods: none of them is used, the pod templates carry it all."""
+    spec = render.spark_application(policy(), config=CONFIG, owner=OWNER)["spec"]
+    assert "volumes" not in spec
+    for role in ("driver", "executor"):
+        assert not {"volumeMounts", "podSecurityContext", "securityContext"} & set(spec[role])
 
 
 def test_spark_application_image_from_the_policy_wins() -> None:
@@ -182,10 +201,11 @@ def test_spark_application_mounts_the_kafka_client_secret_by_name_only() -> None
     spec = render.spark_application(
         policy({"spec.broker.secretRef": {"name": "kafka-client"}}), config=CONFIG, owner=OWNER
     )["spec"]
-    assert spec["volumes"][1] == {"name": "kafka-client", "secret": {"secretName": "kafka-client"}}
     secret_mount = {"name": "kafka-client", "mountPath": "/etc/spark-dlq/kafka-client", "readOnly": True}
-    assert secret_mount in spec["driver"]["volumeMounts"]
-    assert secret_mount in spec["executor"]["volumeMounts"]
+    for role in ("driver", "executor"):
+        pod = spec[role]["template"]["spec"]
+        assert pod["volumes"][1] == {"name": "kafka-client", "secret": {"secretName": "kafka-client"}}
+        assert secret_mount in pod["containers"][0]["volumeMounts"]
 
 
 @pytest.mark.parametrize(
@@ -246,7 +266,7 @@ def test_kafka_topic_manifest() -> None:
     )
     want = render.TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
     manifest = render.kafka_topic(p, want, owner=None)
-    assert manifest["apiVersion"] == "kafka.strimzi.io/v1beta2"
+    assert manifest["apiVersion"] == "kafka.strimzi.io/v1"
     assert manifest["kind"] == "KafkaTopic"
     assert manifest["metadata"]["namespace"] == "kafka"
     assert manifest["metadata"]["name"] == render.kafka_topic_name("orders-billing-DLQ")
@@ -319,7 +339,7 @@ def app_in(state: str, error: str = "") -> dict[str, Any]:
         pytest.param("RESUMING", "False", "Restarting", id="resuming"),
         pytest.param("SUSPENDED", "False", "Suspended", id="suspended-by-hand"),
         pytest.param("COMPLETED", "False", "Completed", id="completed"),
-        pytest.param("UNKNOWN", "Unknown", "Unknown", id="unknown"),
+        pytest.param("UNKNOWN", "Unknown", "DriverUnknown", id="unknown-driver"),
     ],
 )
 def test_job_condition_maps_the_application_state(state: str, status: str, reason: str) -> None:
@@ -335,8 +355,130 @@ def test_job_condition_carries_the_error_message() -> None:
 def test_restart_policy_never_runs_out() -> None:
     """The spark-operator counts OnFailure retries over the application's life: a streaming job
     uses Always, which resubmits after every failure."""
-    assert render.RESTART_POLICY["type"] == "Always"
-    assert "onFailureRetries" not in render.RESTART_POLICY
+    policy_ = render.restart_policy(OperatorConfig(restart_interval=7, submission_retry_interval=9))
+    assert policy_ == {"type": "Always", "onFailureRetryInterval": 7, "onSubmissionFailureRetryInterval": 9}
+
+
+def test_kafka_topic_is_written_in_the_version_served() -> None:
+    p = policy({"spec.topics.strimzi": {"cluster": "c"}})
+    want = render.TopicWant("t", 1, 1, {})
+    assert (
+        render.kafka_topic(p, want, owner=None, version="v1beta2")["apiVersion"] == "kafka.strimzi.io/v1beta2"
+    )
+    assert render.STRIMZI_VERSIONS == ("v1", "v1beta2")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("orders-billing", id="label"),
+        pytest.param("a", id="one-letter"),
+        pytest.param("x" * 63, id="63-characters"),
+    ],
+)
+def test_application_name_is_the_policy_name_when_it_is_a_dns_1035_label(name: str) -> None:
+    assert render.application_name(name) == name
+
+
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@pytest.mark.parametrize(
+    ("name", "start"),
+    [
+        pytest.param("orders.billing", "orders-billing-", id="dot"),
+        pytest.param("9orders", "p-9orders-", id="leading-digit"),
+        pytest.param("x" * 64, "x" * 54 + "-", id="64-characters"),
+        pytest.param("a." + "b" * 250, "a-" + "b" * 52 + "-", id="253-characters"),
+        pytest.param("1.2", "p-1-2-", id="digits-and-dot"),
+    ],
+)
+def test_application_name_of_any_policy_name_is_a_dns_1035_label(name: str, start: str) -> None:
+    derived = render.application_name(name)
+    assert DNS_1035.match(derived)
+    assert len(derived) <= 63
+    assert derived.startswith(start)
+    assert derived == render.application_name(name), "deterministic"
+
+
+def test_application_names_of_similar_policies_differ() -> None:
+    derived = [render.application_name(n) for n in ["orders.billing", "orders-billing", "orders..billing"]]
+    assert len(set(derived)) == 3, derived
+
+
+def test_spark_application_is_named_and_recorded_by_its_derived_name() -> None:
+    app = render.spark_application(policy({"metadata.name": "orders.billing"}), config=CONFIG, owner=OWNER)
+    assert app["metadata"]["name"] == render.application_name("orders.billing")
+    assert app["metadata"]["labels"]["sparkdlq.io/policy"] == "orders.billing"
+
+
+NOW = datetime.datetime(2026, 11, 24, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def failing(state: str, *, attempts: int, seconds_ago: float, interval: int = 10) -> dict[str, Any]:
+    last = NOW - datetime.timedelta(seconds=seconds_ago)
+    return {
+        "metadata": {"name": "a", "namespace": "n"},
+        "spec": {
+            "restartPolicy": {
+                "type": "Always",
+                "onFailureRetryInterval": interval,
+                "onSubmissionFailureRetryInterval": interval,
+            }
+        },
+        "status": {
+            "applicationState": {"state": state},
+            "submissionAttempts": attempts,
+            "lastSubmissionAttemptTime": last.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("app", "due"),
+    [
+        pytest.param(failing("FAILING", attempts=3, seconds_ago=5), None, id="spark-operator-within-cap"),
+        pytest.param(failing("FAILING", attempts=31, seconds_ago=100), 200.0, id="past-cap-waits-for-cap"),
+        pytest.param(failing("FAILING", attempts=31, seconds_ago=400), 0.0, id="past-cap-due-now"),
+        pytest.param(failing("SUBMISSION_FAILED", attempts=40, seconds_ago=0), 300.0, id="submission-failed"),
+        pytest.param(failing("RUNNING", attempts=99, seconds_ago=0), None, id="running"),
+        pytest.param(failing("FAILED", attempts=99, seconds_ago=0), None, id="failed-for-good"),
+    ],
+)
+def test_resubmit_due_caps_the_spark_operators_growing_wait(app: dict[str, Any], due: float | None) -> None:
+    assert render.resubmit_due(app, cap=300, now=NOW) == due
+
+
+def test_resubmission_bumps_a_spec_annotation_outside_the_config_hash() -> None:
+    app = {
+        "spec": {"driver": {"annotations": {"sparkdlq.io/config-hash": "h", "sparkdlq.io/resubmission": "2"}}}
+    }
+    assert render.resubmission(app) == {
+        "spec": {"driver": {"annotations": {"sparkdlq.io/resubmission": "3"}}}
+    }
+    assert render.resubmission({}) == {"spec": {"driver": {"annotations": {"sparkdlq.io/resubmission": "1"}}}}
+
+
+def test_unwatched_namespace_is_named_when_the_job_namespaces_are_declared() -> None:
+    assert render.unwatched("payments", ()) is None
+    assert render.unwatched("payments", ("payments", "other")) is None
+    assert render.unwatched("payments", ("",)) is None
+    condition = render.unwatched("payments", ("spark-jobs",))
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("False", "NamespaceNotWatched")
+    assert "watches spark-jobs, not payments" in condition.message
+
+
+def test_unnoticed_application_gets_a_hint_after_the_timeout() -> None:
+    created = (NOW - datetime.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    app: dict[str, Any] = {"metadata": {"name": "a", "namespace": "payments", "creationTimestamp": created}}
+    assert render.unnoticed(app, now=NOW, timeout=60) is None
+    condition = render.unnoticed(app, now=NOW, timeout=20)
+    assert condition is not None
+    assert condition.reason == "NotPickedUp"
+    assert "may not watch namespace payments" in condition.message
+    app["status"] = {"applicationState": {"state": "SUBMITTED"}}
+    assert render.unnoticed(app, now=NOW, timeout=20) is None
 
 
 def test_application_state_includes_the_submission() -> None:

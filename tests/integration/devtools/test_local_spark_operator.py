@@ -13,10 +13,8 @@ from kubernetes import client
 
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import GROUP, PLURAL, VERSION, LocalSparkOperator
-from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.paths import spark_application_crd
 from tests.integration.crds import install_crds
-
-SPARKAPP_CRD = REPO_ROOT / "tests" / "fixtures" / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 
 APP = """
 import pathlib, sys, time
@@ -36,7 +34,7 @@ if mode == "serve":
 
 @pytest.fixture
 def runner(kube: ControlPlane, kube_api: Any, namespace: str, tmp_path: Path) -> Iterator[LocalSparkOperator]:
-    install_crds(kube_api, [SPARKAPP_CRD])
+    install_crds(kube_api, [spark_application_crd()])
     (tmp_path / "image").mkdir()
     (tmp_path / "image" / "app.py").write_text(APP)
     operator = LocalSparkOperator(

@@ -2,9 +2,11 @@
 
 ``operator`` runs ``spark_dlq_operator.runner.run`` in a thread with a stop flag (kopf's own
 way of being embedded), logged in with a kubeconfig, watching the test's namespace, with short
-timings so retries and the drift resync happen within a test. The SparkApplication CRD (and, for
-the Strimzi tests, the KafkaTopic CRD) are minimal stand-ins from tests/fixtures/crds/, since
-neither the spark-operator nor Strimzi runs here; tests play their part by writing status.
+timings so retries and the drift resync happen within a test. The CRDs are the real ones: the
+spark-operator's SparkApplication CRD from its Go module, Strimzi's KafkaTopic CRD made by
+Strimzi's own generator (a current release serving ``v1``, and for the older-Strimzi tests one
+serving ``v1beta2``). Most tests here play the spark-operator's and Strimzi's part by writing
+status; the real spark-operator controller and webhook run in ``test_spark_operator.py``.
 """
 
 from __future__ import annotations
@@ -23,17 +25,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.paths import kafka_topic_crd, spark_application_crd
 from spark_dlq_operator import runner
 from spark_dlq_operator.config import OperatorConfig
-from tests.integration.crds import install_crds
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "crds"
-SPARK_CRD = FIXTURES / "sparkoperator.k8s.io_sparkapplications.yaml"
-STRIMZI_CRD = FIXTURES / "kafka.strimzi.io_kafkatopics.yaml"
+from tests.integration.crds import install_crds, load_crds
 
 GROUP, VERSION, PLURAL = "sparkdlq.io", "v1alpha1", "deadletterpolicies"
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
-STRIMZI = ("kafka.strimzi.io", "v1beta2", "kafkatopics")
+STRIMZI = ("kafka.strimzi.io", "v1", "kafkatopics")
 
 T = TypeVar("T")
 
@@ -82,26 +81,47 @@ class RunningOperator:
 
 @pytest.fixture(scope="session")
 def spark_crd(kube_api: Any, dlp_crd: str) -> str:
-    [name] = install_crds(kube_api, [SPARK_CRD])
+    [name] = install_crds(kube_api, [spark_application_crd()])
     return name
 
 
-@pytest.fixture
-def strimzi_crd(kube_api: Any) -> Iterator[str]:
-    """The KafkaTopic stand-in CRD, served for this test only (``auto`` picks Strimzi while it
-    is there), then deleted and waited for until discovery no longer lists it."""
-    [name] = install_crds(kube_api, [STRIMZI_CRD])
+@contextlib.contextmanager
+def served_for_the_test(kube_api: Any, crd: Path) -> Iterator[str]:
+    """Install ``crd`` for one test (``auto`` picks Strimzi while it is there), then delete it
+    and wait until no version of it answers."""
+    [name] = install_crds(kube_api, [crd])
+    document = load_crds([crd])[0]
+    versions = [v["name"] for v in document["spec"]["versions"] if v.get("served")]
     yield name
     client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition(name)
 
     def gone() -> bool:
-        try:
-            client.CustomObjectsApi(kube_api).list_cluster_custom_object(*STRIMZI, limit=1)
-        except ApiException as error:
-            return error.status == 404
-        return False
+        for version in versions:
+            try:
+                client.CustomObjectsApi(kube_api).list_cluster_custom_object(
+                    STRIMZI[0], version, STRIMZI[2], limit=1
+                )
+                return False
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        return True
 
     wait_for(gone, timeout=60, what="the KafkaTopic CRD to go")
+
+
+@pytest.fixture
+def strimzi_crd(kube_api: Any) -> Iterator[str]:
+    """The real KafkaTopic CRD of a current Strimzi (served as ``v1`` only), for this test."""
+    with served_for_the_test(kube_api, kafka_topic_crd()) as name:
+        yield name
+
+
+@pytest.fixture
+def strimzi_v1beta2_crd(kube_api: Any) -> Iterator[str]:
+    """The real KafkaTopic CRD of an older Strimzi (``v1beta2``, no ``v1``), for this test."""
+    with served_for_the_test(kube_api, kafka_topic_crd(v1beta2=True)) as name:
+        yield name
 
 
 @pytest.fixture
@@ -188,7 +208,8 @@ class Cluster:
         return list(items)
 
     def set_application_state(self, name: str, state: str, *, submission: str = "1", error: str = "") -> None:
-        """Play the spark-operator: write ``status.applicationState``."""
+        """Play the spark-operator: write ``status.applicationState`` (with the ``driverInfo``
+        its CRD requires)."""
         app_state: dict[str, Any] = {"state": state}
         if error:
             app_state["errorMessage"] = error
@@ -197,7 +218,7 @@ class Cluster:
             self.namespace,
             SPARK[2],
             name,
-            {"status": {"applicationState": app_state, "submissionID": submission}},
+            {"status": {"applicationState": app_state, "submissionID": submission, "driverInfo": {}}},
         )
 
     def delete_application(self, name: str) -> None:
@@ -212,16 +233,16 @@ class Cluster:
                 return None
             raise
 
-    def kafka_topic(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._get(*STRIMZI, name, namespace)
+    def kafka_topic(self, namespace: str, name: str, *, version: str = STRIMZI[1]) -> dict[str, Any] | None:
+        return self._get(STRIMZI[0], version, STRIMZI[2], name, namespace)
 
-    def kafka_topics(self, namespace: str) -> list[dict[str, Any]]:
-        group, version, plural = STRIMZI
+    def kafka_topics(self, namespace: str, *, version: str = STRIMZI[1]) -> list[dict[str, Any]]:
+        group, _, plural = STRIMZI
         return list(self.objects.list_namespaced_custom_object(group, version, namespace, plural)["items"])
 
-    def set_kafka_topic_ready(self, namespace: str, name: str) -> None:
+    def set_kafka_topic_ready(self, namespace: str, name: str, *, version: str = STRIMZI[1]) -> None:
         """Play Strimzi's topic operator: the KafkaTopic is Ready for its generation."""
-        group, version, plural = STRIMZI
+        group, _, plural = STRIMZI
         current = self.objects.get_namespaced_custom_object(group, version, namespace, plural, name)
         self.objects.patch_namespaced_custom_object_status(
             group,

@@ -3,8 +3,10 @@
 Each test runs the real operator in-process (see conftest.py), applies DeadLetterPolicies as a
 user would, and checks what CONTRACT.md section 2 promises: the ConfigMap, the SparkApplication
 and the topics with their names, labels, owner references and hash; the status; restarts only
-when the engine's configuration changes; suspend and resume; drift repair; deletion. The
-spark-operator and Strimzi do not run here: tests write their status as they would.
+when the engine's configuration changes; suspend and resume; drift repair; deletion. The CRDs
+are the real ones (the spark-operator's, Strimzi's); the spark-operator and Strimzi's topic
+operator do not run in these tests: they write their status as those would (the real
+spark-operator runs in test_spark_operator.py).
 """
 
 from __future__ import annotations
@@ -492,6 +494,67 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, what="the policy to go")
     assert cluster.kafka_topics(kafka_namespace) == []
+
+
+def test_an_older_strimzi_serving_only_v1beta2_gets_v1beta2_kafka_topics(
+    strimzi_v1beta2_crd: str,
+    operator: RunningOperator,
+    cluster: Cluster,
+    namespace: str,
+    bootstrap_servers: str,
+) -> None:
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "billing",
+            source="orders",
+            bootstrap=bootstrap_servers,
+            topics={"provisioner": "auto", "partitions": 2, "strimzi": {"cluster": "my-cluster"}},
+        )
+    )
+    topics = wait_for(
+        lambda: len(items := cluster.kafka_topics(namespace, version="v1beta2")) == 2 and items,
+        what="two v1beta2 KafkaTopics",
+    )
+    assert {t["apiVersion"] for t in topics} == {"kafka.strimzi.io/v1beta2"}
+    for topic in topics:
+        cluster.set_kafka_topic_ready(namespace, topic["metadata"]["name"], version="v1beta2")
+    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+
+
+def test_strimzi_not_served_is_reported_and_the_finalizer_never_claims_the_topics_gone(
+    start_operator: Callable[..., RunningOperator],
+    cluster: Cluster,
+    namespace: str,
+    bootstrap_servers: str,
+) -> None:
+    start_operator(finalizer_timeout=3.0)
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "billing",
+            source="orders",
+            bootstrap=bootstrap_servers,
+            topics={"provisioner": "strimzi", "partitions": 2, "strimzi": {"cluster": "my-cluster"}},
+        )
+    )
+    condition = wait_for(
+        lambda: (c := cluster.condition("billing", "TopicsReady")).get("reason") == "StrimziNotServed" and c,
+        what="TopicsReady StrimziNotServed",
+    )
+    assert condition["status"] == "False"
+    assert "kafka.strimzi.io/v1 or kafka.strimzi.io/v1beta2" in condition["message"]
+    assert cluster.status("billing")["phase"] == "Provisioning"
+    assert cluster.application("billing") is None
+
+    cluster.patch_policy("billing", {"spec": {"topics": {"deleteWithPolicy": True}}})
+    wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
+    cluster.delete_policy("billing")
+    wait_for(lambda: cluster.policy("billing") is None, timeout=60, what="the policy to go")
+    reasons = cluster.event_reasons("billing")
+    assert "CleanupAbandoned" in reasons
+    assert "TopicsDeleted" not in reasons
 
 
 # ---------------------------------------------------------------------------------------------
