@@ -3,7 +3,7 @@
 # ~/.cache/spark-dlq): the Python environment, the Kafka broker and Spark connector jars from
 # Maven Central, the engine's jar (javac), kube-apiserver, kubectl and helm built from the Go
 # module proxy, etcd from Debian, devtools/argocd-health (Argo CD's own health code, from its Go
-# module) and the test bed's Kubernetes node (kubelet, kube-proxy, kube-scheduler, CoreDNS,
+# module), Strimzi's KafkaTopic CRDs (its own generator, from Maven Central), the test bed's Kubernetes node (kubelet, kube-proxy, kube-scheduler, CoreDNS,
 # crictl from the Go module proxy; containerd, runc, the CNI plugins from Debian; its images
 # made here), Prometheus and promtool (from the Go module proxy), the project's container
 # images (podman, on bases made from Debian's packages), and the Kubeflow spark-operator (its Go
@@ -19,6 +19,7 @@ bash "$here/setup/engine_jar.sh"
 bash "$here/setup/kubernetes.sh"
 bash "$here/setup/helm.sh"
 bash "$here/setup/argocd_health.sh"
+bash "$here/setup/strimzi.sh"
 bash "$here/setup/node.sh"
 bash "$here/setup/prometheus.sh"
 bash "$here/setup/images.sh"

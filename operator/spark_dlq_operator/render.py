@@ -69,6 +69,10 @@ EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 #: In ``spec.driver.annotations``: bumped by the operator to make the spark-operator resubmit a
 #: failed application now (a spec change; see ``resubmit_due``). Not part of the config hash.
 RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
+#: The driver's container port for the engine's Prometheus ``/metrics`` (``dlq-engine run``
+#: reads it from ``SPARK_DLQ_METRICS_PORT``), named as the chart's PodMonitor selects it.
+ENGINE_METRICS_PORT: Final = 9091
+ENGINE_METRICS_PORT_NAME: Final = "metrics"
 
 #: The restricted Pod Security Standard for the driver and executor pods (in their pod
 #: templates). The engine image runs as the Spark image's numeric non-root user (uid 185), so
@@ -267,7 +271,13 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                 "serviceAccount": config.spark_service_account,
                 "labels": dict(own_labels),
                 "annotations": {CONFIG_HASH_ANNOTATION: digest},
-                "template": pod_template(DRIVER_CONTAINER, volumes=volumes, mounts=mounts),
+                "template": pod_template(
+                    DRIVER_CONTAINER,
+                    volumes=volumes,
+                    mounts=mounts,
+                    ports=[{"name": ENGINE_METRICS_PORT_NAME, "containerPort": ENGINE_METRICS_PORT}],
+                    env=[{"name": "SPARK_DLQ_METRICS_PORT", "value": str(ENGINE_METRICS_PORT)}],
+                ),
             },
             "executor": {
                 "instances": executor.instances,
@@ -281,21 +291,30 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
 
 
 def pod_template(
-    container: str, *, volumes: Sequence[Mapping[str, Any]], mounts: Sequence[Mapping[str, Any]]
+    container: str,
+    *,
+    volumes: Sequence[Mapping[str, Any]],
+    mounts: Sequence[Mapping[str, Any]],
+    ports: Sequence[Mapping[str, Any]] = (),
+    env: Sequence[Mapping[str, Any]] = (),
 ) -> Manifest:
     """A Spark pod template: the volumes, their mounts in the Spark container (named as Spark
-    names it), and the restricted Pod Security contexts."""
+    names it), its extra ports and environment (Spark adds its own to them), and the
+    restricted Pod Security contexts."""
+    spark_container: dict[str, Any] = {
+        "name": container,
+        "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
+        "volumeMounts": copy.deepcopy(list(mounts)),
+    }
+    if ports:
+        spark_container["ports"] = copy.deepcopy(list(ports))
+    if env:
+        spark_container["env"] = copy.deepcopy(list(env))
     return {
         "spec": {
             "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
             "volumes": copy.deepcopy(list(volumes)),
-            "containers": [
-                {
-                    "name": container,
-                    "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
-                    "volumeMounts": copy.deepcopy(list(mounts)),
-                }
-            ],
+            "containers": [spark_container],
         }
     }
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import config_hash, to_document
+from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.render import ConditionState, Observation, Owner
@@ -153,7 +154,7 @@ def test_spark_application_spec() -> None:
             "serviceAccount": "spark-driver",
             "labels": LABELS,
             "annotations": {"sparkdlq.io/config-hash": digest},
-            "template": template("spark-kubernetes-driver", mounts),
+            "template": template("spark-kubernetes-driver", mounts, **DRIVER_METRICS),
         },
         "executor": {
             "instances": 3,
@@ -165,17 +166,33 @@ def test_spark_application_spec() -> None:
     }
 
 
-def template(container: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+#: The driver serves the engine's metrics on a port the chart's PodMonitor selects by name.
+DRIVER_METRICS: dict[str, Any] = {
+    "ports": [{"name": "metrics", "containerPort": 9091}],
+    "env": [{"name": "SPARK_DLQ_METRICS_PORT", "value": "9091"}],
+}
+
+
+def template(container: str, mounts: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     """A pod template as the SparkApplication carries it for the policy's volumes."""
     return {
         "spec": {
             "securityContext": POD_SECURITY,
             "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
             "containers": [
-                {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts}
+                {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts} | extra
             ],
         }
     }
+
+
+def test_driver_metrics_port_is_the_one_the_chart_scrapes() -> None:
+    values = yaml.safe_load((REPO_ROOT / "charts/spark-dlq-operator/values.yaml").read_text())
+    spec = render.spark_application(policy(), config=CONFIG, owner=OWNER)["spec"]
+    [driver] = spec["driver"]["template"]["spec"]["containers"]
+    [port] = driver["ports"]
+    assert port["name"] == values["monitoring"]["podMonitor"]["portName"]
+    assert {"name": "SPARK_DLQ_METRICS_PORT", "value": str(port["containerPort"])} in driver["env"]
 
 
 def test_spark_application_needs_no_webhook_for_volumes_or_security_contexts() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,14 @@ KINDS = {
     "garbage": "non-retryable",
     "ignore": "acknowledged",
 }
+
+
+def scrape(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
 
 
 def step(text: str) -> Callable[[], None]:
@@ -340,6 +349,23 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     first_routed_s = time.monotonic() - applied
     print(f"[cluster-e2e]   first routed order {first_routed_s:.1f}s after kubectl apply")
     orders.wait_accounted(300)
+    done()
+
+    done = step("the driver serves the engine's metrics on its port 'metrics' (the PodMonitor's)")
+    [port] = [
+        p for c in driver["spec"]["containers"] for p in c.get("ports", []) if p.get("name") == "metrics"
+    ]
+    url = f"http://{driver['status']['podIP']}:{port['containerPort']}/metrics"
+    scraped = cluster.wait("the driver's /metrics", lambda: scrape(url), 60)
+    routed = [
+        float(line.rsplit(" ", 1)[1])
+        for line in scraped.splitlines()
+        if line.startswith("spark_dlq_messages_total{")
+        and f'policy="{NAMESPACE}/{POLICY}"' in line
+        and 'outcome="output"' in line
+    ]
+    assert routed, scraped[-3000:]
+    assert routed[0] > 0, scraped[-3000:]
     done()
 
     done = step("kubectl get dlp")
