@@ -150,6 +150,16 @@ def work_dir(name: str) -> Path:
     return path
 
 
+def prometheus_operator_crds() -> list[Path]:
+    """The Prometheus Operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs, from its Go
+    module (``prometheus.sh``): what the chart's monitoring objects are validated against."""
+    v = versions()["PROMETHEUS_OPERATOR_VERSION"]
+    folder = _need(
+        cache_dir() / "prometheus-operator" / v / "crds" / ".complete", f"Prometheus Operator {v}'s CRDs", "prometheus.sh"
+    ).parent
+    return sorted(folder.glob("*.yaml"))
+
+
 def prometheus_bin(name: str) -> Path:
     """``prometheus`` or ``promtool``, built from the Go module proxy by ``prometheus.sh``."""
     v = versions()["PROMETHEUS_MODULE_VERSION"]

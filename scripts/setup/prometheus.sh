@@ -7,8 +7,28 @@
 # their targets statically) and without the web UI's assets, which need an npm build of their
 # own: the server and its HTTP API work, its UI pages answer 404. Built with the Go the module
 # asks for (its go.mod's toolchain, fetched from the proxy when the local Go is older).
+# Also the Prometheus Operator's CRDs for the chart's ServiceMonitor, PodMonitor and
+# PrometheusRule, as its Go module $PROMETHEUS_OPERATOR_VERSION ships them, into
+# $SPARK_DLQ_CACHE/prometheus-operator/$PROMETHEUS_OPERATOR_VERSION/crds.
 # Idempotent: a second run only says where it is.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
+export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
+
+crds="$SPARK_DLQ_CACHE/prometheus-operator/$PROMETHEUS_OPERATOR_VERSION/crds"
+if [[ -f "$crds/.complete" ]]; then
+  log "Prometheus Operator $PROMETHEUS_OPERATOR_VERSION CRDs: cached in $crds"
+else
+  log "downloading the Prometheus Operator $PROMETHEUS_OPERATOR_VERSION module for its CRDs"
+  module="$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+  rm -rf "$crds"; mkdir -p "$crds"
+  for kind in servicemonitors podmonitors prometheusrules; do
+    cp "$module/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$crds/"
+  done
+  touch "$crds/.complete"
+fi
 
 version="$PROMETHEUS_MODULE_VERSION"
 bin="$SPARK_DLQ_CACHE/prometheus/$version/bin"
@@ -18,8 +38,6 @@ if [[ -f "$bin/.complete" ]]; then
 fi
 log "building prometheus and promtool $version (first run: about ten minutes)"
 mkdir -p "$bin"
-export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
 # The module names the Go it needs (`go 1.26.x`); `auto` fetches that toolchain if ours is older.
 export GOTOOLCHAIN=auto
 common=github.com/prometheus/common/version

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import copy
-import re
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin
+from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin, prometheus_operator_crds
 from tests.chart import (
     CHART,
     CI_VALUES,
@@ -41,8 +40,6 @@ from tests.chart import (
 from tests.conftest import unique
 from tests.integration.crds import install_crds
 
-#: Stand-ins for the Prometheus Operator's CRDs (ci/monitoring-values.yaml renders its objects).
-MONITORING_CRDS = REPO_ROOT / "tests" / "fixtures" / "crds" / "monitoring.coreos.com_standins.yaml"
 #: Namespaces the ci/ values files name.
 FIXED_NAMESPACES = ("kafka", "payments")
 
@@ -50,7 +47,7 @@ FIXED_NAMESPACES = ("kafka", "payments")
 @pytest.fixture(scope="module")
 def chart_cluster(kube_api: Any, dlp_crd: str) -> Any:
     """The apiserver with our CRD, kopf's peering CRDs and the namespaces ci/ values name."""
-    install_crds(kube_api, [KOPF_PEERING_CRDS, MONITORING_CRDS])
+    install_crds(kube_api, [KOPF_PEERING_CRDS, *prometheus_operator_crds()])
     core = client.CoreV1Api(kube_api)
     for name in FIXED_NAMESPACES:
         try:
@@ -458,7 +455,7 @@ def example_policies() -> list[Any]:
         pytest.param(p, id=p.name)
         for p in sorted((REPO_ROOT / "examples" / "gitops" / "policies").glob("*.yaml"))
     ]
-    return [*gitops, pytest.param(REPO_ROOT / "scripts" / "kind-e2e.sh", id="kind-e2e.sh")]
+    return [*gitops, pytest.param(REPO_ROOT / "examples" / "orders-billing.yaml", id="orders-billing.yaml")]
 
 
 @pytest.mark.parametrize("path", example_policies())
@@ -466,10 +463,6 @@ def test_example_policies_are_accepted_by_the_crd(
     path: Path, chart_cluster: Any, make_namespace: Callable[..., str]
 ) -> None:
     text = path.read_text()
-    if path.suffix == ".sh":
-        block = re.search(r"k apply -f - <<'EOF'\n(.*?)\nEOF", text, re.S)
-        assert block is not None
-        text = block.group(1)
     namespace = make_namespace("policies")
     for document in [d for d in yaml.safe_load_all(text) if d]:
         document["metadata"]["namespace"] = namespace

@@ -27,7 +27,6 @@ SPARK_DOCKERFILE = REPO_ROOT / "spark_image" / "Dockerfile"
 OPERATOR_DOCKERFILE = REPO_ROOT / "operator" / "Dockerfile"
 REQUIREMENTS = REPO_ROOT / "scripts" / "images" / "requirements.py"
 MAKEFILE = REPO_ROOT / "Makefile"
-KIND_E2E = REPO_ROOT / "scripts" / "kind-e2e.sh"
 CHART = REPO_ROOT / "charts" / "spark-dlq-operator"
 
 
@@ -151,15 +150,15 @@ def test_requirements_come_from_pyproject(
     assert all(line in [*project()["dependencies"], *opt[extra]] for line in lines)  # type: ignore[index,misc]
 
 
-# --- Makefile and the kind script --------------------------------------------------------------------
+# --- the Makefile --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("tool", ["docker", "podman"])
-def test_makefile_builds_and_loads_both_images(tool: str) -> None:
+def test_makefile_builds_both_images(tool: str) -> None:
     make = shutil.which("make")
     assert make, "make is needed to check the Makefile"
     out = subprocess.run(
-        [make, "-n", "-C", str(REPO_ROOT), "kind-load", "KIND_CLUSTER=test", f"CONTAINER_TOOL={tool}"],
+        [make, "-n", "-C", str(REPO_ROOT), "images", f"CONTAINER_TOOL={tool}"],
         check=True,
         capture_output=True,
         text=True,
@@ -171,43 +170,8 @@ def test_makefile_builds_and_loads_both_images(tool: str) -> None:
     )
     for key in ("SCALA_BINARY", "SPARK_KAFKA_CLIENTS_VERSION", "SPARK_COMMONS_POOL2_VERSION"):
         assert f"--build-arg {key}={pinned[key]}" in out
-    assert f"kind load docker-image --name test spark-dlq-operator:{version} spark-dlq:{version}" in out
     # The chart's default images are the ones the Makefile builds.
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["image"]["repository"] == "spark-dlq-operator"
     assert values["spark"]["image"]["repository"] == "spark-dlq"
     assert f"spark-dlq:{version}" == operator_config.DEFAULT_SPARK_IMAGE
-
-
-def test_kind_script_parses_and_says_it_cannot_run_here() -> None:
-    subprocess.run(["bash", "-n", str(KIND_E2E)], check=True)
-    header = KIND_E2E.read_text().split("set -euo pipefail")[0]
-    assert "CANNOT RUN ON THE MACHINE" in header
-    assert "checked by reading" in header
-    text = KIND_E2E.read_text()
-    for needed in (
-        "kind create cluster",
-        "make images",
-        "make kind-load",
-        "charts/spark-dlq-operator",
-        "spark-operator/spark-operator",
-        "strimzi-kafka-operator",
-        "kind: DeadLetterPolicy",
-        "orders-billing-DLQ",
-        "dlq.reason:terminated",
-    ):
-        assert needed in text, needed
-    for key in ("SPARK_OPERATOR_VERSION", "STRIMZI_VERSION", "STRIMZI_KAFKA_VERSION"):
-        assert re.search(rf"\$\{{?{key}\b", text), key
-        assert key in versions()
-
-
-def test_kind_script_policy_is_valid() -> None:
-    from dlq_engine.model import parse_policy
-
-    text = KIND_E2E.read_text()
-    block = re.search(r"k apply -f - <<'EOF'\n(.*?)\nEOF", text, re.S)
-    assert block is not None
-    policy = parse_policy(yaml.safe_load(block.group(1)))
-    assert policy.topics.provisioner == "strimzi"
-    assert policy.dead_letter_topic == "orders-billing-DLQ"
