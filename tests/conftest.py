@@ -20,14 +20,30 @@ from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT
 
+#: The whole flow on the test bed's node (tests/e2e/cluster): run by scripts/cluster-e2e.sh,
+#: and by pytest when named on its command line; the suite's default run leaves it out.
+CLUSTER_TESTS = f"{os.sep}tests{os.sep}e2e{os.sep}cluster{os.sep}"
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tier markers follow the folder, so a test cannot land in CI untiered."""
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tier markers follow the folder, so a test cannot land in CI untiered. The cluster flow
+    is deselected (and counted as such) unless a command-line argument names its folder."""
+    named = any("e2e/cluster" in str(arg) for arg in config.args)
+    kept, deselected = [], []
     for item in items:
         path = str(item.path)
         for tier in ("unit", "integration", "e2e"):
             if f"{os.sep}{tier}{os.sep}" in path:
                 item.add_marker(getattr(pytest.mark, tier))
+        if CLUSTER_TESTS in path:
+            item.add_marker(pytest.mark.cluster)
+            if not named:
+                deselected.append(item)
+                continue
+        kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def unique(prefix: str) -> str:

@@ -155,7 +155,9 @@ def prometheus_operator_crds() -> list[Path]:
     module (``prometheus.sh``): what the chart's monitoring objects are validated against."""
     v = versions()["PROMETHEUS_OPERATOR_VERSION"]
     folder = _need(
-        cache_dir() / "prometheus-operator" / v / "crds" / ".complete", f"Prometheus Operator {v}'s CRDs", "prometheus.sh"
+        cache_dir() / "prometheus-operator" / v / "crds" / ".complete",
+        f"Prometheus Operator {v}'s CRDs",
+        "prometheus.sh",
     ).parent
     return sorted(folder.glob("*.yaml"))
 

@@ -24,11 +24,11 @@ from kubernetes import client
 from spark_dlq_devtools.kafka import create_topics
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
-from spark_dlq_devtools.paths import REPO_ROOT, work_dir
+from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.prometheus import Prometheus
 from tests.conftest import unique
-from tests.e2e.conftest import SPARKAPP_CRD, Policies
+from tests.e2e.conftest import Policies
 from tests.helpers import produce
 from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds
 
@@ -71,7 +71,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(kube: ControlPlane, kube_api: Any, bootstrap_servers: str) -> Iterator[Stack]:
-    install_crds(kube_api, [DEADLETTERPOLICY_CRD, SPARKAPP_CRD])
+    install_crds(kube_api, [DEADLETTERPOLICY_CRD, spark_application_crd()])
     namespace = unique("mon")
     client.CoreV1Api(kube_api).create_namespace(
         client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))

@@ -255,8 +255,9 @@ def test_restricted_pod_security_is_really_enforced(
 def test_spark_pods_are_admitted_under_restricted_pod_security(
     role: str, chart_cluster: Any, make_namespace: Callable[..., str]
 ) -> None:
-    """The driver and executor pods, as the spark-operator builds them from the SparkApplication
-    the operator renders (pod and container security contexts, the policy and secret volumes)."""
+    """The driver and executor pods, as spark-submit builds them from the pod templates of the
+    SparkApplication the operator renders (pod and container security contexts, the policy and
+    secret volumes)."""
     from spark_dlq_operator import render as operator_render
     from spark_dlq_operator.config import OperatorConfig
     from tests.unit.policy_builder import policy
@@ -273,23 +274,14 @@ def test_spark_pods_are_admitted_under_restricted_pod_security(
         config=OperatorConfig(),
         owner=operator_render.Owner(name="billing", namespace=restricted, uid="uid-1"),
     )["spec"]
-    part = spec[role]
+    # spark-submit starts from the pod template and adds its own fields (image, ports, env).
+    template = copy.deepcopy(spec[role]["template"])
+    template["spec"]["containers"][0]["image"] = spec["image"]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": unique(role), "namespace": restricted},
-        "spec": {
-            "securityContext": part["podSecurityContext"],
-            "volumes": spec["volumes"],
-            "containers": [
-                {
-                    "name": f"spark-kubernetes-{role}",
-                    "image": spec["image"],
-                    "securityContext": part["securityContext"],
-                    "volumeMounts": part["volumeMounts"],
-                }
-            ],
-        },
+        "spec": template["spec"],
     }
     core = client.CoreV1Api(chart_cluster)
     core.create_namespaced_pod(restricted, pod, dry_run="All")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -228,7 +229,10 @@ def cluster(node: Node, kafka: KafkaBroker) -> Iterator[Cluster]:
     done()
 
     done = step(f"namespace {NAMESPACE} (restricted Pod Security enforced) and its checkpoint volume")
+    # The broker is new for every run: checkpoints of an earlier run name offsets it never had.
     checkpoints = work_dir("cluster-e2e-checkpoints")
+    shutil.rmtree(checkpoints)
+    checkpoints.mkdir()
     checkpoints.chmod(0o1777)
     admin.apply(
         [
