@@ -10,7 +10,9 @@ writes, and its own admission, spark-submit and state machine decide:
 - the driver pod spark-submit creates carries the policy volume, the metrics port and the
   restricted security contexts from the pod templates, also where its pod webhook is not called;
 - with the restart policy the operator writes, the application is resubmitted after every loss
-  of its driver, more times than any ``OnFailure`` budget, and never reaches ``FAILED``.
+  of its driver, more times than any ``OnFailure`` budget, and never reaches ``FAILED``;
+- an application in a namespace it does not watch never gets a state, and the operator's hint
+  names that namespace.
 
 No node runs these pods: the driver pods stay Pending, which is what the controller needs to
 walk its states.
@@ -19,6 +21,7 @@ walk its states.
 from __future__ import annotations
 
 import copy
+import datetime
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -176,3 +179,23 @@ def test_application_is_resubmitted_after_every_loss_of_its_driver(
     # The operator's reading of that status: submitted again, not failed.
     condition = render.job_condition(read(kube_api, app))
     assert condition.reason == "Submitted", condition
+
+
+def test_application_in_a_namespace_it_does_not_watch_gets_the_hint(
+    spark_operator: SparkOperator, kube_api: Any
+) -> None:
+    watched = job_namespace(kube_api, WATCHED)
+    unwatched = job_namespace(kube_api, "not-a-job-namespace")
+    apps = [application(unique("orders"), namespace) for namespace in (watched, unwatched)]
+    for app in apps:
+        create(kube_api, app)
+    # Once the watched one has a state, the other one has had the same time to get one.
+    wait_for("the watched application's state", lambda: render.application_state(read(kube_api, apps[0]))[0])
+    seen = read(kube_api, apps[1])
+    assert render.application_state(seen)[0] == "", seen.get("status")
+    created = render.time_of(seen["metadata"]["creationTimestamp"])
+    assert created is not None
+    hint = render.unnoticed(seen, now=created + datetime.timedelta(seconds=120), timeout=60)
+    assert hint is not None
+    assert hint.reason == "NotPickedUp"
+    assert unwatched in hint.message
