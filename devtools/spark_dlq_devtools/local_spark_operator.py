@@ -9,7 +9,10 @@ knows nothing about spark-dlq: it maps what a pod would have onto local files.
   local folder), as an image would have provided it.
 - ``volumes`` of type ``configMap`` and ``secret`` are materialised from the apiserver into a
   folder per application; every argument under a ``volumeMounts`` path of the driver is
-  rewritten to that folder.
+  rewritten to that folder. Volumes and mounts are read from the driver's pod template
+  (``driver.template``: the pod's volumes, the mounts of its container
+  ``spark-kubernetes-driver``) and from the spec's own ``volumes``/``driver.volumeMounts``.
+  Nothing else of the template applies (no ports, no environment: drivers share this machine).
 - ``sparkConf`` becomes ``--conf``; ``driver.memory`` becomes ``--driver-memory``; executors
   run inside the driver (local mode), so executor settings are recorded, not applied.
 
@@ -52,6 +55,8 @@ from spark_dlq_devtools.spark import spark_submit, submit_env
 log = logging.getLogger("local-spark-operator")
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+#: The container of a driver pod template that Spark fills in (Spark's own name for it).
+TEMPLATE_DRIVER_CONTAINER = "spark-kubernetes-driver"
 
 
 def _now() -> str:
@@ -314,11 +319,18 @@ class LocalSparkOperator:
         """Write each mounted configMap/secret volume into a local folder; return
         mountPath -> folder."""
         spec = driver.spec
-        volumes = {v["name"]: v for v in spec.get("volumes", []) or []}
+        pod = ((spec.get("driver") or {}).get("template") or {}).get("spec") or {}
+        volumes = {v["name"]: v for v in [*(spec.get("volumes") or []), *(pod.get("volumes") or [])]}
+        template_mounts = [
+            mount
+            for container in pod.get("containers") or []
+            if container.get("name") == TEMPLATE_DRIVER_CONTAINER
+            for mount in container.get("volumeMounts") or []
+        ]
         mounts: dict[str, Path] = {}
         root = driver.workdir / "volumes"
         shutil.rmtree(root, ignore_errors=True)
-        for mount in (spec.get("driver") or {}).get("volumeMounts", []) or []:
+        for mount in [*((spec.get("driver") or {}).get("volumeMounts") or []), *template_mounts]:
             volume = volumes.get(mount["name"])
             if volume is None:
                 raise ValueError(f"volumeMount {mount['name']!r} names no volume")
@@ -333,6 +345,11 @@ class LocalSparkOperator:
             elif "secret" in volume:
                 secret = self.core.read_namespaced_secret(volume["secret"]["secretName"], driver.namespace)
                 files = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+            elif "persistentVolumeClaim" in volume:
+                raise ValueError(
+                    f"volume {mount['name']!r}: a persistentVolumeClaim does not run locally "
+                    "(give the operator no --checkpoint-claim)"
+                )
             else:
                 raise ValueError(f"volume {mount['name']!r}: only configMap and secret volumes run locally")
             for key, content in files.items():
