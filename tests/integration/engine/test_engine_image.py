@@ -54,9 +54,11 @@ def test_engine_image_routes_as_the_driver_pod_runs_it(
     policy_dir.mkdir()
     for key, text in config_map["data"].items():
         (policy_dir / key).write_text(text)
-    [policy_mount] = [m for m in app["driver"]["volumeMounts"] if m["name"] == "policy"]
+    # What Spark's driver pod gets from the SparkApplication's pod template.
+    [driver] = app["driver"]["template"]["spec"]["containers"]
+    [policy_mount] = [m for m in driver["volumeMounts"] if m["name"] == "policy"]
 
-    security = app["driver"]["securityContext"]
+    security = driver["securityContext"]
     assert security["runAsNonRoot"] is True
     assert "runAsUser" not in security
     assert security["capabilities"] == {"drop": ["ALL"]}

@@ -116,7 +116,9 @@ def test_create_provisions_topics_configmap_and_application(
         "--checkpoint",
         f"s3a://checkpoints/dlq/{namespace}/billing",
     ]
-    assert {"name": "kafka-client", "secret": {"secretName": "kafka-client"}} in spec["volumes"]
+    assert {"name": "kafka-client", "secret": {"secretName": "kafka-client"}} in spec["driver"]["template"][
+        "spec"
+    ]["volumes"]
     assert spec["driver"]["serviceAccount"] == "spark-driver"
 
     # Status: names, hash, conditions; JobRunning waits for the spark-operator.

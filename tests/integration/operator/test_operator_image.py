@@ -17,104 +17,65 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka.admin import AdminClient
-from kubernetes import client
 
 from spark_dlq_devtools import containers
 from spark_dlq_devtools.kube import ControlPlane
-from spark_dlq_devtools.paths import work_dir
-from spark_dlq_devtools.processes import free_port
-from tests.chart import CHART, helm, one, render
-from tests.conftest import unique
 from tests.integration.operator.conftest import Cluster, policy_document, topic_partitions, wait_for
-from tests.integration.operator.test_rbac import token_kubeconfig
+from tests.integration.operator.test_rbac import installed_chart
 
 
 @pytest.fixture
 def image_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterator[tuple[str, str]]:
     """``(namespace, log path)`` of the operator container, running until the test ends."""
-    namespace, release = unique("image-op"), unique("dlq")
-    core = client.CoreV1Api(kube_api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    folder = work_dir(f"image-operator-{namespace}")
-    values = {
-        "operator": {
-            "watch": {"allNamespaces": False, "namespaces": [namespace]},
-            "liveness": {"port": free_port()},
-            "metrics": {"port": 0},
-        },
-        "topics": {"provisioner": "admin"},
-    }
-    values_file = folder / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
-    admin = str(kube.admin_kubeconfig)
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "--namespace",
-        namespace,
-        "--values",
-        str(values_file),
-        "--kubeconfig",
-        admin,
-    )
-    name = f"spark-dlq-operator-{namespace}"
-    log = folder / "operator.log"
-    process: subprocess.Popen[bytes] | None = None
-    try:
-        deployment = one(render(values, namespace=namespace, release=release), "Deployment")
-        pod = deployment["spec"]["template"]["spec"]
-        [container] = pod["containers"]
-        token = core.create_namespaced_service_account_token(
-            pod["serviceAccountName"], namespace, {"spec": {"expirationSeconds": 3600}}
-        ).status.token
-        kubeconfig = token_kubeconfig(kube, folder / "operator.kubeconfig", token)
-        env = {e["name"]: e["value"] for e in container["env"]}
-        env["SPARK_DLQ_KUBECONFIG"] = "/etc/spark-dlq-test/kubeconfig"
-        pod_context, container_context = pod["securityContext"], container["securityContext"]
-        assert container_context["readOnlyRootFilesystem"] is True
-        # The only writable folders are the pod's emptyDir volumes.
-        empty_dirs = {volume["name"] for volume in pod["volumes"] if "emptyDir" in volume}
-        writable = [mount["mountPath"] for mount in container["volumeMounts"] if mount["name"] in empty_dirs]
-        user = f"{pod_context['runAsUser']}:{pod_context['runAsGroup']}"
-        assert containers.configured_user(containers.image("operator")) == user
-        argv = containers.run_argv(
-            name,
-            image_name=containers.image("operator"),
-            command=container["args"],
-            volumes={
-                kubeconfig: "/etc/spark-dlq-test/kubeconfig",
-                kube.pki / "ca.crt": str(kube.pki / "ca.crt"),
-            },
-            environment=env,
-            user=user,
-            read_only=True,
-            tmpfs=writable,
-        )
-        assert container["command"] == ["dlq-operator"], "the image's entry point is dlq-operator"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=containers.podman_env()
+    with installed_chart(kube, kube_api, "image-op") as chart:
+        pod, container = chart.pod, chart.container
+        name = f"spark-dlq-operator-{chart.namespace}"
+        log = chart.folder / "operator.log"
+        process: subprocess.Popen[bytes] | None = None
+        try:
+            env = {e["name"]: e["value"] for e in container["env"]}
+            env["SPARK_DLQ_KUBECONFIG"] = "/etc/spark-dlq-test/kubeconfig"
+            pod_context, container_context = pod["securityContext"], container["securityContext"]
+            assert container_context["readOnlyRootFilesystem"] is True
+            # The only writable folders are the pod's emptyDir volumes.
+            empty_dirs = {volume["name"] for volume in pod["volumes"] if "emptyDir" in volume}
+            writable = [m["mountPath"] for m in container["volumeMounts"] if m["name"] in empty_dirs]
+            user = f"{pod_context['runAsUser']}:{pod_context['runAsGroup']}"
+            assert containers.configured_user(containers.image("operator")) == user
+            argv = containers.run_argv(
+                name,
+                image_name=containers.image("operator"),
+                command=container["args"],
+                volumes={
+                    chart.kubeconfig: "/etc/spark-dlq-test/kubeconfig",
+                    kube.pki / "ca.crt": str(kube.pki / "ca.crt"),
+                },
+                environment=env,
+                user=user,
+                read_only=True,
+                tmpfs=writable,
             )
-        wait_for(
-            lambda: (
-                "Initial authentication has finished" in log.read_text(errors="replace")
-                or process.poll() is not None
-            ),
-            timeout=120,
-            what="the operator container to start",
-        )
-        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
-        yield namespace, str(log)
-    finally:
-        containers.remove(name)
-        if process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(60)
-        helm("uninstall", release, "--namespace", namespace, "--kubeconfig", admin)
-        core.delete_namespace(namespace)
+            assert container["command"] == ["dlq-operator"], "the image's entry point is dlq-operator"
+            with log.open("wb") as out:
+                process = subprocess.Popen(
+                    argv, stdout=out, stderr=subprocess.STDOUT, env=containers.podman_env()
+                )
+            wait_for(
+                lambda: (
+                    "Initial authentication has finished" in log.read_text(errors="replace")
+                    or process.poll() is not None
+                ),
+                timeout=120,
+                what="the operator container to start",
+            )
+            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+            yield chart.namespace, str(log)
+        finally:
+            containers.remove(name)
+            if process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(60)
 
 
 def test_operator_image_reconciles_a_policy_as_the_chart_runs_it(

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
@@ -171,15 +172,28 @@ def token_kubeconfig(kube: ControlPlane, path: Path, token: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterator[ChartOperator]:
-    """The chart installed with helm (watching one namespace, which is also the release's), and
-    the operator process started with its Deployment's command, arguments and environment,
-    logged in with a token of the chart's ServiceAccount."""
-    namespace, release = unique("chart-op"), unique("dlq")
+@dataclasses.dataclass(frozen=True)
+class InstalledChart:
+    """The chart installed with helm, watching one namespace (also the release's): its
+    Deployment's pod spec and operator container, and a kubeconfig with a token of its
+    ServiceAccount."""
+
+    namespace: str
+    release: str
+    folder: Path
+    pod: dict[str, Any]
+    container: dict[str, Any]
+    kubeconfig: Path
+
+
+@contextlib.contextmanager
+def installed_chart(kube: ControlPlane, kube_api: Any, prefix: str) -> Iterator[InstalledChart]:
+    """Install the chart for one namespace (the operator's liveness on a free port, no metrics,
+    the Admin API provisioner); uninstall it and delete the namespace afterwards."""
+    namespace, release = unique(prefix), unique("dlq")
     core = client.CoreV1Api(kube_api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    folder = work_dir(f"chart-operator-{namespace}")
+    folder = work_dir(f"{prefix}-{namespace}")
     values = {
         "operator": {
             "watch": {"allNamespaces": False, "namespaces": [namespace]},
@@ -190,6 +204,7 @@ def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
     }
     values_file = folder / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))
+    admin = str(kube.admin_kubeconfig)
     helm(
         "install",
         release,
@@ -199,41 +214,54 @@ def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
         "--values",
         str(values_file),
         "--kubeconfig",
-        str(kube.admin_kubeconfig),
+        admin,
     )
-    service: Service | None = None
     try:
         deployment = one(render(values, namespace=namespace, release=release), "Deployment")
         pod = deployment["spec"]["template"]["spec"]
         [container] = pod["containers"]
-        account = pod["serviceAccountName"]
         token = core.create_namespaced_service_account_token(
-            account, namespace, {"spec": {"expirationSeconds": 3600}}
+            pod["serviceAccountName"], namespace, {"spec": {"expirationSeconds": 3600}}
         ).status.token
         kubeconfig = token_kubeconfig(kube, folder / "operator.kubeconfig", token)
+        yield InstalledChart(namespace, release, folder, pod, container, kubeconfig)
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--kubeconfig", admin)
+        core.delete_namespace(namespace)
+
+
+@pytest.fixture(scope="module")
+def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterator[ChartOperator]:
+    """The chart installed with helm (watching one namespace, which is also the release's), and
+    the operator process started with its Deployment's command, arguments and environment,
+    logged in with a token of the chart's ServiceAccount."""
+    with installed_chart(kube, kube_api, "chart-op") as chart:
+        container = chart.container
         env = {
             "PATH": str(Path(sys.executable).parent),
-            "HOME": str(folder),
-            "SPARK_DLQ_KUBECONFIG": str(kubeconfig),
+            "HOME": str(chart.folder),
+            "SPARK_DLQ_KUBECONFIG": str(chart.kubeconfig),
         }
         env.update({e["name"]: e["value"] for e in container["env"]})
         assert container["command"] == ["dlq-operator"]
         program = str(Path(sys.executable).parent / "dlq-operator")
-        service = Service("dlq-operator", [program, *container["args"]], log=folder / "operator.log", env=env)
-        service.start()
-        operator = ChartOperator(namespace, account, str(kubeconfig), service)
-        wait_for(
-            lambda: "Initial authentication has finished" in operator.log() or not service.alive(),
-            timeout=60,
-            what="the operator to start",
+        service = Service(
+            "dlq-operator", [program, *container["args"]], log=chart.folder / "operator.log", env=env
         )
-        assert service.alive(), service.tail()
-        yield operator
-    finally:
-        if service is not None:
+        service.start()
+        try:
+            operator = ChartOperator(
+                chart.namespace, chart.pod["serviceAccountName"], str(chart.kubeconfig), service
+            )
+            wait_for(
+                lambda: "Initial authentication has finished" in operator.log() or not service.alive(),
+                timeout=60,
+                what="the operator to start",
+            )
+            assert service.alive(), service.tail()
+            yield operator
+        finally:
             service.stop()
-        helm("uninstall", release, "--namespace", namespace, "--kubeconfig", str(kube.admin_kubeconfig))
-        core.delete_namespace(namespace)
 
 
 def forbidden(call: Callable[[], object]) -> str:
@@ -360,8 +388,10 @@ def test_secret_values_never_leak(
     wait_for(lambda: cluster.status("secured").get("configHash"), what="the status")
     wait_for(lambda: "SparkApplicationCreated" in cluster.event_reasons("secured"), what="the events")
 
-    # The SparkApplication only names the secret: a volume and its mounts.
-    assert {"name": "kafka-client", "secret": {"secretName": secret_name}} in app["spec"]["volumes"]
+    # The SparkApplication only names the secret: a volume and its mounts, in the pod templates.
+    for role in ("driver", "executor"):
+        volumes = app["spec"][role]["template"]["spec"]["volumes"]
+        assert {"name": "kafka-client", "secret": {"secretName": secret_name}} in volumes
     serialize = kube_api.sanitize_for_serialization
     written = {
         "ConfigMap": json.dumps(serialize(cluster.config_map("secured-policy"))),
