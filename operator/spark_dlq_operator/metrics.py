@@ -68,7 +68,7 @@ JOB_RESTARTS = Counter(
     "configuration) or failure (it left Running by itself: failed, or restarting).",
     ["policy", "cause"],
 )
-#: The phases of ``status.phase`` (CONTRACT section 1), each reported even at zero.
+#: The phases of ``status.phase`` (docs/reference.md, section 1), each reported even at zero.
 PHASES: Final = ("Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid")
 
 

@@ -2,7 +2,7 @@
 
 kopf reacts to changes of a policy, but drift happens elsewhere: someone deletes a topic or the
 ConfigMap. A kopf timer would do, but kopf puts a finalizer on every object that has one, and a
-policy must carry a finalizer only when its deletion has work to do (CONTRACT: deletion never
+policy must carry a finalizer only when its deletion has work to do (docs/reference.md: deletion never
 blocks on an absent operator otherwise). So the resync is a task of its own, started at
 operator start-up and cancelled at clean-up, which lists the watched policies every
 ``resync_interval`` seconds and runs the same reconcile under the same per-policy lock. A round

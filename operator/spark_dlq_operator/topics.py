@@ -1,6 +1,6 @@
 """Provisioning the retry and dead-letter topics: through the Kafka Admin API or Strimzi.
 
-Two provisioners, one per mode of CONTRACT.md section 2, never both for one topic. ``admin``
+Two provisioners, one per mode of docs/reference.md section 2, never both for one topic. ``admin``
 creates missing topics with the Kafka Admin API (confluent-kafka, whose blocking calls run in a
 thread) and never changes an existing one: fewer partitions than wanted is reported as drift,
 not fixed. ``strimzi`` writes one ``KafkaTopic`` per topic in the Kafka cluster's namespace and

@@ -98,7 +98,7 @@ def test_defaults_every_field_of_minimal_policy() -> None:
     )
 
 
-#: The contract's section 1 example with every default, in the contract's own shapes.
+#: The example policy of the reference (docs/reference.md) with every default, in the contract's own shapes.
 CONTRACT_DEFAULT_SPEC: dict[str, Any] = {
     "source": {"topic": "orders", "subscription": "billing", "startingOffsets": "latest"},
     "broker": {"bootstrapServers": "kafka.kafka:9092"},

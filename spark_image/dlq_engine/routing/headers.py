@@ -1,4 +1,4 @@
-"""The ``dlq.*`` headers written on retry and dead-letter records (contract section 3).
+"""The ``dlq.*`` headers written on retry and dead-letter records (docs/reference.md, section 3).
 
 A record keeps its original headers; every ``dlq.*`` header from an earlier attempt is
 replaced, never appended, so a record does not grow as it goes round the retry topic. The

@@ -1,7 +1,7 @@
 """The operator against a real kube-apiserver and a real Kafka broker.
 
 Each test runs the real operator in-process (see conftest.py), applies DeadLetterPolicies as a
-user would, and checks what CONTRACT.md section 2 promises: the ConfigMap, the SparkApplication
+user would, and checks what docs/reference.md section 2 promises: the ConfigMap, the SparkApplication
 and the topics with their names, labels, owner references and hash; the status; restarts only
 when the engine's configuration changes; suspend and resume; drift repair; deletion. The CRDs
 are the real ones (the spark-operator's, Strimzi's); the spark-operator and Strimzi's topic
