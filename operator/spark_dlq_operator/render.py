@@ -3,7 +3,7 @@
 Everything the operator writes to the cluster is decided here, with no I/O and no client
 imported, so every field can be checked by plain unit tests (tests/unit/test_render.py) and the
 thin async functions in ``reconcile`` and ``topics`` only send what these functions return.
-The names, labels and annotations are the contract's (CONTRACT.md section 2); the mapping of a
+The names, labels and annotations are the contract's (docs/reference.md, section 2); the mapping of a
 SparkApplication's state onto the policy's conditions and phase lives here too, as data.
 """
 
@@ -563,7 +563,9 @@ def time_of(value: object) -> datetime.datetime | None:
 
 
 JOB_SUSPENDED: Final = ConditionState("False", "Suspended", "spec.suspend is true: the job is stopped")
-JOB_SUBMITTED: Final = ConditionState("False", "Submitted", "the Spark application was created")
+#: JobRunning right after the operator creates the SparkApplication: what the application's own
+#: first event (no state yet) maps to, so that event finds nothing to write.
+JOB_SUBMITTED: Final = job_condition({})
 JOB_RESTARTING: Final = ConditionState(
     "False", "Restarting", "the configuration changed: the Spark application is resubmitted"
 )
