@@ -97,6 +97,15 @@ def remove(name: str) -> None:
     podman("rm", "--force", "--ignore", name, timeout=120, check=False)
 
 
+def run_once(name: str, argv: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (from ``run_argv`` with this ``name``) to its end, then remove the container,
+    whatever happened."""
+    try:
+        return subprocess.run(argv, env=podman_env(), capture_output=True, text=True, timeout=timeout)
+    finally:
+        remove(name)
+
+
 def archive(image_name: str) -> Path:
     """``image_name`` saved as a ``docker-archive`` for containerd, cached by the image's id."""
     image_id = podman("image", "inspect", "--format", "{{.Id}}", image_name).stdout.strip()

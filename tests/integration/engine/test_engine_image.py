@@ -13,7 +13,6 @@ the engine's jar baked into it route to the test bed's broker.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,12 +82,7 @@ def test_engine_image_routes_as_the_driver_pod_runs_it(
         # What the driver pod's environment gives the entry point (its own address).
         environment={"SPARK_DRIVER_BIND_ADDRESS": "127.0.0.1"},
     )
-    try:
-        finished = subprocess.run(
-            argv, env=containers.podman_env(), capture_output=True, text=True, timeout=420
-        )
-    finally:
-        containers.remove(name)
+    finished = containers.run_once(name, argv, timeout=420)
     assert finished.returncode == 0, finished.stderr[-4000:]
     assert "dlq-engine:" in finished.stdout, finished.stdout[-2000:]
 

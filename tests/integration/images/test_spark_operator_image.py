@@ -14,7 +14,6 @@ properties file and the main file as arguments, the pod's address in an environm
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from tests.conftest import unique
 from tests.helpers import non_root_uid, policy_document
-from tests.integration.operator.test_rbac import token_kubeconfig
+from tests.integration.operator.test_rbac import CONTAINER_CA, token_kubeconfig
 
 KUBECONFIG = "/etc/spark-dlq-test/kubeconfig"
 
@@ -65,7 +64,7 @@ def submitter_kubeconfig(kube: ControlPlane, kube_api: Any, namespace: str) -> P
         account, namespace, {"spec": {"expirationSeconds": 3600}}
     ).status.token
     folder = work_dir(f"spark-operator-image-{namespace}")
-    return token_kubeconfig(kube, folder / "kubeconfig", token)
+    return token_kubeconfig(kube, folder / "kubeconfig", token, ca=CONTAINER_CA)
 
 
 def test_spark_operator_image_runs_and_submits_a_driver_pod(
@@ -111,17 +110,12 @@ def test_spark_operator_image_runs_and_submits_a_driver_pod(
             "-",
             *submit,
         ],
-        volumes={kubeconfig: KUBECONFIG, kube.pki / "ca.crt": str(kube.pki / "ca.crt")},
+        volumes={kubeconfig: KUBECONFIG, kube.pki / "ca.crt": CONTAINER_CA},
         environment={"KUBECONFIG": KUBECONFIG},
         read_only=True,
         tmpfs=controller["writable"],
     )
-    try:
-        finished = subprocess.run(
-            argv, env=containers.podman_env(), capture_output=True, text=True, timeout=300
-        )
-    finally:
-        containers.remove(name)
+    finished = containers.run_once(name, argv, timeout=300)
     assert finished.returncode == 0, finished.stderr[-4000:]
     assert f"Git Version: {versions()['SPARK_OPERATOR_VERSION']}" in finished.stdout, finished.stdout
 

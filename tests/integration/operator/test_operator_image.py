@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from spark_dlq_devtools import containers
 from spark_dlq_devtools.kube import ControlPlane
 from tests.integration.operator.conftest import Cluster, policy_document, topic_partitions, wait_for
-from tests.integration.operator.test_rbac import installed_chart
+from tests.integration.operator.test_rbac import CONTAINER_CA, installed_chart, token_kubeconfig
 
 
 @pytest.fixture
@@ -48,8 +48,10 @@ def image_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
                 image_name=containers.image("operator"),
                 command=container["args"],
                 volumes={
-                    chart.kubeconfig: "/etc/spark-dlq-test/kubeconfig",
-                    kube.pki / "ca.crt": str(kube.pki / "ca.crt"),
+                    token_kubeconfig(
+                        kube, chart.folder / "container.kubeconfig", chart.token, ca=CONTAINER_CA
+                    ): "/etc/spark-dlq-test/kubeconfig",
+                    kube.pki / "ca.crt": CONTAINER_CA,
                 },
                 environment=env,
                 user=user,

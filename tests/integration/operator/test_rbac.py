@@ -151,7 +151,14 @@ class ChartOperator:
         return self.service.log.read_text(errors="replace")
 
 
-def token_kubeconfig(kube: ControlPlane, path: Path, token: str) -> Path:
+#: Where a container started by a test finds the test bed's CA (the cache's own folder may be
+#: under a home directory the container's user cannot enter).
+CONTAINER_CA = "/etc/spark-dlq-test/ca.crt"
+
+
+def token_kubeconfig(kube: ControlPlane, path: Path, token: str, *, ca: str | None = None) -> Path:
+    """A kubeconfig logging in with ``token``; ``ca`` is the CA's path as its reader sees it
+    (default: the test bed's own file)."""
     path.write_text(
         yaml.safe_dump(
             {
@@ -161,7 +168,10 @@ def token_kubeconfig(kube: ControlPlane, path: Path, token: str) -> Path:
                 "clusters": [
                     {
                         "name": "testbed",
-                        "cluster": {"server": kube.server, "certificate-authority": str(kube.pki / "ca.crt")},
+                        "cluster": {
+                            "server": kube.server,
+                            "certificate-authority": ca or str(kube.pki / "ca.crt"),
+                        },
                     }
                 ],
                 "users": [{"name": "sa", "user": {"token": token}}],
@@ -184,6 +194,7 @@ class InstalledChart:
     pod: dict[str, Any]
     container: dict[str, Any]
     kubeconfig: Path
+    token: str
 
 
 @contextlib.contextmanager
@@ -224,7 +235,7 @@ def installed_chart(kube: ControlPlane, kube_api: Any, prefix: str) -> Iterator[
             pod["serviceAccountName"], namespace, {"spec": {"expirationSeconds": 3600}}
         ).status.token
         kubeconfig = token_kubeconfig(kube, folder / "operator.kubeconfig", token)
-        yield InstalledChart(namespace, release, folder, pod, container, kubeconfig)
+        yield InstalledChart(namespace, release, folder, pod, container, kubeconfig, token)
     finally:
         helm("uninstall", release, "--namespace", namespace, "--kubeconfig", admin)
         core.delete_namespace(namespace)
