@@ -3,6 +3,9 @@
 spark-dlq-dev demo [--orders N] [--seed S] [--monitor] [--dashboard PNG] [--rate R]
                                                   the local end-to-end demo
 spark-dlq-dev cluster [--no-kafka] [--ready-file F]   a one-node Kubernetes cluster here
+spark-dlq-dev kafka [--port P] [--topic NAME:PARTITIONS ...]
+                                                  a bare Kafka broker here, in the foreground
+spark-dlq-dev env                                 shell exports for a local dlq-engine run
 """
 
 from __future__ import annotations
@@ -39,6 +42,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster.add_argument(
         "--ready-file", type=Path, help="write the kubeconfig path and addresses here as JSON"
     )
+    kafka = commands.add_parser("kafka", help="start a bare Kafka broker here; Ctrl-C stops it")
+    kafka.add_argument("--port", type=int, default=9092, help="listen on 127.0.0.1:PORT (default 9092)")
+    kafka.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="create this topic once the broker is up (repeatable)",
+    )
+    commands.add_parser(
+        "env",
+        help="print the exports a local dlq-engine run needs (the Kafka connector and engine jars); "
+        'use as eval "$(spark-dlq-dev env)"',
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "demo":
@@ -53,7 +70,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cluster_main(
             kafka=not args.no_kafka, lock_timeout=args.wait_for_node, ready_file=args.ready_file
         )
+    if args.command == "kafka":
+        return _kafka(args.port, args.topic)
+    if args.command == "env":
+        import shlex
+
+        from spark_dlq_devtools.spark import submit_env
+
+        env = submit_env({})
+        for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS"):
+            print(f"export {name}={shlex.quote(env[name])}")
+        return 0
     return 2
+
+
+def _kafka(port: int, topics: Sequence[str]) -> int:
+    import signal
+    import threading
+
+    from spark_dlq_devtools.kafka import KafkaBroker, create_topics
+
+    wanted: list[tuple[str, int]] = []
+    for topic in topics:
+        name, _, partitions = topic.rpartition(":")
+        if not name or not partitions.isdigit() or int(partitions) < 1:
+            print(
+                f"spark-dlq-dev kafka: --topic {topic!r}: expected NAME:PARTITIONS, e.g. orders:3",
+                file=sys.stderr,
+            )
+            return 2
+        wanted.append((name, int(partitions)))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    broker = KafkaBroker(name=f"kafka-{port}", port=port, log_level="WARN")
+    try:
+        broker.start()
+        for name, partitions in wanted:
+            create_topics(broker.bootstrap_servers, [name], partitions)
+            print(f"topic {name!r}: {partitions} partitions")
+        print(f"kafka: {broker.bootstrap_servers}; log {broker.log_path()}; Ctrl-C stops it", flush=True)
+        stop.wait()
+        return 0
+    finally:
+        broker.stop()
 
 
 if __name__ == "__main__":

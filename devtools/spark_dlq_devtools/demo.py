@@ -37,6 +37,8 @@ from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.prometheus import Prometheus
 
 NAMESPACE = "demo"
+#: librdkafka's own log lines (``%6|...|BGQUEUE|...``) stay out of the demo's output: warnings only.
+QUIET_CLIENT = {"log_level": 4}
 POLICY = "orders-billing"
 KINDS = (
     ("normal", 0.84),
@@ -197,7 +199,7 @@ class Demo:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         say("The team's topics: orders (3 partitions) and orders-billed")
-        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers})
+        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers, **QUIET_CLIENT})
         for future in admin.create_topics(
             [NewTopic("orders", 3, 1), NewTopic("orders-billed", 3, 1)]
         ).values():
@@ -253,6 +255,7 @@ class Demo:
                 "group.id": "demo-watcher",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                **QUIET_CLIENT,
             }
         )
         consumer.subscribe(["orders-billed", self.topics["retry"], self.topics["dlq"]])
@@ -276,7 +279,9 @@ class Demo:
     def produce(self, first: int, count: int) -> None:
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": self.kafka.bootstrap_servers, "linger.ms": 20})
+        producer = Producer(
+            {"bootstrap.servers": self.kafka.bootstrap_servers, "linger.ms": 20, **QUIET_CLIENT}
+        )
         kinds, weights = zip(*KINDS, strict=True)
         for order_id in range(first, first + count):
             kind = self.random.choices(kinds, weights)[0]

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, TypedDict
 import yaml
 
 from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
+from dlq_engine.model.topics import TopicWant
 from spark_dlq_operator.config import OperatorConfig
 
 Manifest = dict[str, Any]
@@ -333,28 +334,6 @@ def restart_policy(config: OperatorConfig) -> dict[str, Any]:
 
 
 # --- topics ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TopicWant:
-    """A topic the policy needs. ``partitions`` None: not known (the broker default applies)."""
-
-    name: str
-    partitions: int | None
-    replication_factor: int
-    config: Mapping[str, str]
-
-
-def wanted_topics(policy: DeadLetterPolicy, *, source_partitions: int | None) -> tuple[TopicWant, TopicWant]:
-    """The retry and dead-letter topics: ``topics.partitions``, else as many as the source."""
-    partitions = policy.topics.partitions or source_partitions
-    rf = policy.topics.replication_factor
-    return (
-        TopicWant(policy.retry_topic, partitions, rf, dict(sorted(policy.topics.retry_config.items()))),
-        TopicWant(
-            policy.dead_letter_topic, partitions, rf, dict(sorted(policy.topics.dead_letter_config.items()))
-        ),
-    )
 
 
 def kafka_topic_name(topic: str) -> str:

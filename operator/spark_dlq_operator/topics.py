@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from dlq_engine.model import DeadLetterPolicy
+from dlq_engine.model.topics import wanted_topics
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, Kind, KubeApi, Obj, kafka_topics
 
@@ -113,7 +114,7 @@ class AdminProvisioner:
                 f"the source topic {policy.source.topic!r} does not exist, and "
                 "spec.topics.partitions is 0 (as many partitions as the source)",
             )
-        wants = render.wanted_topics(policy, source_partitions=source_partitions)
+        wants = wanted_topics(policy, source_partitions=source_partitions)
         missing = [w for w in wants if w.name not in partitions]
         created: list[str] = []
         problems: list[str] = []
@@ -260,7 +261,7 @@ class StrimziProvisioner:
         created: list[str] = []
         waiting: list[str] = []
         notes: list[str] = []
-        for want in render.wanted_topics(policy, source_partitions=source_partitions):
+        for want in wanted_topics(policy, source_partitions=source_partitions):
             desired = render.kafka_topic(policy, want, owner=owned, version=kind.version)
             name = desired["metadata"]["name"]
             current = await self._api.get(kind, namespace, name)
@@ -307,7 +308,7 @@ class StrimziProvisioner:
         namespace = render.strimzi_namespace(policy)
         deleted: list[str] = []
         try:
-            for want in render.wanted_topics(policy, source_partitions=None):
+            for want in wanted_topics(policy, source_partitions=None):
                 name = render.kafka_topic_name(want.name)
                 current = await self._api.get(kind, namespace, name)
                 if (

@@ -15,3 +15,10 @@ export REPO_ROOT
 source "$REPO_ROOT/scripts/setup/versions.env"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+
+# Maven, quiet and in batch mode, its output on stderr (stdout is the venv path) with no
+# terminal colour codes: Maven 3.8's jansi writes resets even with style.color=never.
+maven() {
+  mvn -q -B -Dstyle.color=never "$@" 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g' >&2
+  return "${PIPESTATUS[0]}"
+}

@@ -8,8 +8,8 @@ fetch() {  # fetch <pom> <dest> <maven -D properties...>
   if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; return; fi
   log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central"
   rm -rf "$dest"; mkdir -p "$dest"
-  mvn -q -B -Dstyle.color=never -f "$pom" "$@" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
-    dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime >&2  # stdout is the venv path
+  maven -f "$pom" "$@" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
+    dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime
   touch "$dest/.complete"
 }
 

@@ -29,9 +29,9 @@ generate() {  # generate <strimzi version> <--api-versions> <--storage-version>
   fi
   log "generating the KafkaTopic CRD of Strimzi $version with its crd-generator (versions $api_versions)"
   rm -rf "$out"; mkdir -p "$out/libs"
-  mvn -q -B -Dstyle.color=never -f "$REPO_ROOT/scripts/setup/maven/strimzi-crd-generator.pom.xml" \
+  maven -f "$REPO_ROOT/scripts/setup/maven/strimzi-crd-generator.pom.xml" \
     -Dstrimzi.version="$version" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
-    dependency:copy-dependencies -DoutputDirectory="$out/libs" -DincludeScope=runtime >&2
+    dependency:copy-dependencies -DoutputDirectory="$out/libs" -DincludeScope=runtime
   "$java" -cp "$out/libs/*" io.strimzi.crdgenerator.CrdGenerator \
     --label app:strimzi --label strimzi.io/crd-install:true --target-kube 1.16+ \
     --crd-api-version v1 --api-versions "$api_versions" --storage-version "$storage" \

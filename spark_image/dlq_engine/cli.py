@@ -1,6 +1,6 @@
 """``dlq-engine``: run a DeadLetterPolicy as a Spark Structured Streaming job.
 
-    dlq-engine run -f policy.yaml [--master local[2]] [--checkpoint DIR] [--once]
+    dlq-engine run -f policy.yaml [--master local[2]] [--checkpoint DIR] [--once] [--create-topics]
 
 ``-f`` takes the very YAML a user applies to Kubernetes. A bad file gets one line per problem,
 naming the field and line, and exit status 2. Exit status: 0 clean stop, 1 the query failed,
@@ -14,9 +14,9 @@ import sys
 import time
 from collections.abc import Sequence
 
+from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_FAILED
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
 
-EXIT_BAD_INPUT = 2
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
 
@@ -36,6 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master, e.g. local[2] (default: from spark-submit)")
     run.add_argument("--checkpoint", help="checkpoint folder (default: spec.spark.checkpointLocation)")
     run.add_argument("--once", action="store_true", help="process what is available, then exit")
+    run.add_argument(
+        "--create-topics",
+        action="store_true",
+        help="create the retry and dead-letter topics if missing, as the operator would from "
+        "spec.topics (for a run without the operator; needs CREATE on the broker)",
+    )
     run.add_argument(
         "--metrics-port",
         type=int,
@@ -81,9 +87,9 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import KAFKA_CLIENT_DIR, RunOptions, client_properties
-    from dlq_engine.job.preflight import PreflightError, check_topics, engine_class
+    from dlq_engine.job.preflight import PreflightError, check_topics, create_topics, engine_class
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
-    from dlq_engine.job.runner import EXIT_FAILED, Run, install_sigterm
+    from dlq_engine.job.runner import Run, install_sigterm
     from dlq_engine.job.session import build_session
     from dlq_engine.model.policy import DeadLetterPolicy
 
@@ -110,10 +116,14 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     try:
         try:
             engine_class(spark, JVM_DELAY_STAGE)
-            check_topics(spark, policy, client_properties(options.kafka_client_dir))
+            client = client_properties(options.kafka_client_dir)
+            if args.create_topics:
+                for line in create_topics(spark, policy, client):
+                    print(f"dlq-engine: {line}")
+            check_topics(spark, policy, client)
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
         run = Run(spark, policy, options, metrics)
         install_sigterm(run)
         if metrics is not None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import config_hash, to_document
+from dlq_engine.model.topics import TopicWant, wanted_topics
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
@@ -248,13 +249,13 @@ def test_spark_application_changes_only_with_the_engine_config(
 
 def test_wanted_topics_follow_the_source_partitions() -> None:
     p = policy({"spec.topics.retryConfig": {"retention.ms": "1000"}, "spec.topics.replicationFactor": 3})
-    retry, dlq = render.wanted_topics(p, source_partitions=6)
-    assert retry == render.TopicWant("orders-billing-RETRY", 6, 3, {"retention.ms": "1000"})
-    assert dlq == render.TopicWant("orders-billing-DLQ", 6, 3, {})
+    retry, dlq = wanted_topics(p, source_partitions=6)
+    assert retry == TopicWant("orders-billing-RETRY", 6, 3, {"retention.ms": "1000"})
+    assert dlq == TopicWant("orders-billing-DLQ", 6, 3, {})
 
 
 def test_wanted_topics_partitions_from_the_policy_win() -> None:
-    retry, dlq = render.wanted_topics(policy({"spec.topics.partitions": 2}), source_partitions=6)
+    retry, dlq = wanted_topics(policy({"spec.topics.partitions": 2}), source_partitions=6)
     assert (retry.partitions, dlq.partitions) == (2, 2)
 
 
@@ -281,7 +282,7 @@ def test_kafka_topic_manifest() -> None:
             "spec.topics.strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
         }
     )
-    want = render.TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
+    want = TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
     manifest = render.kafka_topic(p, want, owner=None)
     assert manifest["apiVersion"] == "kafka.strimzi.io/v1"
     assert manifest["kind"] == "KafkaTopic"
@@ -303,7 +304,7 @@ def test_kafka_topic_manifest() -> None:
 
 def test_kafka_topic_defaults_leave_partitions_and_replicas_to_the_broker() -> None:
     p = policy({"spec.topics.strimzi": {"cluster": "c"}})
-    manifest = render.kafka_topic(p, render.TopicWant("t", None, -1, {}), owner=OWNER)
+    manifest = render.kafka_topic(p, TopicWant("t", None, -1, {}), owner=OWNER)
     assert manifest["metadata"]["namespace"] == "payments"
     assert manifest["metadata"]["ownerReferences"] == [REFERENCE]
     assert manifest["spec"] == {"topicName": "t", "config": {}}
@@ -378,7 +379,7 @@ def test_restart_policy_never_runs_out() -> None:
 
 def test_kafka_topic_is_written_in_the_version_served() -> None:
     p = policy({"spec.topics.strimzi": {"cluster": "c"}})
-    want = render.TopicWant("t", 1, 1, {})
+    want = TopicWant("t", 1, 1, {})
     assert (
         render.kafka_topic(p, want, owner=None, version="v1beta2")["apiVersion"] == "kafka.strimzi.io/v1beta2"
     )

@@ -1,5 +1,6 @@
 """Checks before the query starts: the engine's jar is on the class path, the broker answers
-and every topic the policy names exists.
+and every topic the policy names exists; and, on request, creating the retry and dead-letter
+topics where no operator does (a laptop).
 
 Spark's Kafka source waits forever on a missing topic and buries an unreachable broker in JVM
 noise; a clear sentence up front is kinder. The check uses the Kafka admin client that ships
@@ -9,12 +10,15 @@ with the connector, through the session's JVM, so the engine needs no second Kaf
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 
 from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.model.topics import TopicWant, wanted_topics
 
 TIMEOUT_MS = 15_000
 
@@ -42,11 +46,9 @@ def engine_class(spark: SparkSession, name: str) -> Any:
     return found
 
 
-def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None) -> None:
-    """The broker answers the engine's principal, every topic the policy names exists, and the
-    principal may do what the engine will do: read the source and retry topics in its consumer
-    groups, write the retry, dead-letter and output topics (Kafka reports each topic's and
-    group's authorised operations to the principal itself, so no ACL-reading right is needed)."""
+@contextmanager
+def _admin(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None) -> Iterator[Any]:
+    """The connector's Kafka admin client for the policy's broker, closed on the way out."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.java.util.Properties()
@@ -64,9 +66,87 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str
             f"{redact(root_cause(error), client)}"
         ) from None
     try:
-        _check(jvm, admin, policy, client)
+        yield admin
     finally:
         admin.close()
+
+
+def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None) -> None:
+    """The broker answers the engine's principal, every topic the policy names exists, and the
+    principal may do what the engine will do: read the source and retry topics in its consumer
+    groups, write the retry, dead-letter and output topics (Kafka reports each topic's and
+    group's authorised operations to the principal itself, so no ACL-reading right is needed)."""
+    with _admin(spark, policy, client) as admin:
+        _check(spark.sparkContext._jvm, admin, policy, client)
+
+
+def create_topics(
+    spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None
+) -> list[str]:
+    """Create the policy's retry and dead-letter topics that are missing, as the operator would
+    (``spec.topics``: partitions, else as many as the source; replication factor; configs).
+    Returns one line per topic saying what was done. Existing topics are left as they are."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+    with _admin(spark, policy, client) as admin:
+        try:
+            names = set(admin.listTopics().names().get(TIMEOUT_MS, unit))
+        except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+            raise PreflightError(_connection_problem(policy, client, error)) from None
+        source_partitions = None
+        if policy.source.topic in names:
+            described = admin.describeTopics(jvm.java.util.List.of(policy.source.topic)).allTopicNames()
+            source_partitions = int(
+                described.get(TIMEOUT_MS, unit).get(policy.source.topic).partitions().size()
+            )
+        elif not policy.topics.partitions:
+            raise PreflightError(
+                f"cannot create the retry and dead-letter topics: the source topic "
+                f"{policy.source.topic!r} does not exist on {policy.broker.bootstrap_servers} and "
+                "spec.topics.partitions is 0 (as many partitions as the source)"
+            )
+        report = []
+        for want in wanted_topics(policy, source_partitions=source_partitions):
+            if want.name in names:
+                report.append(f"topic {want.name!r} exists, left as it is")
+                continue
+            _create(jvm, admin, want, policy, client)
+            report.append(f"created topic {want.name!r} ({want.describe()})")
+        return report
+
+
+def _create(
+    jvm: Any, admin: Any, want: TopicWant, policy: DeadLetterPolicy, client: dict[str, str] | None
+) -> None:
+    clients = jvm.org.apache.kafka.clients.admin
+    assert want.partitions is not None
+    if want.replication_factor > 0:
+        topic = clients.NewTopic(want.name, want.partitions, want.replication_factor)
+    else:
+        topic = clients.NewTopic(
+            want.name, jvm.java.util.Optional.of(want.partitions), jvm.java.util.Optional.empty()
+        )
+    configs = jvm.java.util.HashMap()
+    for key, value in want.config.items():
+        configs.put(key, value)
+    topic.configs(configs)
+    try:
+        admin.createTopics(jvm.java.util.List.of(topic)).all().get(
+            TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+        )
+    except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+        cause = root_cause(error)
+        if cause.startswith("TopicExistsException"):
+            return  # created meanwhile, by the operator or another run
+        if cause.startswith(("TopicAuthorizationException", "ClusterAuthorizationException")):
+            raise PreflightError(
+                f"Kafka principal {principal(client)} may not create topic {want.name!r}: grant it "
+                "CREATE on the topic (or the cluster), or let the operator create the topics"
+            ) from None
+        raise PreflightError(
+            f"creating topic {want.name!r} on {policy.broker.bootstrap_servers} failed: {redact(cause, client)}"
+        ) from None
 
 
 def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str] | None) -> None:
@@ -118,7 +198,8 @@ def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str
     if missing:
         raise PreflightError(
             f"missing on {policy.broker.bootstrap_servers}: {', '.join(missing)} "
-            "(the operator creates retry and dead-letter topics; run it, or create them)"
+            "(the operator creates the retry and dead-letter topics; run it, or give dlq-engine run "
+            "--create-topics)"
         )
     refused += _group_refusals(jvm, admin, policy)
     if refused:

@@ -23,17 +23,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 from pyspark.sql.streaming.query import StreamingQuery
 
+from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_FAILED, EXIT_OK, EXIT_STOP_STRATEGY
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing.batches import StopPipeline
 
 COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redelivered", *DEAD_REASONS)
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_STOP_STRATEGY = 3
-EXIT_ERROR_WINDOW = 4
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from dlq_engine.job.runner import EXIT_OK
+from dlq_engine.exits import EXIT_OK
 from tests.helpers import Record, read_all
 
 MAX_REDELIVER = 1

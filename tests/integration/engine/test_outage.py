@@ -20,8 +20,8 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from dlq_engine.exits import EXIT_FAILED, EXIT_OK
 from dlq_engine.job.metrics import EngineMetrics
-from dlq_engine.job.runner import EXIT_FAILED, EXIT_OK
 from tests.helpers import produce, read_all
 
 

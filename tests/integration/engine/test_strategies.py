@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlq_engine.job.runner import EXIT_ERROR_WINDOW, EXIT_OK, EXIT_STOP_STRATEGY
+from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_OK, EXIT_STOP_STRATEGY
 from tests.helpers import produce, read_all
 
 

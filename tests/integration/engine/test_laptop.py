@@ -1,0 +1,180 @@
+"""The README's laptop run, as written: a bare broker from ``spark-dlq-dev kafka``, the exports of
+``spark-dlq-dev env``, and ``dlq-engine run -f examples/orders-billing.yaml --create-topics``:
+no operator, so the engine creates the retry and dead-letter topics itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.processes import free_port
+from tests.helpers import engine_policy, produce, read_all
+
+BIN = Path(sys.executable).parent
+EXAMPLE = REPO_ROOT / "examples" / "orders-billing.yaml"
+PROCESSORS = REPO_ROOT / "examples" / "processors"
+
+
+@pytest.fixture(scope="module")
+def bare_broker() -> Iterator[str]:
+    """``spark-dlq-dev kafka`` as the README starts it, with the example's two team topics."""
+    port = free_port()
+    broker = subprocess.Popen(
+        [
+            str(BIN / "spark-dlq-dev"),
+            "kafka",
+            "--port",
+            str(port),
+            "--topic",
+            "orders:3",
+            "--topic",
+            "orders-billed:3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        lines = []
+        for line in broker.stdout:
+            lines.append(line)
+            if line.startswith("kafka: "):
+                break
+        assert lines[-1].startswith(f"kafka: 127.0.0.1:{port}"), "".join(lines)
+        assert "topic 'orders': 3 partitions\n" in lines
+        yield f"127.0.0.1:{port}"
+    finally:
+        broker.terminate()
+        broker.wait(60)
+
+
+def _readme_env(pythonpath: Path) -> dict[str, str]:
+    """The environment after ``eval "$(spark-dlq-dev env)"`` and ``PYTHONPATH=<pythonpath>``."""
+    printed = subprocess.run(
+        [str(BIN / "spark-dlq-dev"), "env"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    env = dict(os.environ)
+    for line in printed.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = shlex.split(value)[0]
+    env["PYTHONPATH"] = str(pythonpath)
+    return env
+
+
+def _run(
+    policy: Path, checkpoint: Path, *extra: str, pythonpath: Path = REPO_ROOT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(BIN / "dlq-engine"),
+            "run",
+            "-f",
+            str(policy),
+            "--master",
+            "local[2]",
+            "--checkpoint",
+            str(checkpoint),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=_readme_env(pythonpath),
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+
+
+def test_the_example_runs_on_a_bare_broker_and_creates_its_topics(bare_broker: str, tmp_path: Path) -> None:
+    document = yaml.safe_load(EXAMPLE.read_text())
+    document["spec"]["broker"]["bootstrapServers"] = bare_broker
+    policy = tmp_path / "orders-billing.yaml"
+    policy.write_text(yaml.safe_dump(document, sort_keys=False))
+    orders = [(b"1", json.dumps({"id": 1, "amount": 10}).encode()), (b"2", b"not json")]
+    orders += [(b"3", json.dumps({"id": 3, "kind": "fraud"}).encode())]
+    produce(bare_broker, "orders", orders)
+
+    done = _run(policy, tmp_path / "cp", "--create-topics", "--once", pythonpath=PROCESSORS)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stdout.splitlines() if line.startswith("dlq-engine:")]
+    assert said == [
+        "dlq-engine: created topic 'orders-billing-RETRY' (3 partitions, the broker's default "
+        "replication factor)",
+        "dlq-engine: created topic 'orders-billing-DLQ' (3 partitions, the broker's default "
+        "replication factor)",
+        "dlq-engine: processed=3 output=1 acked=0 retried=0 dead=2 ignored=0 redelivered=0",
+    ]
+    admin = AdminClient({"bootstrap.servers": bare_broker})
+    topics = admin.list_topics(timeout=10).topics
+    assert {
+        name: len(topics[name].partitions) for name in ("orders-billing-RETRY", "orders-billing-DLQ")
+    } == {
+        "orders-billing-RETRY": 3,
+        "orders-billing-DLQ": 3,
+    }
+    billed = read_all(bare_broker, "orders-billed", expect=1, timeout=20)
+    assert [json.loads(r.value)["id"] for r in billed] == [1]
+    dead = read_all(bare_broker, "orders-billing-DLQ", expect=2, timeout=20)
+    assert sorted(r.key for r in dead) == [b"2", b"3"]
+
+    # A second run finds the topics and leaves them as they are.
+    again = _run(policy, tmp_path / "cp", "--create-topics", "--once", pythonpath=PROCESSORS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "dlq-engine: topic 'orders-billing-RETRY' exists, left as it is" in again.stdout
+    assert "dlq-engine: topic 'orders-billing-DLQ' exists, left as it is" in again.stdout
+
+
+def test_created_topics_follow_spec_topics(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
+    """Partitions, replication factor and configs from ``spec.topics``, as the operator's."""
+    names = {"source": make_topic("s", partitions=2), "retry": "", "dlq": "", "output": make_topic("o")}
+    names["retry"], names["dlq"] = f"{names['source']}-r", f"{names['source']}-d"
+    topics = {"partitions": 4, "replicationFactor": 1, "retryConfig": {"retention.ms": "3600000"}}
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(engine_policy(names, bootstrap_servers, topics=topics)))
+
+    done = _run(policy, tmp_path / "cp", "--create-topics", "--once")
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        f"dlq-engine: created topic {names['retry']!r} (4 partitions, replication factor 1, "
+        "retention.ms=3600000)" in done.stdout
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    listed = admin.list_topics(timeout=10).topics
+    assert len(listed[names["retry"]].partitions) == len(listed[names["dlq"]].partitions) == 4
+    resource = ConfigResource(ConfigResource.Type.TOPIC, names["retry"])
+    config = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert config["retention.ms"].value == "3600000"
+
+
+def test_without_a_source_nor_partitions_nothing_is_created(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
+    names = {"source": f"missing-{free_port()}", "retry": "", "dlq": "", "output": make_topic("o")}
+    names["retry"], names["dlq"] = f"{names['source']}-r", f"{names['source']}-d"
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(engine_policy(names, bootstrap_servers)))
+
+    done = _run(policy, tmp_path / "cp", "--create-topics")
+
+    assert done.returncode == 1
+    assert (
+        f"dlq-engine: cannot create the retry and dead-letter topics: the source topic "
+        f"{names['source']!r} does not exist on {bootstrap_servers} and spec.topics.partitions is 0"
+    ) in done.stderr
+    listed = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics
+    assert names["retry"] not in listed
+    assert names["dlq"] not in listed
