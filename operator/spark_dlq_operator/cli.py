@@ -14,18 +14,48 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
+from dlq_engine.model.policy import PROVISIONERS
 from spark_dlq_operator import config as defaults
 from spark_dlq_operator.config import OperatorConfig
 
 ENV_PREFIX = "SPARK_DLQ_"
+T = TypeVar("T")
 
 
 def _env(name: str, environ: Mapping[str, str]) -> str | None:
     value = environ.get(ENV_PREFIX + name)
     return value if value not in (None, "") else None
+
+
+def _typed(kind: Callable[[str], T], name: str) -> Callable[[str], T]:
+    """An argparse ``type`` that names the environment variable too: argparse converts a string
+    default with ``type`` (and fails cleanly), but never checks it against ``choices``."""
+
+    def convert(value: str) -> T:
+        try:
+            return kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a valid {getattr(kind, '__name__', 'value')} "
+                f"(from the flag or ${ENV_PREFIX}{name})"
+            ) from None
+
+    convert.__name__ = getattr(kind, "__name__", "value")
+    return convert
+
+
+def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
+    def choice(value: str) -> str:
+        if value not in choices:
+            raise ValueError(value)
+        return value
+
+    choice.__name__ = "choice: " + ", ".join(choices)
+    return choice
 
 
 def _truthy(value: str | None) -> bool:
@@ -96,22 +126,23 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     spark.add_argument(
         "--spark-operator-timeout",
-        type=float,
-        default=float(env("SPARK_OPERATOR_TIMEOUT", "120") or 120),
+        type=_typed(float, "SPARK_OPERATOR_TIMEOUT"),
+        default=env("SPARK_OPERATOR_TIMEOUT", "120"),
         help="seconds a new SparkApplication may go without a state before the policy says the "
         "spark-operator may not watch its namespace (default %(default)s)",
     )
     spark.add_argument(
         "--restart-backoff-cap",
-        type=float,
-        default=float(env("RESTART_BACKOFF_CAP", "300") or 300),
+        type=_typed(float, "RESTART_BACKOFF_CAP"),
+        default=env("RESTART_BACKOFF_CAP", "300"),
         help="longest wait, in seconds after its last submission, before a failed Spark "
         "application is resubmitted (default %(default)s)",
     )
     topics = run.add_argument_group("topics")
     topics.add_argument(
         "--provisioner",
-        choices=("auto", "admin", "strimzi"),
+        type=_typed(_one_of(PROVISIONERS), "PROVISIONER"),
+        metavar="{" + ",".join(PROVISIONERS) + "}",
         default=env("PROVISIONER", "auto"),
         help="how topics are provisioned for policies that say auto (default %(default)s)",
     )
@@ -129,11 +160,10 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="URL",
         help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz",
     )
-    metrics_port = env("METRICS_PORT", str(defaults.DEFAULT_METRICS_PORT)) or "0"
     ops.add_argument(
         "--metrics-port",
-        type=int,
-        default=int(metrics_port),
+        type=_typed(int, "METRICS_PORT"),
+        default=env("METRICS_PORT", str(defaults.DEFAULT_METRICS_PORT)),
         help="Prometheus metrics port, 0 for none (default %(default)s)",
     )
     peering = ops.add_mutually_exclusive_group()
@@ -146,8 +176,8 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     peering.add_argument("--standalone", action="store_true", help="no peering (the default)")
     ops.add_argument(
         "--priority",
-        type=int,
-        default=int(env("PRIORITY", "0") or 0),
+        type=_typed(int, "PRIORITY"),
+        default=env("PRIORITY", "0"),
         help="this replica's priority in the peering (default %(default)s)",
     )
     ops.add_argument(
@@ -157,14 +187,14 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     ops.add_argument(
         "--resync-interval",
-        type=float,
-        default=float(env("RESYNC_INTERVAL", "60") or 60),
+        type=_typed(float, "RESYNC_INTERVAL"),
+        default=env("RESYNC_INTERVAL", "60"),
         help="seconds between drift-repairing passes over all policies (default %(default)s)",
     )
     ops.add_argument(
         "--finalizer-timeout",
-        type=float,
-        default=float(env("FINALIZER_TIMEOUT", "300") or 300),
+        type=_typed(float, "FINALIZER_TIMEOUT"),
+        default=env("FINALIZER_TIMEOUT", "300"),
         help="seconds a deleted policy's finalizer tries to delete topics (default %(default)s)",
     )
     ops.add_argument("--verbose", "-v", action="store_true", help="debug logging")

@@ -10,7 +10,9 @@ the operator and tests can build one with short timings. Nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
+
+from dlq_engine.model.policy import Provisioner
 
 #: The Spark version the engine image ships (scripts/setup/versions.env keeps SPARK_VERSION in
 #: step); written into every SparkApplication's ``spec.sparkVersion``.
@@ -19,8 +21,6 @@ DEFAULT_SPARK_IMAGE: Final = "spark-dlq:0.1.0"
 DEFAULT_CHECKPOINT_BASE: Final = "/var/lib/spark-dlq/checkpoints"
 DEFAULT_SERVICE_ACCOUNT: Final = "spark-dlq-driver"
 DEFAULT_METRICS_PORT: Final = 9090
-
-ProvisionerChoice = Literal["auto", "admin", "strimzi"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class OperatorConfig:
     restart_backoff_cap: float = 300.0
     #: Overrides ``auto`` in every policy's ``spec.topics.provisioner`` (an explicit admin or
     #: strimzi in a policy still wins).
-    provisioner: ProvisionerChoice = "auto"
+    provisioner: Provisioner = "auto"
     #: kopf's liveness endpoint, e.g. ``http://0.0.0.0:8080/healthz``; None for none.
     liveness: str | None = None
     #: Prometheus metrics port; 0 for none.

@@ -4,7 +4,7 @@ Reconciling means writing the same objects again and again, after restarts and r
 write helpers have the semantics a reconcile needs: creating an object that exists (409) is
 success and returns the existing object; deleting one that is gone (404) is success; reading a
 missing object gives None. Objects are plain dicts in and out (the manifests ``render`` builds),
-addressed by a small ``Kind`` descriptor, over ``kubernetes_asyncio``'s HTTP client. Any other
+addressed by a small ``ResourceType`` descriptor, over ``kubernetes_asyncio``'s HTTP client. Any other
 API failure is raised as ``ApiError`` so callers never import the client library.
 """
 
@@ -38,7 +38,7 @@ class ApiError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class ResourceType:
     """A namespaced resource type: ``group`` is empty for the core API."""
 
     group: str
@@ -55,17 +55,17 @@ class Kind:
         return path
 
 
-CONFIG_MAPS: Final = Kind("", "v1", "configmaps")
-EVENTS: Final = Kind("", "v1", "events")
-POLICIES: Final = Kind(render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
-SPARK_APPLICATIONS: Final = Kind(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
-KOPF_PEERINGS: Final = Kind("kopf.dev", "v1", "kopfpeerings")
-CLUSTER_KOPF_PEERINGS: Final = Kind("kopf.dev", "v1", "clusterkopfpeerings")
+CONFIG_MAPS: Final = ResourceType("", "v1", "configmaps")
+EVENTS: Final = ResourceType("", "v1", "events")
+POLICIES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
+SPARK_APPLICATIONS: Final = ResourceType(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
+KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "kopfpeerings")
+CLUSTER_KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "clusterkopfpeerings")
 
 
-def kafka_topics(version: str) -> Kind:
+def kafka_topics(version: str) -> ResourceType:
     """Strimzi's KafkaTopics as served in ``version`` (``render.STRIMZI_VERSIONS``)."""
-    return Kind(render.STRIMZI_GROUP, version, render.STRIMZI_PLURAL)
+    return ResourceType(render.STRIMZI_GROUP, version, render.STRIMZI_PLURAL)
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
@@ -130,7 +130,7 @@ class KubeApi:
             raise
         return cast(Obj, result) if isinstance(result, dict) else {}
 
-    async def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+    async def get(self, kind: ResourceType, namespace: str | None, name: str) -> Obj | None:
         """The object, or None when it does not exist."""
         try:
             return await self._call("GET", kind.path(namespace, name))
@@ -140,7 +140,7 @@ class KubeApi:
             raise
 
     async def list(
-        self, kind: Kind, namespace: str | None, *, label_selector: str | None = None
+        self, kind: ResourceType, namespace: str | None, *, label_selector: str | None = None
     ) -> list[Obj]:
         """Every object of ``kind`` in ``namespace`` (all namespaces when None)."""
         items: list[Obj] = []
@@ -157,7 +157,7 @@ class KubeApi:
             if not token:
                 return items
 
-    async def create(self, kind: Kind, body: Mapping[str, Any]) -> tuple[Obj, bool]:
+    async def create(self, kind: ResourceType, body: Mapping[str, Any]) -> tuple[Obj, bool]:
         """Create ``body``; ``(object, True)``, or ``(existing object, False)`` when it exists."""
         metadata = body["metadata"]
         try:
@@ -172,7 +172,7 @@ class KubeApi:
 
     async def patch(
         self,
-        kind: Kind,
+        kind: ResourceType,
         namespace: str,
         name: str,
         patch: Mapping[str, Any],
@@ -185,12 +185,12 @@ class KubeApi:
             "PATCH", kind.path(namespace, name, subresource), body=patch, content_type=_MERGE_PATCH
         )
 
-    async def replace(self, kind: Kind, body: Mapping[str, Any]) -> Obj:
+    async def replace(self, kind: ResourceType, body: Mapping[str, Any]) -> Obj:
         """PUT the whole object (its ``metadata.resourceVersion`` guards against lost updates)."""
         metadata = body["metadata"]
         return await self._call("PUT", kind.path(metadata.get("namespace"), metadata["name"]), body=body)
 
-    async def delete(self, kind: Kind, namespace: str, name: str) -> bool:
+    async def delete(self, kind: ResourceType, namespace: str, name: str) -> bool:
         """Delete; True when it was there, False when it was already gone."""
         try:
             await self._call(

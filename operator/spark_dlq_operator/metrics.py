@@ -186,7 +186,7 @@ def api_error(verb: str, resource: str, code: int) -> None:
     API_ERRORS.labels(verb, resource, str(code)).inc()
 
 
-class Outcome:
+class ReconcileOutcome:
     """Filled in by the reconcile: how it ended and why."""
 
     def __init__(self) -> None:
@@ -195,10 +195,10 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def observe(trigger: str) -> Iterator[Outcome]:
+def observe(trigger: str) -> Iterator[ReconcileOutcome]:
     """Time one reconcile and count its outcome (``error`` unless the body sets another, also
     when it then raises: a reconcile that waits for topics raises after setting ``waiting``)."""
-    outcome = Outcome()
+    outcome = ReconcileOutcome()
     started = time.perf_counter()
     IN_PROGRESS.inc()
     try:

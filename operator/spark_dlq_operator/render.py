@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, TypedDict
 import yaml
 
 from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
+from dlq_engine.model.policy import KAFKA_CLIENT_DIR
 from dlq_engine.model.topics import TopicWant
 from spark_dlq_operator.config import OperatorConfig
 
@@ -60,7 +61,6 @@ PROVISIONER_ANNOTATION: Final = "sparkdlq.io/topic-provisioner"
 
 POLICY_FILE_KEY: Final = "policy.yaml"
 POLICY_MOUNT: Final = "/etc/spark-dlq/policy"
-KAFKA_CLIENT_MOUNT: Final = "/etc/spark-dlq/kafka-client"
 MAIN_APPLICATION_FILE: Final = "local:///opt/spark-dlq/dlq_engine_main.py"
 
 #: The names Spark gives the driver's and the executors' containers (the pod templates' container
@@ -238,7 +238,7 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
     if policy.broker.secret_ref is not None:
         # Only the secret's name: the operator never reads or copies a secret.
         volumes.append({"name": "kafka-client", "secret": {"secretName": policy.broker.secret_ref.name}})
-        mounts.append({"name": "kafka-client", "mountPath": KAFKA_CLIENT_MOUNT, "readOnly": True})
+        mounts.append({"name": "kafka-client", "mountPath": KAFKA_CLIENT_DIR, "readOnly": True})
     driver, executor = policy.spark.driver, policy.spark.executor
     return {
         "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION_API}",

@@ -25,7 +25,7 @@ from confluent_kafka.cimpl import NewTopic
 from dlq_engine.model import DeadLetterPolicy
 from dlq_engine.model.topics import wanted_topics
 from spark_dlq_operator import render
-from spark_dlq_operator.kubeapi import ApiError, Kind, KubeApi, Obj, kafka_topics
+from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -222,7 +222,7 @@ class StrimziProvisioner:
         """Whether the cluster serves a KafkaTopic version the operator writes (for ``auto``)."""
         return await self.version() is not None
 
-    async def _kind(self) -> Kind:
+    async def _kind(self) -> ResourceType:
         version = await self.version()
         if version is None:
             raise StrimziNotServed()
@@ -252,7 +252,9 @@ class StrimziProvisioner:
             self._forget_version(error)
             raise
 
-    async def _ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner, kind: Kind) -> TopicsReport:
+    async def _ensure(
+        self, policy: DeadLetterPolicy, *, owner: render.Owner, kind: ResourceType
+    ) -> TopicsReport:
         namespace = render.strimzi_namespace(policy)
         source_partitions = None
         if not policy.topics.partitions:
@@ -293,7 +295,7 @@ class StrimziProvisioner:
             message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
         return TopicsReport(True, "TopicsReady", message, created=tuple(created))
 
-    async def _source_partitions(self, kind: Kind, namespace: str, topic: str) -> int | None:
+    async def _source_partitions(self, kind: ResourceType, namespace: str, topic: str) -> int | None:
         for item in await self._api.list(kind, namespace):
             spec = item.get("spec") or {}
             if spec.get("topicName", item["metadata"]["name"]) == topic and spec.get("partitions"):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_FAILED
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
+from dlq_engine.model.policy import KAFKA_CLIENT_DIR
 
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "--kafka-client-dir",
         default=None,
         help="Kafka client properties, one file each (default: the mounted "
-        "broker.secretRef at /etc/spark-dlq/kafka-client, if present)",
+        f"broker.secretRef at {KAFKA_CLIENT_DIR}, if present)",
     )
     check = commands.add_parser("check", help="validate a policy file and print it normalised")
     check.add_argument("-f", "--file", required=True)
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(policy: object, args: argparse.Namespace) -> int:
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.metrics import EngineMetrics
-    from dlq_engine.job.pipeline import KAFKA_CLIENT_DIR, RunOptions, client_properties
+    from dlq_engine.job.pipeline import RunOptions, client_properties
     from dlq_engine.job.preflight import PreflightError, check_topics, create_topics, engine_class
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
     from dlq_engine.job.runner import Run, install_sigterm

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dlq_engine.model.policy import PROVISIONERS
 from spark_dlq_operator.cli import config_from_args
 from spark_dlq_operator.config import SPARK_VERSION
 
@@ -105,3 +106,33 @@ def test_kafka_config_file_is_read(tmp_path: Path) -> None:
 def test_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         config_from_args(argv, environ={})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        (
+            "SPARK_DLQ_PROVISIONER",
+            "kafka",
+            "argument --provisioner: 'kafka' is not a valid choice: auto, admin, strimzi",
+        ),
+        ("SPARK_DLQ_RESYNC_INTERVAL", "1m", "argument --resync-interval: '1m' is not a valid float"),
+        ("SPARK_DLQ_METRICS_PORT", "http", "argument --metrics-port: 'http' is not a valid int"),
+    ],
+)
+def test_a_bad_environment_value_is_refused_by_name(
+    variable: str, value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse checks ``choices`` only for flags; a default from the environment is checked too."""
+    with pytest.raises(SystemExit) as stopped:
+        config_from_args(["run", "-A"], environ={variable: value})
+    assert stopped.value.code == 2
+    assert f"{said} (from the flag or ${variable})" in capsys.readouterr().err
+
+
+def test_every_provisioner_of_the_model_is_accepted() -> None:
+    for provisioner in PROVISIONERS:
+        assert (
+            config_from_args(["run", "-A", "--provisioner", provisioner], environ={}).provisioner
+            == provisioner
+        )

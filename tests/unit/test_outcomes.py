@@ -12,10 +12,10 @@ from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 from dlq_engine.routing.outcomes import (
     MAX_STACK_CHARS,
     Decision,
-    Kind,
     Outcome,
     Route,
     UnsupportedResult,
+    Verdict,
     classify,
     decide,
     encode_result,
@@ -50,7 +50,7 @@ def test_results_are_encoded_for_the_output_topic(result: Any, encoded: bytes | 
 
 def test_an_unsupported_result_type_is_a_failure_naming_the_type() -> None:
     outcome = invoke(lambda m: 42, MESSAGE, frozenset(), with_stack=False)
-    assert outcome.kind is Kind.TRANSIENT
+    assert outcome.kind is Verdict.TRANSIENT
     assert outcome.error_class == "dlq_engine.routing.outcomes.UnsupportedResult"
     assert outcome.error_message == "processor returned int; return bytes, str, dict or None"
 
@@ -58,16 +58,17 @@ def test_an_unsupported_result_type_is_a_failure_naming_the_type() -> None:
 def test_terminate_retry_and_listed_errors_are_classified() -> None:
     assert (
         invoke(lambda m: (_ for _ in ()).throw(Terminate("no")), MESSAGE, frozenset(), with_stack=False).kind
-        is Kind.TERMINATED
+        is Verdict.TERMINATED
     )
     retry = classify(Retry(delay="30s"), frozenset(), with_stack=False)
-    assert (retry.kind, retry.delay_ms) == (Kind.TRANSIENT, 30_000)
+    assert (retry.kind, retry.delay_ms) == (Verdict.TRANSIENT, 30_000)
     assert (
-        classify(CardDeclined("x"), frozenset({"BillingError"}), with_stack=False).kind is Kind.NON_RETRYABLE
+        classify(CardDeclined("x"), frozenset({"BillingError"}), with_stack=False).kind
+        is Verdict.NON_RETRYABLE
     )
     qualified = f"{__name__}.BillingError"
-    assert classify(CardDeclined("x"), frozenset({qualified}), with_stack=False).kind is Kind.NON_RETRYABLE
-    assert classify(CardDeclined("x"), frozenset({"KeyError"}), with_stack=False).kind is Kind.TRANSIENT
+    assert classify(CardDeclined("x"), frozenset({qualified}), with_stack=False).kind is Verdict.NON_RETRYABLE
+    assert classify(CardDeclined("x"), frozenset({"KeyError"}), with_stack=False).kind is Verdict.TRANSIENT
 
 
 def test_builtin_errors_are_named_without_module_and_others_with_it() -> None:
@@ -84,7 +85,7 @@ def test_an_exception_whose_str_raises_is_still_routed() -> None:
 
     outcome = classify(Nasty(), frozenset(), with_stack=True)
     assert outcome.error_message == "<unprintable Nasty: str() raised RuntimeError>"
-    assert outcome.kind is Kind.TRANSIENT
+    assert outcome.kind is Verdict.TRANSIENT
 
 
 def test_stack_traces_are_bounded_and_keep_the_raise_site() -> None:
@@ -103,30 +104,36 @@ def test_stack_traces_are_bounded_and_keep_the_raise_site() -> None:
 
 
 def test_batch_items_may_be_results_or_exceptions() -> None:
-    assert outcome_of("ok", frozenset(), with_stack=False) == Outcome(Kind.RESULT, result=b"ok")
-    assert outcome_of(None, frozenset(), with_stack=False).kind is Kind.ACK
-    assert outcome_of(Terminate("t"), frozenset(), with_stack=False).kind is Kind.TERMINATED
-    assert outcome_of(object(), frozenset(), with_stack=False).kind is Kind.TRANSIENT
+    assert outcome_of("ok", frozenset(), with_stack=False) == Outcome(Verdict.RESULT, result=b"ok")
+    assert outcome_of(None, frozenset(), with_stack=False).kind is Verdict.ACK
+    assert outcome_of(Terminate("t"), frozenset(), with_stack=False).kind is Verdict.TERMINATED
+    assert outcome_of(object(), frozenset(), with_stack=False).kind is Verdict.TRANSIENT
 
 
 @pytest.mark.parametrize(
     ("kind", "failures", "strategy", "has_output", "expected"),
     [
-        pytest.param(Kind.RESULT, 1, "topic", True, Decision(Route.OUTPUT), id="result-out"),
-        pytest.param(Kind.RESULT, 1, "topic", False, Decision(Route.ACK), id="result-no-output-topic"),
-        pytest.param(Kind.ACK, 1, "topic", True, Decision(Route.ACK), id="ack"),
-        pytest.param(Kind.TRANSIENT, 1, "topic", True, Decision(Route.RETRY), id="first-failure-retries"),
-        pytest.param(Kind.TRANSIENT, 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"),
-        pytest.param(Kind.TRANSIENT, 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"),
-        pytest.param(Kind.TERMINATED, 1, "topic", True, Decision(Route.DEAD, "terminated"), id="terminated"),
+        pytest.param(Verdict.RESULT, 1, "topic", True, Decision(Route.OUTPUT), id="result-out"),
+        pytest.param(Verdict.RESULT, 1, "topic", False, Decision(Route.ACK), id="result-no-output-topic"),
+        pytest.param(Verdict.ACK, 1, "topic", True, Decision(Route.ACK), id="ack"),
+        pytest.param(Verdict.TRANSIENT, 1, "topic", True, Decision(Route.RETRY), id="first-failure-retries"),
+        pytest.param(Verdict.TRANSIENT, 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"),
+        pytest.param(Verdict.TRANSIENT, 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"),
         pytest.param(
-            Kind.NON_RETRYABLE, 1, "topic", True, Decision(Route.DEAD, "non-retryable"), id="non-retryable"
+            Verdict.TERMINATED, 1, "topic", True, Decision(Route.DEAD, "terminated"), id="terminated"
         ),
-        pytest.param(Kind.TERMINATED, 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"),
-        pytest.param(Kind.TRANSIENT, 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"),
+        pytest.param(
+            Verdict.NON_RETRYABLE, 1, "topic", True, Decision(Route.DEAD, "non-retryable"), id="non-retryable"
+        ),
+        pytest.param(
+            Verdict.TERMINATED, 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"
+        ),
+        pytest.param(
+            Verdict.TRANSIENT, 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"
+        ),
     ],
 )
-def test_decide(kind: Kind, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
+def test_decide(kind: Verdict, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
     assert (
         decide(Outcome(kind), failures=failures, max_redeliver=3, strategy=strategy, has_output=has_output)
         == expected
@@ -135,7 +142,7 @@ def test_decide(kind: Kind, failures: int, strategy: str, has_output: bool, expe
 
 def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
     assert decide(
-        Outcome(Kind.TRANSIENT), failures=1, max_redeliver=0, strategy="topic", has_output=True
+        Outcome(Verdict.TRANSIENT), failures=1, max_redeliver=0, strategy="topic", has_output=True
     ) == Decision(Route.DEAD, "exhausted")
 
 
@@ -171,7 +178,7 @@ def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
 def test_unpublishable_results_are_failures_naming_the_problem(result: Any, message: str) -> None:
     outcome = invoke(lambda m: result, MESSAGE, frozenset(), with_stack=False)
     assert (outcome.kind, outcome.error_class, outcome.error_message) == (
-        Kind.TRANSIENT,
+        Verdict.TRANSIENT,
         "dlq_engine.routing.outcomes.UnsupportedResult",
         message,
     )
@@ -199,7 +206,7 @@ def test_base_exceptions_from_the_processor_are_failures_of_that_message(error: 
         raise error
 
     outcome = invoke(raise_it, MESSAGE, frozenset(), with_stack=True)
-    assert (outcome.kind, outcome.error_class) == (Kind.TRANSIENT, type(error).__name__)
+    assert (outcome.kind, outcome.error_class) == (Verdict.TRANSIENT, type(error).__name__)
     assert outcome.stacktrace is not None
     assert "in raise_it" in outcome.stacktrace
 

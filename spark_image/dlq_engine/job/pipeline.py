@@ -46,11 +46,6 @@ DEAD_REASONS = {
 }
 
 
-#: Where the SparkApplication mounts the Secret named by ``broker.secretRef``: one file per
-#: Kafka client property (``security.protocol``, ``sasl.jaas.config``, ...).
-KAFKA_CLIENT_DIR = "/etc/spark-dlq/kafka-client"
-
-
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     checkpoint: str

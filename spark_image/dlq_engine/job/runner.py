@@ -33,7 +33,7 @@ COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redeliver
 
 
 @dataclass
-class ErrorWindow:
+class FailureWindow:
     size: int
     threshold: float
     batches: collections.deque[tuple[int, int]] = field(default_factory=collections.deque)
@@ -106,7 +106,7 @@ class Run:
         self.policy = policy
         self.options = options
         self.totals = Totals()
-        self.window = ErrorWindow(policy.error_window.size, policy.error_window.threshold)
+        self.window = FailureWindow(policy.error_window.size, policy.error_window.threshold)
         self.metrics = metrics
         self.stop_reason: str | None = None
         self.once_done = False

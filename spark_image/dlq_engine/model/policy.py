@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, TypeVar, cast, get_args
 
 from dlq_engine.model.durations import DurationError, format_ms, parse_duration_ms
 
@@ -34,6 +34,16 @@ ProcessorMode = Literal["message", "batch"]
 BackoffType = Literal["fixed", "exponential", "levels"]
 DeadLetterStrategy = Literal["topic", "ignore", "stop"]
 Provisioner = Literal["auto", "admin", "strimzi"]
+#: Each enum's values, for parsers, CLIs and the CRD test (tests/unit/test_crd_schema.py).
+STARTING_OFFSETS: Final[tuple[StartingOffsets, ...]] = get_args(StartingOffsets)
+PROCESSOR_MODES: Final[tuple[ProcessorMode, ...]] = get_args(ProcessorMode)
+BACKOFF_TYPES: Final[tuple[BackoffType, ...]] = get_args(BackoffType)
+DEAD_LETTER_STRATEGIES: Final[tuple[DeadLetterStrategy, ...]] = get_args(DeadLetterStrategy)
+PROVISIONERS: Final[tuple[Provisioner, ...]] = get_args(Provisioner)
+
+#: Where the SparkApplication mounts the Secret named by ``broker.secretRef`` and where the
+#: engine reads it: one file per Kafka client property (``security.protocol``, ...).
+KAFKA_CLIENT_DIR: Final = "/etc/spark-dlq/kafka-client"
 
 #: Kafka's own rule for topic names (kafka.common.internals.Topic).
 KAFKA_TOPIC_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
@@ -410,7 +420,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     source = Source(
         topic=_topic(f, "topic", required=True),
         subscription=f.string("subscription"),
-        starting_offsets=f.choice("startingOffsets", ("earliest", "latest"), "latest"),
+        starting_offsets=f.choice("startingOffsets", STARTING_OFFSETS, "latest"),
         max_offsets_per_trigger=f.integer("maxOffsetsPerTrigger", 0, minimum=0),
     )
     if source.subscription and not _TOPIC_RE.match(source.subscription):
@@ -437,7 +447,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         f.fail(f.at("entrypoint"), f"must be 'module:function', got {entrypoint!r}")
     processor = Processor(
         entrypoint=entrypoint,
-        mode=f.choice("mode", ("message", "batch"), "message"),
+        mode=f.choice("mode", PROCESSOR_MODES, "message"),
         timeout_ms=f.duration("timeout", 0),
     )
     f.done()
@@ -488,7 +498,7 @@ def _parse_retry(f: _Fields) -> RetrySpec:
     topic = _topic(f, "topic")
     b = f.child("backoff")
     backoff = BackoffSpec(
-        type=b.choice("type", ("fixed", "exponential", "levels"), "exponential"),
+        type=b.choice("type", BACKOFF_TYPES, "exponential"),
         delay_ms=b.duration("delay", 1_000),
         multiplier=b.number("multiplier", 2.0),
         max_delay_ms=b.duration("maxDelay", 600_000),
@@ -541,7 +551,7 @@ def _parse_dead_letter(f: _Fields) -> DeadLetter:
                 "must not start with 'dlq.': those headers are written by the engine",
             )
     dead_letter = DeadLetter(
-        strategy=f.choice("strategy", ("topic", "ignore", "stop"), "topic"),
+        strategy=f.choice("strategy", DEAD_LETTER_STRATEGIES, "topic"),
         topic=_topic(f, "topic"),
         include_stack_trace=f.boolean("includeStackTrace", True),
         headers=headers,
@@ -556,7 +566,7 @@ def _parse_topics(f: _Fields) -> Topics:
     s.done()
     topics = Topics(
         create=f.boolean("create", True),
-        provisioner=f.choice("provisioner", ("auto", "admin", "strimzi"), "auto"),
+        provisioner=f.choice("provisioner", PROVISIONERS, "auto"),
         strimzi=strimzi,
         partitions=f.integer("partitions", 0, minimum=0),
         replication_factor=f.integer("replicationFactor", -1, minimum=-1),

@@ -108,11 +108,11 @@ def late_after_ms(trigger_ms: int) -> int:
     return trigger_ms + 1000
 
 
-Processor = Callable[..., Any]
+ProcessFn = Callable[..., Any]
 
 
 def route_batches(
-    batches: Iterable[pa.RecordBatch], settings: RoutingSettings, processor: Processor
+    batches: Iterable[pa.RecordBatch], settings: RoutingSettings, processor: ProcessFn
 ) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         yield route_batch(batch, settings, processor)
@@ -121,7 +121,7 @@ def route_batches(
 def route_batch(
     batch: pa.RecordBatch,
     settings: RoutingSettings,
-    processor: Processor,
+    processor: ProcessFn,
     *,
     now_ms: Callable[[], int] | None = None,
     rand: Callable[[], float] = random.random,
@@ -410,7 +410,7 @@ def output_schema(input_schema: pa.Schema) -> pa.Schema:
 
 
 def _outcomes(
-    messages: Sequence[Message], settings: RoutingSettings, processor: Processor
+    messages: Sequence[Message], settings: RoutingSettings, processor: ProcessFn
 ) -> tuple[list[bytes | Outcome | None], np.ndarray]:
     """One entry per message: the encoded result of a success (None acknowledges), or the
     ``Outcome`` of a failure; and how long the processor took, in seconds: per call (one per
@@ -448,7 +448,7 @@ TIMED_CALLS = 256
 
 
 def _timed_calls(
-    processor: Processor, messages: Sequence[Message], non_retryable: frozenset[str], with_stack: bool
+    processor: ProcessFn, messages: Sequence[Message], non_retryable: frozenset[str], with_stack: bool
 ) -> tuple[list[bytes | Outcome | None], np.ndarray]:
     """The processor called on each message, the first ``TIMED_CALLS`` timed by one clock read
     before each call (and one after the last): call ``i`` took ``stamps[i + 1] - stamps[i]``,
@@ -473,7 +473,7 @@ def _timed_calls(
 
 
 def _batch_outcomes(
-    messages: Sequence[Message], settings: RoutingSettings, processor: Processor
+    messages: Sequence[Message], settings: RoutingSettings, processor: ProcessFn
 ) -> list[bytes | Outcome | None]:
     """A batch processor takes the list of messages and returns one result or exception per
     message. If it raises (any ``BaseException``, as in message mode), or overruns
@@ -507,7 +507,7 @@ def _batch_outcomes(
     return [item_result_or_failure(r, non_retryable, with_stack=with_stack) for r in results]
 
 
-def _batch_results(processor: Processor, messages: list[Message]) -> list[Any]:
+def _batch_results(processor: ProcessFn, messages: list[Message]) -> list[Any]:
     """A batch processor's answer as a list (it may return any iterable but a str, bytes or dict)."""
     returned = processor(messages)
     if isinstance(returned, str | bytes | bytearray | dict) or not isinstance(returned, Iterable):

@@ -24,7 +24,7 @@ from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 MAX_STACK_CHARS: Final = 8_000
 
 
-class Kind(enum.IntEnum):
+class Verdict(enum.IntEnum):
     RESULT = 0  # a value to publish on the output topic
     ACK = 1  # None: nothing to publish
     TRANSIENT = 2  # retry with backoff
@@ -42,7 +42,7 @@ class Route(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    kind: Kind
+    kind: Verdict
     result: bytes | None = None
     error_class: str = ""
     error_message: str = ""
@@ -88,13 +88,13 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
     """Turn an exception raised for one message into a failure outcome."""
     delay_ms: int | None = None
     if isinstance(error, Terminate):
-        kind = Kind.TERMINATED
+        kind = Verdict.TERMINATED
     elif isinstance(error, Retry):
-        kind, delay_ms = Kind.TRANSIENT, error.delay_ms
+        kind, delay_ms = Verdict.TRANSIENT, error.delay_ms
     elif non_retryable and _names(type(error)) & non_retryable:
-        kind = Kind.NON_RETRYABLE
+        kind = Verdict.NON_RETRYABLE
     else:
-        kind = Kind.TRANSIENT
+        kind = Verdict.TRANSIENT
     cls = type(error)
     return Outcome(
         kind=kind,
@@ -155,7 +155,7 @@ def item_result_or_failure(
 def _wrap(value: bytes | Outcome | None) -> Outcome:
     if isinstance(value, Outcome):
         return value
-    return Outcome(kind=Kind.ACK if value is None else Kind.RESULT, result=value)
+    return Outcome(kind=Verdict.ACK if value is None else Verdict.RESULT, result=value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +168,13 @@ def decide(
     outcome: Outcome, *, failures: int, max_redeliver: int, strategy: str, has_output: bool
 ) -> Decision:
     """Where the message goes. ``failures`` counts this failure too (attempt + 1)."""
-    if outcome.kind is Kind.RESULT:
+    if outcome.kind is Verdict.RESULT:
         return Decision(Route.OUTPUT if has_output else Route.ACK)
-    if outcome.kind is Kind.ACK:
+    if outcome.kind is Verdict.ACK:
         return Decision(Route.ACK)
-    if outcome.kind is Kind.TERMINATED:
+    if outcome.kind is Verdict.TERMINATED:
         reason = "terminated"
-    elif outcome.kind is Kind.NON_RETRYABLE:
+    elif outcome.kind is Verdict.NON_RETRYABLE:
         reason = "non-retryable"
     elif failures <= max_redeliver:
         return Decision(Route.RETRY)
