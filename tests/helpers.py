@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests import policy_builder
 
 
 @dataclass(frozen=True)
@@ -119,15 +120,9 @@ def engine_policy(names: Mapping[str, str], bootstrap: str, **spec: Any) -> dict
     return document
 
 
-def policy_document(**spec: Mapping[str, Any] | Any) -> dict[str, Any]:
+def policy_document(**spec: Any) -> dict[str, Any]:
     """BASE_POLICY with top-level spec sections merged in (one level deep)."""
-    document = copy.deepcopy(BASE_POLICY)
-    for section, value in spec.items():
-        if isinstance(value, Mapping) and isinstance(document["spec"].get(section), dict):
-            document["spec"][section].update(value)
-        else:
-            document["spec"][section] = value
-    return document
+    return policy_builder.policy_document(base=BASE_POLICY, **spec)
 
 
 def non_root_uid(user: str) -> bool:

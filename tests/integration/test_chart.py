@@ -260,7 +260,7 @@ def test_spark_pods_are_admitted_under_restricted_pod_security(
     secret volumes)."""
     from spark_dlq_operator import render as operator_render
     from spark_dlq_operator.config import OperatorConfig
-    from tests.unit.policy_builder import policy
+    from tests.policy_builder import policy
 
     restricted = make_namespace(
         "restricted",

@@ -77,7 +77,7 @@ def test_the_pod_monitor_labels_match_what_the_operator_puts_on_drivers() -> Non
     from dlq_engine.model.policy import parse_policy
     from spark_dlq_operator import render as operator_render
     from spark_dlq_operator.config import OperatorConfig
-    from tests.unit.policy_builder import policy_document
+    from tests.policy_builder import policy_document
 
     monitor = one(render(monitoring(podMonitor={"enabled": True})), "PodMonitor")
     owner = operator_render.Owner(name="p", namespace="ns", uid="u")

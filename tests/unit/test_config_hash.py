@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import config_hash, engine_config, parse_policy, to_document
-from tests.unit.policy_builder import policy, policy_document
+from tests.policy_builder import policy, policy_document
 
 
 def _reversed_keys(value: Any) -> Any:

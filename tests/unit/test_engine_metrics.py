@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dlq_engine.job.metrics import EngineMetrics, ErrorClasses, sink_failure
 from dlq_engine.job.probes import TopicSize
 from dlq_engine.model.policy import parse_policy
-from tests.unit.policy_builder import policy_document
+from tests.policy_builder import policy_document
 
 POLICY = parse_policy(policy_document({"spec.errorWindow.size": 10, "spec.errorWindow.threshold": 0.5}))
 SOURCE, RETRY = POLICY.source.topic, POLICY.retry_topic

@@ -22,7 +22,7 @@ import pytest
 from spark_dlq_operator import render as operator_render
 from spark_dlq_operator.config import OperatorConfig
 from tests.chart import CI_VALUES, render
-from tests.unit.policy_builder import policy
+from tests.policy_builder import policy
 
 ALLOWED_VOLUMES = frozenset(
     {

@@ -31,7 +31,7 @@ from dlq_engine.model.policy import (
     StrimziTarget,
     Topics,
 )
-from tests.unit.policy_builder import DELETE, issues, policy, policy_document
+from tests.policy_builder import DELETE, issues, policy, policy_document
 
 TOPIC_CHARS = "may contain only letters, digits, '.', '_' and '-'"
 DURATION_HINT = "must be a duration such as 500ms, 1s or 2m"

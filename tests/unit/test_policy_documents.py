@@ -12,7 +12,7 @@ from dlq_engine.model import (
     load_policy_text,
     parse_policy,
 )
-from tests.unit.policy_builder import policy_document
+from tests.policy_builder import policy_document
 
 #: A valid policy; the comment on each line is its line number, which the tests rely on.
 POLICY_YAML = """\

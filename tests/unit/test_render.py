@@ -15,7 +15,7 @@ from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.render import ConditionState, Observation, Owner
-from tests.unit.policy_builder import policy
+from tests.policy_builder import policy
 
 CONFIG = OperatorConfig(
     namespaces=("payments",),

@@ -28,6 +28,7 @@ from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.paths import kafka_topic_crd, spark_application_crd
 from spark_dlq_operator import runner
 from spark_dlq_operator.config import OperatorConfig
+from tests import policy_builder
 from tests.integration.crds import install_crds, load_crds
 
 GROUP, VERSION, PLURAL = "sparkdlq.io", "v1alpha1", "deadletterpolicies"
@@ -299,18 +300,13 @@ def topic_partitions(admin: Any, topic: str) -> int | None:
 
 def policy_document(namespace: str, name: str, *, source: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
     """A policy for ``source`` on ``bootstrap``, with spec sections given as keyword arguments."""
-    document: dict[str, Any] = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "DeadLetterPolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "source": {"topic": source, "subscription": "billing"},
-            "broker": {"bootstrapServers": bootstrap},
-            "processor": {"entrypoint": "billing.handlers:process"},
-        },
+    where = {
+        "metadata.namespace": namespace,
+        "metadata.name": name,
+        "spec.source.topic": source,
+        "spec.broker.bootstrapServers": bootstrap,
     }
-    document["spec"].update(spec)
-    return document
+    return policy_builder.policy_document(where, **spec)
 
 
 @contextlib.contextmanager

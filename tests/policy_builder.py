@@ -1,9 +1,12 @@
-"""A minimal valid DeadLetterPolicy document, and a way to change one field of it.
+"""The one builder of DeadLetterPolicy documents for tests: a base document, whole spec
+sections merged in, and single fields changed.
 
 Validation tests read best as "the minimal policy, except this one field": ``policy_document
 ({"spec.retry.backoff.jitter": 1.5})``. Paths are dotted; ``DELETE`` removes a field. A key that
 itself holds dots (``dlq.reason``, ``retention.ms``) is set through its parent mapping:
-``{"spec.deadLetter.headers": {"dlq.reason": "x"}}``.
+``{"spec.deadLetter.headers": {"dlq.reason": "x"}}``. Tests against real services start from
+another base (``tests.helpers.BASE_POLICY``) and give sections: ``policy_document(base=...,
+retry={"maxRedeliverCount": 1})`` merges one level deep into ``spec.retry``.
 """
 
 from __future__ import annotations
@@ -29,10 +32,19 @@ MINIMAL: dict[str, Any] = {
 }
 
 
-def policy_document(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A fresh copy of the minimal document with ``overrides`` (dotted path -> value) applied;
-    missing parents are created as mappings."""
-    document = copy.deepcopy(MINIMAL)
+def policy_document(
+    overrides: Mapping[str, Any] | None = None, *, base: Mapping[str, Any] = MINIMAL, **sections: Any
+) -> dict[str, Any]:
+    """A fresh copy of ``base`` with the spec ``sections`` merged in (one level deep: a mapping
+    updates the section, anything else replaces it), then ``overrides`` (dotted path -> value)
+    applied; missing parents are created as mappings."""
+    document = copy.deepcopy(dict(base))
+    spec = document["spec"]
+    for section, value in sections.items():
+        if isinstance(value, Mapping) and isinstance(spec.get(section), dict):
+            spec[section].update(copy.deepcopy(value))
+        else:
+            spec[section] = copy.deepcopy(value)
     for path, value in (overrides or {}).items():
         *parents, last = path.split(".")
         node = document
