@@ -17,7 +17,7 @@ from bench.common import source_value
 from bench.processors import MIXES, entrypoint
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.routing.batches import HEADER_TYPE, RoutingSettings, route_batch
+from dlq_engine.processing.batches import HEADER_TYPE, RoutingSettings, route_batch
 
 ROWS = 10_000
 

@@ -11,7 +11,13 @@ import pytest
 
 from dlq_engine import Message, Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.routing.batches import HEADER_TYPE, MAX_DELIVER_AT, RoutingSettings, StopPipeline, route_batch
+from dlq_engine.processing.batches import (
+    HEADER_TYPE,
+    MAX_DELIVER_AT,
+    RoutingSettings,
+    StopPipeline,
+    route_batch,
+)
 from dlq_engine.routing.outcomes import Route
 
 NOW = 1_800_000_000_000

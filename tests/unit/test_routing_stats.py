@@ -12,7 +12,7 @@ import pytest
 
 from dlq_engine import Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.routing.batches import HEADER_TYPE, TIMED_CALLS, RoutingSettings, route_batch
+from dlq_engine.processing.batches import HEADER_TYPE, TIMED_CALLS, RoutingSettings, route_batch
 from dlq_engine.routing.stats import MAX_CLASSES_PER_BATCH, OTHER, attempt_label, histogram, stats_column
 
 NOW = 1_700_000_100_000

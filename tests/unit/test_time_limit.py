@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from dlq_engine import Message
-from dlq_engine.routing.batches import route_batch
+from dlq_engine.processing.batches import route_batch
+from dlq_engine.processing.time_limit import Raised, abandoned_threads, map_with_limit
 from dlq_engine.routing.outcomes import Route
-from dlq_engine.routing.time_limit import Raised, abandoned_threads, map_with_limit
 from tests.unit.test_batches import SETTINGS, batch, route
 
 

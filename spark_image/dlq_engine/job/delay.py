@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dlq_engine.job.preflight import engine_class
-from dlq_engine.routing.batches import MAX_DELIVER_AT
+from dlq_engine.processing.batches import MAX_DELIVER_AT
 from dlq_engine.routing.headers import DELIVER_AT
 
 BUCKET_MS = 100

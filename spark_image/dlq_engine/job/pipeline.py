@@ -31,7 +31,7 @@ from dlq_engine.job.delay import (
 )
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy
-from dlq_engine.routing.batches import RoutingSettings, output_schema, route_batches
+from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
 from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).

@@ -27,7 +27,7 @@ from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_FAILED, EXIT_OK, EXIT_STOP_
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, start
 from dlq_engine.model.policy import DeadLetterPolicy
-from dlq_engine.routing.batches import StopPipeline
+from dlq_engine.processing.batches import StopPipeline
 
 COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redelivered", *DEAD_REASONS)
 

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from dlq_engine.model.durations import format_ms
 
-log = logging.getLogger("dlq_engine.routing")
+log = logging.getLogger("dlq_engine.processing")
 
 #: How many frames of an overrunning call's stack its TimeoutError's note keeps.
 STACK_FRAMES: Final = 20

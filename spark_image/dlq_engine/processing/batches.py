@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from dlq_engine.model.durations import format_ms
 from dlq_engine.model.policy import BackoffSpec, DeadLetterPolicy
 from dlq_engine.model.processor_api import Message
+from dlq_engine.processing.time_limit import Raised, map_with_limit
 from dlq_engine.routing import headers as h
 from dlq_engine.routing import stats
 from dlq_engine.routing.backoff import delay_ms
@@ -42,9 +43,8 @@ from dlq_engine.routing.outcomes import (
     outcome_of,
     result_or_failure,
 )
-from dlq_engine.routing.time_limit import Raised, map_with_limit
 
-log = logging.getLogger("dlq_engine.routing")
+log = logging.getLogger("dlq_engine.processing")
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
