@@ -158,6 +158,14 @@ def now() -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Known:
+    """An object as the caller already knows it: ``obj`` None means known to be absent. Where
+    a ``Known | None`` is expected, None means not known: read it."""
+
+    obj: Obj | None
+
+
+@dataclass(frozen=True, slots=True)
 class Seen:
     """What the caller already read, to save the reconcile a few reads. ``policy`` is the policy
     as last seen; ``listed`` means all three come from a resync's lists (``config_map`` and
@@ -171,6 +179,24 @@ class Seen:
     #: kopf saw the policy created just now: its ConfigMap and SparkApplication are created
     #: without being read first (a create that finds one reads it then).
     created: bool = False
+
+
+def _known_before(
+    services: Services, policy: DeadLetterPolicy, seen: Seen | None
+) -> tuple[Known | None, Known | None]:
+    """What is known of the ConfigMap and the SparkApplication before the reconcile reads them.
+
+    A resync's lists tell both. A policy kopf has just seen created has no objects yet, as a
+    rule; the ConfigMap is still read when it may pin the provisioner, the SparkApplication
+    when the policy is suspended (deleting needs to know whether there is one)."""
+    if seen is None:
+        return None, None
+    if seen.listed:
+        return Known(seen.config_map), Known(seen.application)
+    if seen.created:
+        config_map = None if _pinned_provisioner_matters(services, policy) else Known(None)
+        return config_map, None if policy.suspend else Known(None)
+    return None, None
 
 
 async def write_status(
@@ -289,34 +315,20 @@ async def _reconcile(
     services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, seen: Seen | None
 ) -> None:
     listed = seen is not None and seen.listed
-    if listed and seen is not None and await _listing_is_stale(services, policy, owner=owner, seen=seen):
+    if seen is not None and listed and await _listing_is_stale(services, policy, owner=owner, seen=seen):
         return
-    # A policy kopf has just seen created has no objects yet, as a rule: they are created without
-    # reading first (a create that finds one, after a restart, reads it then). The ConfigMap is
-    # still read when it may pin the provisioner.
-    created = seen is not None and seen.created
-    if listed:
-        config_map = seen.config_map if seen is not None else None
-    elif created and not _pinned_provisioner_matters(services, policy):
-        config_map = None
-    else:
-        config_map = await services.api.get(
-            CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
-        )
+    known_config_map, known_application = _known_before(services, policy, seen)
+    config_map = (
+        known_config_map.obj
+        if known_config_map is not None
+        else await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
+    )
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
     topics = await _provision_topics(
         services, policy, owner=owner, generation=generation, provisioner=provisioner
     )
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
-    # (Read when suspended: deleting needs to know whether there is one to delete.)
-    application = (
-        seen.application
-        if seen is not None and listed
-        else None
-        if created and not policy.suspend
-        else _UNREAD
-    )
-    job = await _ensure_application(services, policy, owner=owner, seen=application)
+    job = await _ensure_application(services, policy, owner=owner, known=known_application)
     digest = config_hash(policy)
 
     def observe(old: Mapping[str, Any]) -> Observation:
@@ -498,16 +510,12 @@ def _managed(app: Obj) -> bool:
     return bool(labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY)
 
 
-#: "Not read yet" for an object that may also be known to be absent (None).
-_UNREAD: Final[Obj] = {}
-
-
 async def _ensure_application(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Obj | None = _UNREAD
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, known: Known | None = None
 ) -> _Job:
     api = services.api
     name = render.application_name(policy.name)
-    current = await api.get(SPARK_APPLICATIONS, policy.namespace, name) if seen is _UNREAD else seen
+    current = known.obj if known is not None else await api.get(SPARK_APPLICATIONS, policy.namespace, name)
     if policy.suspend:
         if (
             current is not None

@@ -1,0 +1,313 @@
+"""The reconcile's I/O logic on an in-memory API server (``tests/unit/fake_kube.py``): conflicts,
+409 loops, adoption, drift and what is read before writing. The same paths against the real API
+server are in ``tests/integration/operator``; these run in milliseconds and reach the branches a
+real server only takes under a race."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dlq_engine.model import config_hash, parse_policy
+from spark_dlq_operator import render
+from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.events import EventRecorder
+from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile
+from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
+from tests.policy_builder import policy_document
+from tests.unit.fake_kube import FakeKube
+
+NAMESPACE = "payments"
+POLICIES, APPS, CONFIG_MAPS, EVENTS = "deadletterpolicies", "sparkapplications", "configmaps", "events"
+
+
+class Bed:
+    """A fake API server with one policy in it, and the operator's services on top."""
+
+    def __init__(self, **overrides: Any) -> None:
+        self.api = FakeKube()
+        self.config = OperatorConfig(namespaces=(NAMESPACE,))
+        self.services = Services(
+            config=self.config,
+            api=self.api,
+            events=EventRecorder(self.api, instance="test"),
+            admin=AdminProvisioner(timeout=1.0),
+            strimzi=StrimziProvisioner(self.api),
+        )
+        self.body = self.api.put(POLICIES, policy_document({"spec.topics.create": False, **overrides}))
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+    @property
+    def app_name(self) -> str:
+        return render.application_name(self.name)
+
+    def change(self, overrides: dict[str, Any]) -> None:
+        """The user edits the policy's spec."""
+        for path, value in overrides.items():
+            *parents, last = path.removeprefix("spec.").split(".")
+
+            def edit(
+                obj: dict[str, Any], parents: list[str] = parents, last: str = last, value: Any = value
+            ) -> None:
+                node = obj["spec"]
+                for key in parents:
+                    node = node.setdefault(key, {})
+                node[last] = value
+                obj["metadata"]["generation"] += 1
+
+            self.api.edit(POLICIES, NAMESPACE, self.name, edit)
+        self.body = self.policy()
+
+    def policy(self) -> dict[str, Any]:
+        found = self.api.stored(POLICIES, NAMESPACE, self.name)
+        assert found is not None
+        return found
+
+    def reconcile(self, seen: Seen | None = None) -> None:
+        body = self.policy()
+        asyncio.run(self._reconcile(body, seen))
+
+    async def _reconcile(self, body: dict[str, Any], seen: Seen | None) -> None:
+        await reconcile(
+            self.services,
+            parse_policy(body),
+            owner=owner_of(body),
+            generation=body["metadata"]["generation"],
+            trigger="test",
+            seen=seen,
+        )
+        await self.services.events.close()
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.policy().get("status") or {})
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        return next(c for c in self.status()["conditions"] if c["type"] == kind)
+
+    def app(self) -> dict[str, Any]:
+        found = self.api.stored(APPS, NAMESPACE, self.app_name)
+        assert found is not None
+        return found
+
+    def reasons(self) -> list[str]:
+        return [e["reason"] for e in self.api.of(EVENTS)]
+
+
+@pytest.fixture
+def bed() -> Bed:
+    return Bed()
+
+
+def test_a_new_policy_is_created_without_reads_of_its_objects(bed: Bed) -> None:
+    bed.reconcile(Seen(policy=bed.policy(), created=True))
+
+    app = bed.app()
+    assert app["metadata"]["ownerReferences"][0]["uid"] == bed.body["metadata"]["uid"]
+    assert app["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+        parse_policy(bed.body)
+    )
+    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)) is not None
+    assert bed.api.count("GET", APPS) == 0
+    assert bed.api.count("GET", CONFIG_MAPS) == 0
+    assert bed.condition("TopicsReady")["reason"] == "NotManaged"
+    assert bed.status()["configHash"] == config_hash(parse_policy(bed.body))
+    assert sorted(bed.reasons()) == ["ConfigMapCreated", "SparkApplicationCreated"]
+
+
+def test_created_but_already_there_reads_and_adopts_what_exists(bed: Bed) -> None:
+    """After an operator restart kopf may report a policy as new whose objects exist: the
+    create's 409 makes it read them, and nothing is restarted."""
+    bed.reconcile()
+    calls = len(bed.api.calls)
+    bed.reconcile(Seen(policy=bed.policy(), created=True))
+
+    assert (
+        "POST",
+        f"/apis/{render.SPARK_GROUP}/{render.SPARK_VERSION_API}/namespaces/{NAMESPACE}/{APPS}",
+    ) in bed.api.calls[calls:]
+    assert bed.api.count("PUT", APPS) == 0
+    assert "SparkApplicationRestarted" not in bed.reasons()
+
+
+def test_a_spec_change_restarts_the_application_once(bed: Bed) -> None:
+    bed.reconcile()
+    bed.change({"spec.spark.trigger": "5s"})
+    bed.reconcile()
+
+    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+        parse_policy(bed.body)
+    )
+    assert bed.reasons().count("SparkApplicationRestarted") == 1
+    assert bed.condition("JobRunning")["reason"] == render.JOB_RESTARTING.reason
+
+
+def test_a_conflict_on_replace_reads_again_and_keeps_the_other_writers_change(bed: Bed) -> None:
+    bed.reconcile()
+    bed.change({"spec.spark.trigger": "5s"})
+
+    def someone_labels_it() -> None:
+        bed.api.edit(APPS, NAMESPACE, bed.app_name, lambda o: o["metadata"]["labels"].update(team="billing"))
+
+    bed.api.before("PUT", APPS, someone_labels_it)
+    bed.reconcile()
+
+    app = bed.app()
+    assert app["metadata"]["labels"]["team"] == "billing"
+    assert app["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+        parse_policy(bed.body)
+    )
+    assert bed.api.count("PUT", APPS) == 2
+    assert bed.reasons().count("SparkApplicationRestarted") == 1
+
+
+def test_an_application_deleted_during_the_conflict_is_created_again(bed: Bed) -> None:
+    bed.reconcile()
+    bed.change({"spec.spark.trigger": "5s"})
+    bed.api.before("PUT", APPS, lambda: bed.api.objects.pop((APPS, NAMESPACE, bed.app_name)))
+    bed.api.fail("PUT", APPS, 409)
+    bed.reconcile()
+
+    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+        parse_policy(bed.body)
+    )
+
+
+def test_an_application_that_keeps_changing_gives_up_with_a_conflict(bed: Bed) -> None:
+    bed.reconcile()
+    bed.change({"spec.spark.trigger": "5s"})
+    bed.api.fail("PUT", APPS, 409, times=100)
+
+    with pytest.raises(ApiError, match="kept changing") as raised:
+        bed.reconcile()
+    assert raised.value.status == 409
+    assert bed.api.count("PUT", APPS) == 5
+
+
+def test_status_conflicts_are_retried_then_given_up(bed: Bed) -> None:
+    bed.api.fail("PATCH", POLICIES, 409, times=3)
+    bed.reconcile()
+    assert bed.status()["configHash"] == config_hash(parse_policy(bed.body))
+
+    bed.change({"spec.spark.trigger": "5s"})
+    bed.api.fail("PATCH", POLICIES, 409, times=100)
+    with pytest.raises(ApiError, match="status of payments/orders-billing kept changing"):
+        bed.reconcile()
+
+
+def test_an_orphaned_application_is_adopted_without_a_restart(bed: Bed) -> None:
+    """Deleted with --cascade=orphan and applied again: the new policy (a new uid) takes the
+    running application over, as it is, when its configuration is the same."""
+    bed.reconcile()
+    bed.api.edit(APPS, NAMESPACE, bed.app_name, lambda o: o["metadata"].pop("ownerReferences"))
+    generation = bed.app()["metadata"]["generation"]
+    bed.reconcile()
+
+    app = bed.app()
+    assert app["metadata"]["ownerReferences"][0]["uid"] == bed.body["metadata"]["uid"]
+    assert app["metadata"]["generation"] == generation
+    assert "SparkApplicationRestarted" not in bed.reasons()
+
+
+def test_an_application_of_another_policy_is_a_conflict_and_left_alone(bed: Bed) -> None:
+    bed.reconcile()
+    bed.api.edit(
+        APPS,
+        NAMESPACE,
+        bed.app_name,
+        lambda o: o["metadata"]["ownerReferences"][0].update(uid="another-uid", name="other"),
+    )
+    before = bed.app()
+    bed.reconcile()
+
+    job = bed.condition("JobRunning")
+    assert (job["status"], job["reason"]) == ("False", "Conflict")
+    assert "belongs to DeadLetterPolicy other" in job["message"]
+    assert bed.app() == before
+
+
+def test_an_unmanaged_application_of_the_same_name_is_a_conflict(bed: Bed) -> None:
+    bed.api.put(
+        APPS, {"metadata": {"name": bed.app_name, "namespace": NAMESPACE}, "spec": {"type": "Python"}}
+    )
+    bed.reconcile()
+
+    job = bed.condition("JobRunning")
+    assert (job["status"], job["reason"]) == ("False", "Conflict")
+    assert "is not managed by spark-dlq" in job["message"]
+    assert bed.app()["spec"] == {"type": "Python"}
+
+
+def test_drift_of_the_config_map_is_repaired(bed: Bed) -> None:
+    bed.reconcile()
+    name = render.config_map_name(bed.name)
+    wanted = bed.api.stored(CONFIG_MAPS, NAMESPACE, name)
+    assert wanted is not None
+    bed.api.edit(CONFIG_MAPS, NAMESPACE, name, lambda o: o["data"].update({render.POLICY_FILE_KEY: "edited"}))
+    bed.reconcile()
+
+    repaired = bed.api.stored(CONFIG_MAPS, NAMESPACE, name)
+    assert repaired is not None
+    assert repaired["data"] == wanted["data"]
+    assert "ConfigMapUpdated" in bed.reasons()
+
+
+def test_a_listing_older_than_the_policy_writes_nothing(bed: Bed) -> None:
+    """A resync lists the policy, then the ConfigMap and application after a change was
+    applied: written from the listed policy they would roll the change back."""
+    bed.reconcile()
+    stale = bed.policy()
+    bed.change({"spec.spark.trigger": "5s"})
+    bed.reconcile()
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name))
+    app = bed.app()
+    writes = [c for c in bed.api.calls if c[0] != "GET"]
+
+    asyncio.run(
+        bed._reconcile(stale, Seen(policy=stale, listed=True, config_map=config_map, application=app))
+    )
+
+    assert [c for c in bed.api.calls if c[0] != "GET"] == writes
+
+
+def test_a_listing_that_knows_an_object_is_absent_creates_it_without_a_read(bed: Bed) -> None:
+    bed.reconcile()
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name))
+    bed.api.objects.pop((APPS, NAMESPACE, bed.app_name))
+    gets = bed.api.count("GET", APPS)
+
+    bed.reconcile(Seen(policy=bed.policy(), listed=True, config_map=config_map, application=None))
+
+    assert bed.api.count("GET", APPS) == gets
+    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+        parse_policy(bed.body)
+    )
+
+
+def test_suspend_deletes_the_application_and_resume_creates_it(bed: Bed) -> None:
+    bed.reconcile()
+    bed.change({"spec.suspend": True})
+    bed.reconcile(Seen(policy=bed.policy(), created=True))  # suspended: read even when new
+
+    assert bed.api.stored(APPS, NAMESPACE, bed.app_name) is None
+    assert "SparkApplicationDeleted" in bed.reasons()
+    assert bed.condition("JobRunning")["reason"] == "Suspended"
+
+    bed.change({"spec.suspend": False})
+    bed.reconcile()
+    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+        parse_policy(bed.body)
+    )
+
+
+def test_a_refused_application_is_reported_not_raised(bed: Bed) -> None:
+    bed.api.fail("POST", APPS, 422)
+    bed.reconcile()
+
+    job = bed.condition("JobRunning")
+    assert (job["status"], job["reason"]) == ("False", "SparkApplicationRefused")
