@@ -10,20 +10,38 @@ import pytest
 from dlq_engine import Message, Retry, Terminate
 from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 from dlq_engine.routing.outcomes import (
+    ACKNOWLEDGE,
     MAX_STACK_CHARS,
+    PUBLISH,
     Decision,
-    Outcome,
+    Failure,
+    Result,
     Route,
+    Rules,
     UnsupportedResult,
     Verdict,
     classify,
     decide,
+    decide_all,
     encode_result,
-    invoke,
-    outcome_of,
+    item_result_or_failure,
+    result_or_failure,
 )
 
 MESSAGE = Message(key=b"k", value=b"v")
+
+
+def failure_of(process: Any) -> Failure:
+    """The failure a call of ``process`` on MESSAGE comes to (it must fail)."""
+    result = result_or_failure(process, MESSAGE, frozenset(), with_stack=True)
+    assert isinstance(result, Failure)
+    return result
+
+
+def item_failure(item: object) -> Failure:
+    result = item_result_or_failure(item, frozenset(), with_stack=False)
+    assert isinstance(result, Failure)
+    return result
 
 
 class BillingError(Exception):
@@ -49,17 +67,14 @@ def test_results_are_encoded_for_the_output_topic(result: Any, encoded: bytes | 
 
 
 def test_an_unsupported_result_type_is_a_failure_naming_the_type() -> None:
-    outcome = invoke(lambda m: 42, MESSAGE, frozenset(), with_stack=False)
+    outcome = failure_of(lambda m: 42)
     assert outcome.kind is Verdict.TRANSIENT
     assert outcome.error_class == "dlq_engine.routing.outcomes.UnsupportedResult"
     assert outcome.error_message == "processor returned int; return bytes, str, dict or None"
 
 
 def test_terminate_retry_and_listed_errors_are_classified() -> None:
-    assert (
-        invoke(lambda m: (_ for _ in ()).throw(Terminate("no")), MESSAGE, frozenset(), with_stack=False).kind
-        is Verdict.TERMINATED
-    )
+    assert failure_of(lambda m: (_ for _ in ()).throw(Terminate("no"))).kind is Verdict.TERMINATED
     retry = classify(Retry(delay="30s"), frozenset(), with_stack=False)
     assert (retry.kind, retry.delay_ms) == (Verdict.TRANSIENT, 30_000)
     assert (
@@ -104,46 +119,61 @@ def test_stack_traces_are_bounded_and_keep_the_raise_site() -> None:
 
 
 def test_batch_items_may_be_results_or_exceptions() -> None:
-    assert outcome_of("ok", frozenset(), with_stack=False) == Outcome(Verdict.RESULT, result=b"ok")
-    assert outcome_of(None, frozenset(), with_stack=False).kind is Verdict.ACK
-    assert outcome_of(Terminate("t"), frozenset(), with_stack=False).kind is Verdict.TERMINATED
-    assert outcome_of(object(), frozenset(), with_stack=False).kind is Verdict.TRANSIENT
+    assert item_result_or_failure("ok", frozenset(), with_stack=False) == b"ok"
+    assert item_result_or_failure(None, frozenset(), with_stack=False) is None
+    assert item_failure(Terminate("t")).kind is Verdict.TERMINATED
+    assert item_failure(object()).kind is Verdict.TRANSIENT
+
+
+def test_a_success_is_its_encoded_result() -> None:
+    assert result_or_failure(lambda m: {"id": 1}, MESSAGE, frozenset(), with_stack=False) == b'{"id":1}'
+    assert result_or_failure(lambda m: None, MESSAGE, frozenset(), with_stack=False) is None
 
 
 @pytest.mark.parametrize(
-    ("kind", "failures", "strategy", "has_output", "expected"),
+    ("result", "failures", "strategy", "has_output", "expected"),
     [
-        pytest.param(Verdict.RESULT, 1, "topic", True, Decision(Route.OUTPUT), id="result-out"),
-        pytest.param(Verdict.RESULT, 1, "topic", False, Decision(Route.ACK), id="result-no-output-topic"),
-        pytest.param(Verdict.ACK, 1, "topic", True, Decision(Route.ACK), id="ack"),
-        pytest.param(Verdict.TRANSIENT, 1, "topic", True, Decision(Route.RETRY), id="first-failure-retries"),
-        pytest.param(Verdict.TRANSIENT, 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"),
-        pytest.param(Verdict.TRANSIENT, 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"),
+        pytest.param(b"r", 1, "topic", True, PUBLISH, id="result-out"),
+        pytest.param(b"r", 1, "topic", False, ACKNOWLEDGE, id="result-no-output-topic"),
+        pytest.param(None, 1, "topic", True, ACKNOWLEDGE, id="ack"),
+        pytest.param(b"r", 9, "topic", True, PUBLISH, id="a-late-success-is-published"),
         pytest.param(
-            Verdict.TERMINATED, 1, "topic", True, Decision(Route.DEAD, "terminated"), id="terminated"
+            Failure(Verdict.TRANSIENT), 1, "topic", True, Decision(Route.RETRY), id="first-failure-retries"
         ),
         pytest.param(
-            Verdict.NON_RETRYABLE, 1, "topic", True, Decision(Route.DEAD, "non-retryable"), id="non-retryable"
+            Failure(Verdict.TRANSIENT), 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"
         ),
         pytest.param(
-            Verdict.TERMINATED, 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"
+            Failure(Verdict.TRANSIENT), 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"
         ),
         pytest.param(
-            Verdict.TRANSIENT, 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"
+            Failure(Verdict.TERMINATED), 1, "topic", True, Decision(Route.DEAD, "terminated"), id="terminated"
+        ),
+        pytest.param(
+            Failure(Verdict.NON_RETRYABLE),
+            1,
+            "topic",
+            True,
+            Decision(Route.DEAD, "non-retryable"),
+            id="non-retryable",
+        ),
+        pytest.param(
+            Failure(Verdict.TERMINATED), 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"
+        ),
+        pytest.param(
+            Failure(Verdict.TRANSIENT), 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"
         ),
     ],
 )
-def test_decide(kind: Verdict, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
+def test_decide(result: Result, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
     assert (
-        decide(Outcome(kind), failures=failures, max_redeliver=3, strategy=strategy, has_output=has_output)
-        == expected
+        decide(result, failures, Rules(max_redeliver=3, strategy=strategy, has_output=has_output)) == expected
     )
 
 
 def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
-    assert decide(
-        Outcome(Verdict.TRANSIENT), failures=1, max_redeliver=0, strategy="topic", has_output=True
-    ) == Decision(Route.DEAD, "exhausted")
+    rules = Rules(max_redeliver=0, strategy="topic", has_output=True)
+    assert decide(Failure(Verdict.TRANSIENT), 1, rules) == Decision(Route.DEAD, "exhausted")
 
 
 @pytest.mark.parametrize(
@@ -176,14 +206,14 @@ def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
     ],
 )
 def test_unpublishable_results_are_failures_naming_the_problem(result: Any, message: str) -> None:
-    outcome = invoke(lambda m: result, MESSAGE, frozenset(), with_stack=False)
+    outcome = failure_of(lambda m: result)
     assert (outcome.kind, outcome.error_class, outcome.error_message) == (
         Verdict.TRANSIENT,
         "dlq_engine.routing.outcomes.UnsupportedResult",
         message,
     )
     # The same item in a batch processor's answer fails that message, and nothing is raised.
-    assert outcome_of(result, frozenset(), with_stack=False).error_message == message
+    assert item_failure(result).error_message == message
 
 
 def test_a_cyclic_dict_is_not_json() -> None:
@@ -205,7 +235,7 @@ def test_base_exceptions_from_the_processor_are_failures_of_that_message(error: 
     def raise_it(m: Message) -> None:
         raise error
 
-    outcome = invoke(raise_it, MESSAGE, frozenset(), with_stack=True)
+    outcome = failure_of(raise_it)
     assert (outcome.kind, outcome.error_class) == (Verdict.TRANSIENT, type(error).__name__)
     assert outcome.stacktrace is not None
     assert "in raise_it" in outcome.stacktrace
@@ -226,7 +256,7 @@ def test_a_huge_error_message_is_cut_with_a_marker_and_the_trace_keeps_its_frame
     def huge(m: Message) -> None:
         raise ValueError("x" * 5_000_000)
 
-    outcome = invoke(huge, MESSAGE, frozenset(), with_stack=True)
+    outcome = failure_of(huge)
     assert len(outcome.error_message) == MAX_MESSAGE_CHARS
     assert outcome.error_message.endswith("...(truncated from 5000000 chars)")
     assert outcome.error_message.startswith("xxxx")
@@ -234,3 +264,14 @@ def test_a_huge_error_message_is_cut_with_a_marker_and_the_trace_keeps_its_frame
     assert len(outcome.stacktrace) <= MAX_STACK_CHARS
     assert "in huge" in outcome.stacktrace
     assert outcome.stacktrace.endswith("...(truncated from 5000013 chars)\n")  # "ValueError: ...\n"
+
+
+@pytest.mark.parametrize("has_output", [True, False])
+def test_decide_all_is_decide_for_every_row(has_output: bool) -> None:
+    rules = Rules(max_redeliver=2, strategy="topic", has_output=has_output)
+    results: list[Result] = [b"r", None, Failure(Verdict.TRANSIENT), Failure(Verdict.TRANSIENT), b""]
+    results += [Failure(Verdict.TERMINATED), Failure(Verdict.NON_RETRYABLE)]
+    attempts = [0, 5, 0, 2, 9, 0, 1]
+    assert decide_all(results, attempts, rules) == [
+        decide(r, a + 1, rules) for r, a in zip(results, attempts, strict=True)
+    ]

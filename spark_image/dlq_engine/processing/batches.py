@@ -32,15 +32,18 @@ from dlq_engine.routing import headers as h
 from dlq_engine.routing import stats
 from dlq_engine.routing.backoff import delay_ms
 from dlq_engine.routing.outcomes import (
+    ACKNOWLEDGE,
+    PUBLISH,
     Decision,
-    Outcome,
+    Failure,
+    Result,
     Route,
+    Rules,
     UnsupportedResult,
     classify,
-    decide,
+    decide_all,
     frozen_names,
     item_result_or_failure,
-    outcome_of,
     result_or_failure,
 )
 
@@ -82,6 +85,10 @@ class RoutingSettings:
     timeout_ms: int = 0  # processor.timeout; 0: none
     #: A retry routed more than this after its ``dlq.deliver.at`` counts as released late.
     late_after_ms: int = 0
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(self.max_redeliver, self.strategy, self.has_output)
 
     @classmethod
     def from_policy(cls, policy: DeadLetterPolicy) -> RoutingSettings:
@@ -139,8 +146,8 @@ def route_batch(
     from_retry = [t == retry_topic for t in topics]
     header_column = batch.column("headers")
     flat = _FlatHeaders.of(header_column)
-    header_dicts, headers = _headers(flat, from_retry)
-    attempts = [_attempt(hs) if hs is not None else 0 for hs in headers]  # hs: retry records only
+    header_dicts, retry_headers = _headers(flat, from_retry)
+    attempts = [_attempt(pairs) if pairs is not None else 0 for pairs in retry_headers]
     new = _new_message
     messages = [
         new(
@@ -155,64 +162,36 @@ def route_batch(
         )
         for i in range(n)
     ]
-    outcomes, durations = _outcomes(messages, settings, processor)
+    results, durations = _results(messages, settings, processor)
 
-    routes: list[int] = []
-    out_values: list[bytes | None] = []
-    reasons: list[str | None] = []
-    changed: dict[int, list[tuple[str, bytes]]] = {}  # failed row -> its new dlq.* headers
-    lateness: list[int | None] = []
     now = clock()
-    output, ack = int(Route.OUTPUT), int(Route.ACK)
-    success_route = output if settings.has_output else ack
-    for i, outcome in enumerate(outcomes):
-        lateness.append(_lateness(headers[i], now) if from_retry[i] else None)
-        if not isinstance(outcome, Outcome):
-            # A success: the encoded result, or None to acknowledge (``decide`` for RESULT/ACK).
-            if outcome is None or success_route == ack:
-                routes.append(ack)
-                out_values.append(None)
-            else:
-                routes.append(output)
-                out_values.append(outcome)
-            reasons.append(None)
-            continue
-        failures = attempts[i] + 1
-        decision = decide(
-            outcome,
-            failures=failures,
-            max_redeliver=settings.max_redeliver,
-            strategy=settings.strategy,
-            has_output=settings.has_output,
-        )
-        routes.append(int(decision.route))
-        if decision.route in (Route.OUTPUT, Route.ACK):
-            out_values.append(outcome.result if decision.route is Route.OUTPUT else None)
-            reasons.append(None)
-            continue
-        out_values.append(values[i])  # retries and dead letters carry the original value
-        reasons.append(decision.reason)
-        built = _failure_headers(
-            messages[i], headers[i], from_retry[i], outcome, decision, failures, settings, now, rand
-        )
-        if decision.route is Route.DEAD and settings.strategy == "stop":
-            m = messages[i]
-            raise StopPipeline(
-                f"{StopPipeline.MARKER} strategy stop: message {m.topic}[{m.partition}]@{m.offset} "
-                f"failed ({decision.reason}): {outcome.error_class}: {outcome.error_message}"
-            )
-        if decision.route is Route.IGNORED:
-            m = messages[i]
-            log.warning(
-                "dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s",
-                m.topic,
-                m.partition,
-                m.offset,
-                decision.reason,
-                outcome.error_class,
-                outcome.error_message,
-            )
-        changed[i] = built
+    decisions = decide_all(results, attempts, settings.rules)
+    lateness = (
+        [_lateness(pairs, now) if pairs is not None else None for pairs in retry_headers]
+        if True in from_retry
+        else [None] * n
+    )
+    # What is written: the result of a published message, nothing for an acknowledged one, the
+    # original value (with this attempt's headers, ``changed``) for a retried or dead one. A
+    # batch whose messages all succeeded alike (the usual case) is written as a whole.
+    changed: dict[int, list[tuple[str, bytes]]] = {}
+    routes: list[Route]
+    reasons: list[str | None]
+    out_values: list[Result]
+    only = decisions[0] if n else ACKNOWLEDGE
+    if (only is PUBLISH or only is ACKNOWLEDGE) and decisions.count(only) == n:
+        routes, reasons = [only.route] * n, [None] * n
+        out_values = results if only is PUBLISH else [None] * n
+    else:
+        routes = [d.route for d in decisions]
+        reasons = [d.reason for d in decisions]
+        out_values = [r if d is PUBLISH else None for r, d in zip(results, decisions, strict=True)]
+        for i, result in enumerate(results):
+            if type(result) is Failure:
+                out_values[i] = values[i]
+                changed[i] = _failed(
+                    messages[i], retry_headers[i], result, decisions[i], attempts[i] + 1, settings, now, rand
+                )
 
     route_column = pa.array(routes, type=pa.int8())
     lateness_column = pa.array(lateness, type=pa.int64())
@@ -220,7 +199,7 @@ def route_batch(
         batch,
         route_column,
         reasons,
-        outcomes,
+        results,
         attempts,
         lateness_column,
         durations,
@@ -360,8 +339,9 @@ def _message_constructor() -> Callable[..., Message]:
     declared = tuple(f.name for f in dataclasses.fields(Message))
     if declared != fields or hasattr(Message, "__post_init__") or not hasattr(Message, "__slots__"):
         return Message
-    setters = [getattr(Message, name).__set__ for name in fields]
-    sk, sv, sh, st, sp, so, sts, sa = setters
+    set_key, set_value, set_headers, set_topic, set_partition, set_offset, set_timestamp, set_attempt = (
+        getattr(Message, name).__set__ for name in fields
+    )
     new = object.__new__
 
     def make(
@@ -374,16 +354,16 @@ def _message_constructor() -> Callable[..., Message]:
         timestamp: int,
         attempt: int,
     ) -> Message:
-        m = new(Message)
-        sk(m, key)
-        sv(m, value)
-        sh(m, headers)
-        st(m, topic)
-        sp(m, partition)
-        so(m, offset)
-        sts(m, timestamp)
-        sa(m, attempt)
-        return m
+        message = new(Message)
+        set_key(message, key)
+        set_value(message, value)
+        set_headers(message, headers)
+        set_topic(message, topic)
+        set_partition(message, partition)
+        set_offset(message, offset)
+        set_timestamp(message, timestamp)
+        set_attempt(message, attempt)
+        return message
 
     return make
 
@@ -409,17 +389,16 @@ def output_schema(input_schema: pa.Schema) -> pa.Schema:
     )
 
 
-def _outcomes(
+def _results(
     messages: Sequence[Message], settings: RoutingSettings, processor: ProcessFn
-) -> tuple[list[bytes | Outcome | None], np.ndarray]:
-    """One entry per message: the encoded result of a success (None acknowledges), or the
-    ``Outcome`` of a failure; and how long the processor took, in seconds: per call (one per
+) -> tuple[list[Result], np.ndarray]:
+    """The ``Result`` of each message, and how long the processor took, in seconds: per call (one per
     message, or one for a batch processor)."""
     clock = time.perf_counter
     if settings.mode == "batch":
         started = clock()
-        outcomes = _batch_outcomes(messages, settings, processor)
-        return outcomes, np.array([clock() - started] if messages else [], dtype=np.float64)
+        results = _batch_results(messages, settings, processor)
+        return results, np.array([clock() - started] if messages else [], dtype=np.float64)
     non_retryable, with_stack = settings.non_retryable, settings.include_stack
     if settings.timeout_ms <= 0:
         return _timed_calls(processor, messages, non_retryable, with_stack)
@@ -427,18 +406,18 @@ def _outcomes(
     durations: list[float] = []
     took = durations.append
 
-    def one(message: Message) -> bytes | Outcome | None:
+    def one(message: Message) -> Result:
         started = clock()
         try:
             return result_or_failure(processor, message, non_retryable, with_stack=with_stack)
         finally:
             took(clock() - started)
 
-    results = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
-    outcomes = [
-        classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r for r in results
+    done = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
+    results = [
+        classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r for r in done
     ]
-    return outcomes, np.array(durations, dtype=np.float64)
+    return results, np.array(durations, dtype=np.float64)
 
 
 #: How many calls of each Arrow batch are timed for the latency histogram (message mode, no
@@ -449,7 +428,7 @@ TIMED_CALLS = 256
 
 def _timed_calls(
     processor: ProcessFn, messages: Sequence[Message], non_retryable: frozenset[str], with_stack: bool
-) -> tuple[list[bytes | Outcome | None], np.ndarray]:
+) -> tuple[list[Result], np.ndarray]:
     """The processor called on each message, the first ``TIMED_CALLS`` timed by one clock read
     before each call (and one after the last): call ``i`` took ``stamps[i + 1] - stamps[i]``,
     the differences taken at once, vectorised. The read is in the comprehension's condition
@@ -472,9 +451,9 @@ def _timed_calls(
     return results, np.diff(np.array(stamps, dtype=np.float64))
 
 
-def _batch_outcomes(
+def _batch_results(
     messages: Sequence[Message], settings: RoutingSettings, processor: ProcessFn
-) -> list[bytes | Outcome | None]:
+) -> list[Result]:
     """A batch processor takes the list of messages and returns one result or exception per
     message. If it raises (any ``BaseException``, as in message mode), or overruns
     ``processor.timeout`` times the number of messages, every message of the batch fails with
@@ -485,7 +464,7 @@ def _batch_outcomes(
     try:
         if settings.timeout_ms > 0:
             [answer] = map_with_limit(
-                lambda batch: _batch_results(processor, batch),
+                lambda batch: _batch_answer(processor, batch),
                 [list(messages)],
                 timeout_ms=settings.timeout_ms * n,
                 what=f"the batch processor ({n} messages)",
@@ -495,19 +474,19 @@ def _batch_outcomes(
                 raise answer.error
             results = answer
         else:
-            results = _batch_results(processor, list(messages))
+            results = _batch_answer(processor, list(messages))
     except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
-        return [outcome_of(error, settings.non_retryable, with_stack=settings.include_stack)] * len(messages)
+        return [classify(error, settings.non_retryable, with_stack=settings.include_stack)] * n
     if len(results) != len(messages):
         mismatch = ValueError(
             f"batch processor returned {len(results)} outcomes for {len(messages)} messages"
         )
-        return [outcome_of(mismatch, settings.non_retryable, with_stack=False)] * len(messages)
+        return [classify(mismatch, settings.non_retryable, with_stack=False)] * n
     non_retryable, with_stack = settings.non_retryable, settings.include_stack
     return [item_result_or_failure(r, non_retryable, with_stack=with_stack) for r in results]
 
 
-def _batch_results(processor: ProcessFn, messages: list[Message]) -> list[Any]:
+def _batch_answer(processor: ProcessFn, messages: list[Message]) -> list[Any]:
     """A batch processor's answer as a list (it may return any iterable but a str, bytes or dict)."""
     returned = processor(messages)
     if isinstance(returned, str | bytes | bytearray | dict) or not isinstance(returned, Iterable):
@@ -518,25 +497,41 @@ def _batch_results(processor: ProcessFn, messages: list[Message]) -> list[Any]:
     return list(returned)
 
 
-def _failure_headers(
+def _failed(
     message: Message,
-    headers: list[tuple[str, bytes | None]] | None,
-    from_retry: bool,
-    outcome: Outcome,
+    retry_headers: list[tuple[str, bytes | None]] | None,
+    failure: Failure,
     decision: Decision,
     failures: int,
     settings: RoutingSettings,
     now: int,
     rand: Callable[[], float],
 ) -> list[tuple[str, bytes]]:
-    if from_retry:
-        origin = {
-            name: _text(h.first_header(headers, name))
-            for name in h.CARRIED
-            if h.first_header(headers, name) is not None
-        }
-    else:
-        origin = {}
+    """The ``dlq.*`` headers a failed message leaves with (to the retry topic or the dead
+    letters); a dead letter under the ``stop`` strategy stops the pipeline instead, one under
+    ``ignore`` is logged. ``retry_headers`` are its headers when it came from the retry topic:
+    the origin and first failure it carries are kept."""
+    if decision.route is Route.DEAD and settings.strategy == "stop":
+        raise StopPipeline(
+            f"{StopPipeline.MARKER} strategy stop: message {message.topic}[{message.partition}]@"
+            f"{message.offset} failed ({decision.reason}): {failure.error_class}: {failure.error_message}"
+        )
+    if decision.route is Route.IGNORED:
+        log.warning(
+            "dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s",
+            message.topic,
+            message.partition,
+            message.offset,
+            decision.reason,
+            failure.error_class,
+            failure.error_message,
+        )
+    origin = {}
+    if retry_headers is not None:
+        for name in h.CARRIED:
+            carried = h.first_header(retry_headers, name)
+            if carried is not None:
+                origin[name] = _text(carried)
     origin.setdefault(h.ORIGINAL_TOPIC, message.topic)
     origin.setdefault(h.ORIGINAL_PARTITION, str(message.partition))
     origin.setdefault(h.ORIGINAL_OFFSET, str(message.offset))
@@ -545,15 +540,15 @@ def _failure_headers(
     deliver_at = None
     if decision.route is Route.RETRY:
         wait = (
-            outcome.delay_ms if outcome.delay_ms is not None else delay_ms(settings.backoff, failures, rand())
+            failure.delay_ms if failure.delay_ms is not None else delay_ms(settings.backoff, failures, rand())
         )
         deliver_at = min(now + wait, MAX_DELIVER_AT)
-    built = h.failure_headers(
+    return h.failure_headers(
         origin=origin,
         attempt=failures,
-        error_class=outcome.error_class,
-        error_message=outcome.error_message,
-        stacktrace=outcome.stacktrace,
+        error_class=failure.error_class,
+        error_message=failure.error_message,
+        stacktrace=failure.stacktrace,
         policy=settings.policy,
         subscription=settings.subscription,
         failed_at=now,
@@ -561,7 +556,6 @@ def _failure_headers(
         reason=decision.reason,
         static=dict(settings.static_headers) if decision.route is not Route.RETRY else None,
     )
-    return built
 
 
 def _attempt(headers: list[tuple[str, bytes | None]] | None) -> int:

@@ -1,8 +1,9 @@
 """What became of one processor call, and what that means for the message.
 
-``invoke`` calls the processor and turns whatever happens into an ``Outcome``: a result to
-publish, an acknowledgement, or a failure of one of three kinds (transient, terminated,
-non-retryable). ``decide`` then applies the policy: retry while redeliveries remain,
+``result_or_failure`` calls the processor and turns whatever happens into a ``Result``: the
+encoded result to publish (bytes), None to acknowledge, or a ``Failure`` of one of three kinds
+(transient, terminated, non-retryable). ``decide`` then applies the policy to every result:
+publish or acknowledge a success, retry a failure while redeliveries remain,
 dead-letter otherwise (PIP-22), straight to the dead letters for ``Terminate`` (PIP-367) and
 for exception classes listed in ``nonRetryableErrors`` (matched on the class or any base
 class, by simple or qualified name, as Spring Kafka's not-retryable exceptions are).
@@ -13,7 +14,7 @@ from __future__ import annotations
 import enum
 import json
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,11 +26,11 @@ MAX_STACK_CHARS: Final = 8_000
 
 
 class Verdict(enum.IntEnum):
-    RESULT = 0  # a value to publish on the output topic
-    ACK = 1  # None: nothing to publish
-    TRANSIENT = 2  # retry with backoff
-    TERMINATED = 3  # Terminate: dead-letter now
-    NON_RETRYABLE = 4  # a listed exception class: dead-letter now
+    """How a processor call failed."""
+
+    TRANSIENT = 0  # retry with backoff
+    TERMINATED = 1  # Terminate: dead-letter now
+    NON_RETRYABLE = 2  # a listed exception class: dead-letter now
 
 
 class Route(enum.IntEnum):
@@ -41,13 +42,19 @@ class Route(enum.IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Failure:
+    """A processor call that failed, with the error as the failure headers carry it."""
+
     kind: Verdict
-    result: bytes | None = None
     error_class: str = ""
     error_message: str = ""
     stacktrace: str | None = None
     delay_ms: int | None = None  # Retry(delay=...)
+
+
+#: What one processor call came to: the encoded result to publish, None to acknowledge, or
+#: the failure. A success is not wrapped in an object: most calls succeed.
+Result = bytes | Failure | None
 
 
 class UnsupportedResult(TypeError):
@@ -84,8 +91,8 @@ def encode_result(result: object) -> bytes | None:
     raise UnsupportedResult(f"processor returned {type(result).__name__}; return bytes, str, dict or None")
 
 
-def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack: bool) -> Outcome:
-    """Turn an exception raised for one message into a failure outcome."""
+def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack: bool) -> Failure:
+    """Turn an exception raised for one message into its failure."""
     delay_ms: int | None = None
     if isinstance(error, Terminate):
         kind = Verdict.TERMINATED
@@ -96,7 +103,7 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
     else:
         kind = Verdict.TRANSIENT
     cls = type(error)
-    return Outcome(
+    return Failure(
         kind=kind,
         error_class=f"{cls.__module__}.{cls.__qualname__}"
         if cls.__module__ != "builtins"
@@ -107,23 +114,10 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
     )
 
 
-def invoke(
-    process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *, with_stack: bool
-) -> Outcome:
-    """Call the processor on one message; never raises."""
-    return _wrap(result_or_failure(process, message, non_retryable, with_stack=with_stack))
-
-
-def outcome_of(item: object, non_retryable: frozenset[str], *, with_stack: bool) -> Outcome:
-    """The outcome for one element of a batch processor's answer (a result or an exception)."""
-    return _wrap(item_result_or_failure(item, non_retryable, with_stack=with_stack))
-
-
 def result_or_failure(
     process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *, with_stack: bool
-) -> bytes | Outcome | None:
-    """``invoke`` for the routing hot path: a success is the encoded result itself (bytes, or
-    None to acknowledge), so no object is built for it; a failure is its ``Outcome``.
+) -> Result:
+    """Call the processor on one message; never raises.
 
     Every ``BaseException`` the processor raises is a failure of that message, ``SystemExit``
     and ``KeyboardInterrupt`` included: a processor calling ``sys.exit()`` must not end the
@@ -138,10 +132,8 @@ def result_or_failure(
         return classify(error, non_retryable, with_stack=with_stack)
 
 
-def item_result_or_failure(
-    item: object, non_retryable: frozenset[str], *, with_stack: bool
-) -> bytes | Outcome | None:
-    """``outcome_of`` for the routing hot path, as ``result_or_failure`` is for ``invoke``."""
+def item_result_or_failure(item: object, non_retryable: frozenset[str], *, with_stack: bool) -> Result:
+    """The result of one element of a batch processor's answer (a result or an exception)."""
     if type(item) is bytes:
         return item
     if isinstance(item, BaseException):
@@ -152,35 +144,51 @@ def item_result_or_failure(
         return classify(error, non_retryable, with_stack=False)
 
 
-def _wrap(value: bytes | Outcome | None) -> Outcome:
-    if isinstance(value, Outcome):
-        return value
-    return Outcome(kind=Verdict.ACK if value is None else Verdict.RESULT, result=value)
-
-
 @dataclass(frozen=True, slots=True)
 class Decision:
     route: Route
     reason: str | None = None  # exhausted | terminated | non-retryable, for dead letters
 
 
-def decide(
-    outcome: Outcome, *, failures: int, max_redeliver: int, strategy: str, has_output: bool
-) -> Decision:
-    """Where the message goes. ``failures`` counts this failure too (attempt + 1)."""
-    if outcome.kind is Verdict.RESULT:
-        return Decision(Route.OUTPUT if has_output else Route.ACK)
-    if outcome.kind is Verdict.ACK:
-        return Decision(Route.ACK)
-    if outcome.kind is Verdict.TERMINATED:
-        reason = "terminated"
-    elif outcome.kind is Verdict.NON_RETRYABLE:
-        reason = "non-retryable"
-    elif failures <= max_redeliver:
-        return Decision(Route.RETRY)
-    else:
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What ``decide`` needs of the policy."""
+
+    max_redeliver: int
+    strategy: str  # deadLetter.strategy: topic | ignore | stop
+    has_output: bool
+
+
+PUBLISH: Final = Decision(Route.OUTPUT)
+ACKNOWLEDGE: Final = Decision(Route.ACK)
+RETRY: Final = Decision(Route.RETRY)
+
+
+def decide(result: Result, failures: int, rules: Rules) -> Decision:
+    """Where the message goes. ``failures`` counts this call's failure too (attempt + 1)."""
+    if not isinstance(result, Failure):
+        return PUBLISH if result is not None and rules.has_output else ACKNOWLEDGE
+    if result.kind is Verdict.TRANSIENT:
+        if failures <= rules.max_redeliver:
+            return RETRY
         reason = "exhausted"
-    return Decision(Route.IGNORED if strategy == "ignore" else Route.DEAD, reason)
+    elif result.kind is Verdict.TERMINATED:
+        reason = "terminated"
+    else:
+        reason = "non-retryable"
+    return Decision(Route.IGNORED if rules.strategy == "ignore" else Route.DEAD, reason)
+
+
+def decide_all(results: Sequence[Result], attempts: Sequence[int], rules: Rules) -> list[Decision]:
+    """``decide`` for each row of a batch (``attempts[i]``: row i's attempt). Every success of a
+    batch has the same decision, so it is taken once, not per row."""
+    success = PUBLISH if rules.has_output else ACKNOWLEDGE
+    return [
+        decide(result, attempt + 1, rules)
+        if type(result) is Failure
+        else (ACKNOWLEDGE if result is None else success)
+        for result, attempt in zip(results, attempts, strict=True)
+    ]
 
 
 def _names(cls: type) -> set[str]:

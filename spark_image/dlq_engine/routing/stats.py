@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dlq_engine.routing.outcomes import Outcome, Route
+from dlq_engine.routing.outcomes import Failure, Result, Route
 
 #: Upper bounds (seconds) of the processor latency histogram's buckets.
 LATENCY_BUCKETS: Final = (
@@ -99,7 +99,7 @@ def summarize(
     batch: pa.RecordBatch,
     routes: pa.Array,
     reasons: Sequence[str | None],
-    outcomes: Sequence[object],
+    outcomes: Sequence[Result],
     attempts: Sequence[int],
     lateness_ms: pa.Array,
     durations_s: np.ndarray,
@@ -108,7 +108,7 @@ def summarize(
     late_after_ms: int,
 ) -> BatchStats:
     """The summary of one routed batch: ``batch`` is its input, ``routes`` its route column
-    (``Route`` values), ``outcomes[i]`` an ``Outcome`` for every failed row, ``lateness_ms``
+    (``Route`` values), ``outcomes[i]`` the ``Result`` of row i (a ``Failure`` for every failed row), ``lateness_ms``
     null for source records, ``durations_s`` the processor's call times, ``from_retry[i]``
     whether row ``i`` came from the retry topic."""
     failed = pc.indices_nonzero(pc.greater_equal(routes, int(Route.RETRY))).to_pylist() if len(routes) else []
@@ -119,7 +119,7 @@ def summarize(
     for i in failed:
         assert route_values is not None
         outcome = outcomes[i]
-        error_class = outcome.error_class if isinstance(outcome, Outcome) else ""
+        error_class = outcome.error_class if isinstance(outcome, Failure) else ""
         if error_class not in classes:
             if len(classes) >= MAX_CLASSES_PER_BATCH:
                 error_class = OTHER
