@@ -73,7 +73,7 @@ def fill_topic(bootstrap: str, topic: str, n: int) -> float:
         }
     )
     start = time.monotonic()
-    header = [(TRACE_HEADER, uuid.uuid4().hex[:16].encode())]
+    header: list[tuple[str, str | bytes | None]] = [(TRACE_HEADER, uuid.uuid4().hex[:16].encode())]
     for i in range(n):
         while True:
             try:
@@ -129,7 +129,9 @@ def read_values(
         while len(values) < expect and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=10_000, timeout=0.5):
                 if message.error() is None:
-                    values.append(message.value())
+                    value = message.value()
+                    assert value is not None  # the topics read here have no tombstones
+                    values.append(value)
                     last_new = time.monotonic()
             if stall is not None and time.monotonic() - last_new > stall:
                 break

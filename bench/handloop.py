@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from dlq_engine import Message, Retry, Terminate
 
@@ -98,28 +98,34 @@ def hand_loop(
             for m in messages:
                 if m.error() is not None:
                     continue
-                topic, partition = m.topic(), m.partition()
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                # A record without an error has its position.
+                assert topic is not None
+                assert partition is not None
+                assert offset is not None
                 if (topic, partition) in paused:
                     continue  # after a seek back: this partition waits
                 raw_headers = m.headers() or []
+                # A consumed record's headers are (name, value) pairs; the stubs allow any produce() form.
+                pairs = cast("list[tuple[str, bytes]]", raw_headers)
                 attempt = 0
                 if topic == retry:
-                    deliver_at = int(_header(raw_headers, "dlq.deliver.at") or b"0")
+                    deliver_at = int(_header(pairs, "dlq.deliver.at") or b"0")
                     if deliver_at > _now_ms():
                         consumer.pause([TopicPartition(topic, partition)])
-                        consumer.seek(TopicPartition(topic, partition, m.offset()))
+                        consumer.seek(TopicPartition(topic, partition, offset))
                         paused[(topic, partition)] = deliver_at
                         continue
-                    attempt = int(_header(raw_headers, "dlq.attempt") or b"0")
+                    attempt = int(_header(pairs, "dlq.attempt") or b"0")
                     counts["redelivered"] += 1
-                headers = dict(raw_headers)
+                headers = dict(pairs)
                 message = Message(
                     key=m.key(),
                     value=m.value(),
                     headers=headers,
                     topic=topic,
                     partition=partition,
-                    offset=m.offset(),
+                    offset=offset,
                     timestamp=m.timestamp()[1],
                     attempt=attempt,
                 )
@@ -130,13 +136,15 @@ def hand_loop(
                         counts["output"] += 1
                 except Exception as error:  # noqa: BLE001 - every processor failure is routed
                     failures = attempt + 1
-                    kept = [(k, v) for k, v in raw_headers if not k.startswith("dlq.")]
-                    first = {k: v for k, v in raw_headers if k.startswith("dlq.original.")}
+                    kept: list[tuple[str, str | bytes | None]] = [
+                        (k, v) for k, v in pairs if not k.startswith("dlq.")
+                    ]
+                    first = {k: v for k, v in pairs if k.startswith("dlq.original.")}
                     now_ms = _now_ms()
-                    extra = [
+                    extra: list[tuple[str, str | bytes | None]] = [
                         ("dlq.original.topic", first.get("dlq.original.topic", topic.encode())),
                         ("dlq.original.partition", first.get("dlq.original.partition", b"%d" % partition)),
-                        ("dlq.original.offset", first.get("dlq.original.offset", b"%d" % m.offset())),
+                        ("dlq.original.offset", first.get("dlq.original.offset", b"%d" % offset)),
                         ("dlq.attempt", b"%d" % failures),
                         ("dlq.error.class", type(error).__name__.encode()),
                         ("dlq.error.message", str(error)[:2000].encode()),

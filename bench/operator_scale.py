@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config, watch
 
@@ -91,7 +91,7 @@ class AppWatcher:
         objects = client.CustomObjectsApi(self._api)
         while True:  # a watch ends now and then: start another (a re-list only repeats names)
             try:
-                for event in watch.Watch().stream(
+                for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
                     objects.list_namespaced_custom_object, *APPLICATIONS, timeout_seconds=60
                 ):
                     metadata = event["object"]["metadata"]
@@ -254,9 +254,10 @@ def main() -> int:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             for future in admin.create_topics([NewTopic("orders", 1, 1)]).values():
                 future.result(30)
-        api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
+        api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))  # type: ignore[no-untyped-call]
         install_crds(api, [args.crd, spark_application_crd()])
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        # The client takes a manifest (a dict) for a body; its stubs name only the model class.
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})  # type: ignore[arg-type]
         objects = client.CustomObjectsApi(api)
         watcher = AppWatcher(api)
 
@@ -342,8 +343,12 @@ def main() -> int:
             time.sleep(0.25)
         apps = time.monotonic() - started
         while True:
-            items = objects.list_namespaced_custom_object(
-                "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies"
+            # The client returns a custom object list as its JSON document (typed ``object``).
+            items = cast(
+                "dict[str, Any]",
+                objects.list_namespaced_custom_object(
+                    "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies"
+                ),
             )["items"]
             if all((i.get("status") or {}).get("configHash") for i in items):
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def plot_throughput(data: dict[str, Any], path: Path) -> None:
     plt = _pyplot()
     summary = data["summary"]
     mixes = data["mixes"]
-    series = [
+    series: list[tuple[str, Callable[[str], Any]]] = [
         ("Spark copy (ceiling)", lambda m: summary["by_mix"][m].get("spark_copy")),
         ("engine batch", lambda m: summary["by_mix"][m]["engine"].get("batch")),
         ("engine message", lambda m: summary["by_mix"][m]["engine"].get("message")),

@@ -62,7 +62,8 @@ def measure(mode: str, mix: str, batch: pa.RecordBatch, rounds: int = 7) -> floa
         start = time.process_time()
         route_batch(batch, routing, processor)
         best = min(best, time.process_time() - start)
-    return best / batch.num_rows * 1e6
+    rows: int = batch.num_rows
+    return best / rows * 1e6
 
 
 def run(mixes: list[str] | None = None, modes: tuple[str, ...] = ("message", "batch")) -> dict[str, Any]:

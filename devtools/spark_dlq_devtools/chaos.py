@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -221,9 +221,13 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str,
             for message in consumer.consume(10_000, timeout=1.0):
                 if message.error() is not None:
                     continue
-                headers = {k: (v or b"").decode("utf-8", "replace") for k, v in message.headers() or []}
+                # A consumed record's headers are (name, bytes) pairs; the stubs allow any produce() form.
+                raw_headers = cast("list[tuple[str, bytes | None]]", message.headers() or [])
+                headers = {k: (v or b"").decode("utf-8", "replace") for k, v in raw_headers}
                 records.append((message.value(), headers))
-                if message.offset() + 1 >= remaining.get(message.partition(), 0):
+                offset = message.offset()
+                assert offset is not None  # a record without an error has its offset
+                if offset + 1 >= remaining.get(message.partition(), 0):
                     remaining.pop(message.partition(), None)
         if remaining:
             raise TimeoutError(f"could not read {topic} to its end (left: {remaining})")

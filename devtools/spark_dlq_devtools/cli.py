@@ -92,14 +92,14 @@ def _kafka(port: int, topics: Sequence[str]) -> int:
 
     wanted: list[tuple[str, int]] = []
     for topic in topics:
-        name, _, partitions = topic.rpartition(":")
-        if not name or not partitions.isdigit() or int(partitions) < 1:
+        name, _, count = topic.rpartition(":")
+        if not name or not count.isdigit() or int(count) < 1:
             print(
                 f"spark-dlq-dev kafka: --topic {topic!r}: expected NAME:PARTITIONS, e.g. orders:3",
                 file=sys.stderr,
             )
             return 2
-        wanted.append((name, int(partitions)))
+        wanted.append((name, int(count)))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

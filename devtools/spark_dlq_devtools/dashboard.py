@@ -74,6 +74,7 @@ def render(
     matplotlib.use("Agg")
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
     from matplotlib.ticker import FuncFormatter
 
     panels = list(dashboard["panels"])
@@ -127,7 +128,7 @@ def render(
         ax = fig.add_axes((x + pad_x + 0.018, y + pad_y + 0.012, w - 2 * pad_x - 0.022, h - 2 * pad_y - 0.03))
         ax.set_facecolor(PANEL)
         fig.patches.append(
-            plt.Rectangle(
+            Rectangle(
                 (x + pad_x / 2, y + pad_y / 2),
                 w - pad_x,
                 h - pad_y,
@@ -185,20 +186,30 @@ def render(
             continue
         from datetime import UTC, datetime
 
+        # matplotlib's stubs type axis positions as numbers; its date units take datetimes.
         for i, (name, points) in enumerate(series):
-            xs, ys = _with_gaps(points, step)
-            xs = [datetime.fromtimestamp(t, UTC) for t in xs]
+            seconds, ys = _with_gaps(points, step)
+            xs = [datetime.fromtimestamp(t, UTC) for t in seconds]
             colour = COLOURS[i % len(COLOURS)]
-            ax.plot(xs, ys, color=colour, linewidth=1.4, label=name)
-            ax.fill_between(xs, ys, color=colour, alpha=0.08)
+            ax.plot(xs, ys, color=colour, linewidth=1.4, label=name)  # type: ignore[arg-type]
+            ax.fill_between(xs, ys, color=colour, alpha=0.08)  # type: ignore[arg-type]
         for when_s, colour in annotations:
             ax.axvline(
-                datetime.fromtimestamp(when_s, UTC), color=colour, linewidth=1.0, linestyle="--", alpha=0.9
+                datetime.fromtimestamp(when_s, UTC),  # type: ignore[arg-type]
+                color=colour,
+                linewidth=1.0,
+                linestyle="--",
+                alpha=0.9,
             )
-        ax.set_xlim(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+        ax.set_xlim(
+            datetime.fromtimestamp(start, UTC),  # type: ignore[arg-type]
+            datetime.fromtimestamp(end, UTC),  # type: ignore[arg-type]
+        )
+        # matplotlib.dates has no type hints.
         if end - start <= 1800:
-            ax.xaxis.set_major_locator(mdates.MinuteLocator(interval=max(1, int((end - start) // 360))))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+            locator = mdates.MinuteLocator(interval=max(1, int((end - start) // 360)))  # type: ignore[no-untyped-call]
+            ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))  # type: ignore[no-untyped-call]
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p, u=unit: fmt(v, u)))
         ax.grid(color=GRID, linewidth=0.6)
         ax.set_ylim(bottom=0)

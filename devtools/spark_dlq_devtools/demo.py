@@ -25,12 +25,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from spark_dlq_devtools.kafka import KafkaBroker
-from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.kube import ControlPlane, crd_established
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service, free_port
@@ -122,7 +122,9 @@ class Demo:
         )
         from kubernetes import client, config
 
-        self.api = config.new_client_from_config(config_file=str(self.kube.admin_kubeconfig))
+        self.api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kube.admin_kubeconfig)
+        )
         self.core = client.CoreV1Api(self.api)
         self.objects = client.CustomObjectsApi(self.api)
         self._install_crds()
@@ -187,10 +189,7 @@ class Demo:
         for path in crds:
             name = yaml.safe_load(path.read_text())["metadata"]["name"]
             self._until(
-                lambda n=name: any(  # type: ignore[misc]
-                    c.type == "Established" and c.status == "True"
-                    for c in (ext.read_custom_resource_definition(n).status.conditions or [])
-                ),
+                lambda n=name: crd_established(ext, n),  # type: ignore[misc]
                 30,
                 f"CRD {name} established",
             )
@@ -206,7 +205,9 @@ class Demo:
             future.result(30)
 
     def apply_policy(self) -> dict[str, Any]:
-        document = yaml.safe_load((REPO_ROOT / "examples" / "orders-billing.yaml").read_text())
+        document: dict[str, Any] = yaml.safe_load(
+            (REPO_ROOT / "examples" / "orders-billing.yaml").read_text()
+        )
         document["metadata"]["namespace"] = NAMESPACE
         document["spec"]["broker"]["bootstrapServers"] = self.kafka.bootstrap_servers
         say(f"kubectl apply -f examples/orders-billing.yaml  (DeadLetterPolicy {NAMESPACE}/{POLICY})")
@@ -222,8 +223,12 @@ class Demo:
     # -- watching ---------------------------------------------------------------------------
 
     def policy_status(self) -> dict[str, Any]:
-        policy = self.objects.get_namespaced_custom_object(
-            "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies", POLICY
+        # The client returns a custom object as its JSON document (typed ``object``).
+        policy = cast(
+            "dict[str, Any]",
+            self.objects.get_namespaced_custom_object(
+                "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies", POLICY
+            ),
         )
         return dict(policy.get("status") or {})
 
@@ -266,7 +271,9 @@ class Demo:
                     continue
                 with self.tally.lock:
                     if message.topic() == "orders-billed":
-                        self.tally.output[int(json.loads(message.value())["id"])] += 1
+                        value = message.value()
+                        assert value is not None  # every output record carries its order
+                        self.tally.output[int(json.loads(value)["id"])] += 1
                     elif message.topic() == self.topics["retry"]:
                         self.tally.retries += 1
                     else:

@@ -22,6 +22,7 @@ import shutil
 import ssl
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -29,6 +30,9 @@ from spark_dlq_devtools.certs import make_ca, make_client_cert, make_server_cert
 from spark_dlq_devtools.network import CLUSTER_DOMAIN, KUBERNETES_SERVICE_IP, SERVICE_CIDR, host_address
 from spark_dlq_devtools.paths import etcd_bin, kubernetes_bin, work_dir
 from spark_dlq_devtools.processes import Service, free_port
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiextensionsV1Api
 
 ADMIN_USER = "testbed-admin"
 
@@ -253,3 +257,10 @@ class ControlPlane:
 def _get(url: str, context: ssl.SSLContext | None) -> int:
     with urllib.request.urlopen(url, timeout=2, context=context) as response:
         return int(response.status)
+
+
+def crd_established(ext: ApiextensionsV1Api, name: str) -> bool:
+    """Whether the CustomResourceDefinition ``name`` has its Established condition true."""
+    status = ext.read_custom_resource_definition(name).status
+    assert status is not None  # the apiserver reports a stored CRD's status
+    return any(c.type == "Established" and c.status == "True" for c in status.conditions or [])

@@ -104,7 +104,7 @@ class LocalSparkOperator:
         stop_grace: float = 30.0,
         driver_env: Mapping[str, str] | None = None,
     ) -> None:
-        self.api_client = config.new_client_from_config(config_file=kubeconfig)
+        self.api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
         self.objects = client.CustomObjectsApi(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
         self.workdir = workdir
@@ -143,7 +143,7 @@ class LocalSparkOperator:
 
     def _list_and_watch(self, stream: watch.Watch) -> Any:
         if self.namespaces and len(self.namespaces) == 1:
-            return stream.stream(
+            return stream.stream(  # type: ignore[no-untyped-call]
                 self.objects.list_namespaced_custom_object,
                 GROUP,
                 VERSION,
@@ -151,17 +151,17 @@ class LocalSparkOperator:
                 PLURAL,
                 timeout_seconds=30,
             )
-        return stream.stream(
+        return stream.stream(  # type: ignore[no-untyped-call]
             self.objects.list_cluster_custom_object, GROUP, VERSION, PLURAL, timeout_seconds=30
         )
 
     def _watch_loop(self) -> None:
         while not self._stop.is_set():
-            stream = watch.Watch()
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
             try:
                 for event in self._list_and_watch(stream):
                     if self._stop.is_set():
-                        stream.stop()
+                        stream.stop()  # type: ignore[no-untyped-call]
                         break
                     self._on_event(event["type"], event["object"])
             except Exception as error:  # noqa: BLE001 - apiserver restarts, CRD not yet there

@@ -627,7 +627,7 @@ def _sweep(state: dict[str, Any], *, keep_images: bool) -> None:
             shim_socket.unlink(missing_ok=True)
     # Paths kubelet uses whatever its root folder: removed when nothing else is in them.
     Path("/var/lib/kubelet/device-plugins/kubelet.sock").unlink(missing_ok=True)
-    for folder in (
+    for shared in (
         "/var/lib/kubelet/device-plugins",
         "/var/lib/kubelet",
         "/var/log/containers",
@@ -635,7 +635,7 @@ def _sweep(state: dict[str, Any], *, keep_images: bool) -> None:
         "/run/containerd",
     ):
         with contextlib.suppress(OSError):
-            os.rmdir(folder)
+            os.rmdir(shared)
     for key, value in state.get("sysctls", {}).items():
         with contextlib.suppress(OSError):
             (Path("/proc/sys") / key).write_text(value)

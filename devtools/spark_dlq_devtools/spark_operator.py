@@ -26,13 +26,14 @@ import os
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from spark_dlq_devtools.certs import make_server_cert
-from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.kube import ControlPlane, crd_established
 from spark_dlq_devtools.paths import (
     helm_bin,
     spark_operator_bin,
@@ -136,10 +137,7 @@ class SparkOperator:
                     raise
         deadline = time.monotonic() + timeout
         for name in names:
-            while not any(
-                c.type == "Established" and c.status == "True"
-                for c in (ext.read_custom_resource_definition(name).status.conditions or [])
-            ):
+            while not crd_established(ext, name):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"CRD {name} is not Established after {timeout:.0f}s")
                 time.sleep(0.1)
@@ -161,8 +159,9 @@ class SparkOperator:
             "tls.key": pkcs1,
         }
         _ensure_namespace(core, SYSTEM_NAMESPACE)
+        secret_name = f"{RELEASE}-webhook-certs"
         secret = client.V1Secret(
-            metadata=client.V1ObjectMeta(name=f"{RELEASE}-webhook-certs"),
+            metadata=client.V1ObjectMeta(name=secret_name),
             type="kubernetes.io/tls",
             data={k: base64.b64encode(v).decode() for k, v in data.items()},
         )
@@ -171,7 +170,7 @@ class SparkOperator:
         except client.ApiException as error:
             if error.status != 409:
                 raise
-            core.replace_namespaced_secret(secret.metadata.name, SYSTEM_NAMESPACE, secret)
+            core.replace_namespaced_secret(secret_name, SYSTEM_NAMESPACE, secret)
         probe = free_port()
         self.webhook = Service(
             "spark-operator-webhook",
@@ -243,6 +242,8 @@ class SparkOperator:
         from kubernetes import client
 
         admission = client.AdmissionregistrationV1Api(api)
+        create: Callable[[Any], object]
+        delete: Callable[[str], object]
         for document in self.webhook_configurations(ca=ca):
             kind, name = document["kind"], document["metadata"]["name"]
             if kind == "MutatingWebhookConfiguration":
@@ -260,14 +261,15 @@ class SparkOperator:
             except client.ApiException as error:
                 if error.status != 404:
                     raise
-            create(document)
+            # The client takes a manifest (a dict) for a body; its stubs name only the model class.
+            create(document)  # type: ignore[arg-type]
             self._webhook_configs.append((kind, name))
 
     def kube_api(self) -> Any:
         from kubernetes import client, config
 
         configuration = client.Configuration()
-        config.load_kube_config(
+        config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(self.kube.admin_kubeconfig), client_configuration=configuration
         )
         return client.ApiClient(configuration)

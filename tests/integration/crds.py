@@ -38,17 +38,19 @@ def install_crds(api_client: Any, paths: Iterable[Path], *, timeout: float = 60.
     names: list[str] = []
     for crd in load_crds(paths):
         name = crd["metadata"]["name"]
+        # The client takes a manifest (a dict) for a body; its stubs name only the model class.
         try:
-            ext.create_custom_resource_definition(crd)
+            ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
         except ApiException as error:
             if error.status != 409:
                 raise
             current = ext.read_custom_resource_definition(name)
+            assert current.metadata is not None  # a stored object has its metadata
             body = {
                 **crd,
                 "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version},
             }
-            ext.replace_custom_resource_definition(name, body)
+            ext.replace_custom_resource_definition(name, body)  # type: ignore[arg-type]
         names.append(name)
     for crd in load_crds(paths):
         _wait_until_serving(api_client, crd, timeout)
