@@ -26,9 +26,24 @@ POLICY: Final = "dlq.policy"
 SUBSCRIPTION: Final = "dlq.subscription"
 FIRST_FAILURE_AT: Final = "dlq.first.failure.at"
 FAILED_AT: Final = "dlq.failed.at"
+#: Written by a redrive (``DeadLetterRedrive``) on each message it sends back: how many times
+#: this message has been redriven, by which redrive, and when.
+REDRIVE_COUNT: Final = "dlq.redrive.count"
+REDRIVE_NAME: Final = "dlq.redrive.name"
+REDRIVE_AT: Final = "dlq.redrive.at"
 
-#: Carried from the first failure to every later retry and dead letter.
-CARRIED: Final = (ORIGINAL_TOPIC, ORIGINAL_PARTITION, ORIGINAL_OFFSET, ORIGINAL_TIMESTAMP, FIRST_FAILURE_AT)
+#: Carried from the first failure to every later retry and dead letter (the redrive headers
+#: too, so a redriven message that fails again still says how often it was redriven).
+CARRIED: Final = (
+    ORIGINAL_TOPIC,
+    ORIGINAL_PARTITION,
+    ORIGINAL_OFFSET,
+    ORIGINAL_TIMESTAMP,
+    FIRST_FAILURE_AT,
+    REDRIVE_COUNT,
+    REDRIVE_NAME,
+    REDRIVE_AT,
+)
 
 #: Error messages are bounded so one failure cannot make a record too large for the broker.
 MAX_MESSAGE_CHARS: Final = 2_000
