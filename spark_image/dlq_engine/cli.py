@@ -62,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
         help="Kafka client properties, one file each (default: the mounted "
         f"broker.secretRef at {KAFKA_CLIENT_DIR}, if present)",
     )
+    redrive = commands.add_parser("redrive", help="send a policy's dead letters back (a batch job)")
+    redrive.add_argument("-f", "--file", required=True, help="the DeadLetterRedrive YAML")
+    redrive.add_argument("--policy", required=True, help="the DeadLetterPolicy YAML it names")
+    redrive.add_argument("--master", help="Spark master, e.g. local[2] (default: from spark-submit)")
+    redrive.add_argument("--checkpoint", help="folder of the redrive's progress (required unless dryRun)")
+    redrive.add_argument("--kafka-client-dir", default=None, help="as for run")
+    redrive.add_argument(
+        "--status-file",
+        help="write the final status here as JSON (in a pod: /dev/termination-log, which the operator reads)",
+    )
     check = commands.add_parser("check", help="validate a policy file and print it normalised")
     check.add_argument("-f", "--file", required=True)
     return parser
@@ -69,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "redrive":
+        return _redrive(args)
     try:
         policy = load_policy_file(args.file)
     except PolicyFileError as error:
@@ -139,6 +151,90 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         if metrics is not None:
             metrics.close()
         spark.stop()
+
+
+def _redrive(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dlq_engine.model.documents import load_redrive_file
+
+    try:
+        redrive = load_redrive_file(args.file)
+        policy = load_policy_file(args.policy)
+    except PolicyFileError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from dlq_engine.job.pipeline import client_properties
+    from dlq_engine.job.preflight import PreflightError, check_topics
+    from dlq_engine.job.redrive import Redrive, RedriveError, RedriveInputError, install_sigterm
+    from dlq_engine.job.session import build_session
+
+    destination = redrive.destination.topic or policy.retry_topic
+    spark = build_session(policy, master=args.master)
+    status: dict[str, object]
+    try:
+        try:
+            job = Redrive(
+                spark,
+                policy,
+                redrive,
+                checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+                kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR,
+            )
+            if redrive.dry_run:
+                found = job.dry_run()
+                status = {"state": "Succeeded", "dryRun": True, **found}
+                print(
+                    f"dlq-engine: dry run of redrive {redrive.qualified_name}: {found['matched']} of "
+                    f"{found['considered']} dead letters would be sent to {destination!r} "
+                    f"({found['skippedMaxRedrives']} skipped: redriven {redrive.max_redrives} times already)"
+                )
+                for title, key in (("by reason", "byReason"), ("by error class", "byErrorClass")):
+                    tally = found[key]
+                    assert isinstance(tally, dict)
+                    print(f"  {title}: " + ", ".join(f"{k or '-'}={v}" for k, v in sorted(tally.items())))
+                for sample in found["samples"]:
+                    assert isinstance(sample, dict)
+                    print(
+                        f"  {sample['partition']}/{sample['offset']} key={sample['key']} "
+                        f"{sample['reason']} {sample['errorClass']}: {sample['message']}"
+                    )
+            else:
+                check_topics(spark, policy, client_properties(args.kafka_client_dir or KAFKA_CLIENT_DIR))
+                install_sigterm(job)
+                progress = job.run()
+                status = {"dryRun": False, **progress.summary()}
+                c = progress.counts
+                print(
+                    f"dlq-engine: redrive {redrive.qualified_name} {progress.state.lower()}: "
+                    f"matched={c.matched} redriven={c.redriven} to {destination!r} "
+                    f"skipped={c.skipped_max_redrives} (maxRedrives) "
+                    f"possible-duplicates={c.possible_duplicates} considered={c.considered}"
+                )
+        except RedriveInputError as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except (RedriveError, PreflightError) as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            _write_status(args.status_file, {"state": "Failed", "message": str(error)})
+            return EXIT_FAILED
+        _write_status(args.status_file, status)
+        return 0
+    finally:
+        spark.stop()
+
+
+def _write_status(path: str | None, status: dict[str, object]) -> None:
+    """The final status as compact JSON (a pod's termination message holds 4 KiB at most)."""
+    if not path:
+        return
+    import json
+
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(status, separators=(",", ":"), default=str)[:4096])
+    except OSError as error:
+        print(f"dlq-engine: could not write the status to {path}: {error}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def engine_class(spark: SparkSession, name: str) -> Any:
 
 
 @contextmanager
-def _admin(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None) -> Iterator[Any]:
+def admin_client(
+    spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None
+) -> Iterator[Any]:
     """The connector's Kafka admin client for the policy's broker, closed on the way out."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -76,7 +78,7 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str
     principal may do what the engine will do: read the source and retry topics in its consumer
     groups, write the retry, dead-letter and output topics (Kafka reports each topic's and
     group's authorised operations to the principal itself, so no ACL-reading right is needed)."""
-    with _admin(spark, policy, client) as admin:
+    with admin_client(spark, policy, client) as admin:
         _check(spark.sparkContext._jvm, admin, policy, client)
 
 
@@ -89,7 +91,7 @@ def create_topics(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
-    with _admin(spark, policy, client) as admin:
+    with admin_client(spark, policy, client) as admin:
         try:
             names = set(admin.listTopics().names().get(TIMEOUT_MS, unit))
         except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception

@@ -9,12 +9,17 @@ reported as ``policy.yaml:14: spec.retry.backoff.jitter: must be between 0 and 1
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
 from dlq_engine.model.policy import DeadLetterPolicy, Issue, PolicyError, parse_policy
+from dlq_engine.model.redrive import DeadLetterRedrive, parse_redrive
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,20 @@ class PolicyFileError(ValueError):
 
 def load_policy_text(text: str, *, source: str = "<policy>") -> DeadLetterPolicy:
     """Parse YAML text holding one DeadLetterPolicy. Raises PolicyFileError."""
+    return _load_text(text, source, parse_policy)
+
+
+def load_policy_file(path: str | Path) -> DeadLetterPolicy:
+    """Read and parse a policy file. Raises PolicyFileError (also for a missing file)."""
+    return _load_text(_read(Path(path)), str(path), parse_policy)
+
+
+def load_redrive_file(path: str | Path) -> DeadLetterRedrive:
+    """Read and parse a DeadLetterRedrive file. Raises PolicyFileError."""
+    return _load_text(_read(Path(path)), str(path), parse_redrive)
+
+
+def _load_text(text: str, source: str, parse: Callable[[object], T]) -> T:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         document = yaml.safe_load(text)
@@ -47,7 +66,7 @@ def load_policy_text(text: str, *, source: str = "<policy>") -> DeadLetterPolicy
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise PolicyFileError([LocatedIssue(source, line, Issue("(yaml)", str(problem)))]) from None
     try:
-        return parse_policy(document)
+        return parse(document)
     except PolicyError as error:
         lines = _line_map(node)
         raise PolicyFileError(
@@ -55,11 +74,9 @@ def load_policy_text(text: str, *, source: str = "<policy>") -> DeadLetterPolicy
         ) from None
 
 
-def load_policy_file(path: str | Path) -> DeadLetterPolicy:
-    """Read and parse a policy file. Raises PolicyFileError (also for a missing file)."""
-    path = Path(path)
+def _read(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as error:
         raise PolicyFileError(
             [LocatedIssue(str(path), None, Issue("(file)", error.strerror or str(error)))]
@@ -74,7 +91,6 @@ def load_policy_file(path: str | Path) -> DeadLetterPolicy:
                 )
             ]
         ) from None
-    return load_policy_text(text, source=str(path))
 
 
 def _line_map(node: yaml.Node | None, prefix: str = "") -> dict[str, int]:
