@@ -941,12 +941,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    stats = commands.add_parser("stats", help="counts by reason and error class")
+    stats = commands.add_parser(
+        "stats", help="counts by reason and error class", description="Counts by reason and error class."
+    )
     _common(stats)
     _range(stats)
     stats.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
 
-    ls = commands.add_parser("ls", help="list dead letters, newest last")
+    ls = commands.add_parser(
+        "ls", help="list dead letters, newest last", description="List dead letters, newest last."
+    )
     _common(ls)
     _range(ls)
     ls.add_argument(
@@ -967,7 +971,11 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=_positive, metavar="N", help="only the newest N")
     ls.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")  # fmt: skip
 
-    show = commands.add_parser("show", help="one dead letter: headers, value, stack trace")
+    show = commands.add_parser(
+        "show",
+        help="one dead letter: headers, value, stack trace",
+        description="One dead letter: headers, value, stack trace.",
+    )
     _common(show)
     show.add_argument("position", metavar="PARTITION/OFFSET", help="as ls prints it, e.g. 2/1534")
     show.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")

@@ -3,6 +3,7 @@ and how it prints them. The reading of a real topic is in tests/integration/test
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -486,3 +487,22 @@ def test_bad_arguments_are_one_line_and_status_2(
     assert captured.out == ""
     assert captured.err.startswith(problem)
     assert captured.err.count("\n") == 1
+
+
+def test_every_option_is_in_the_reference() -> None:
+    from spark_dlq_devtools.paths import REPO_ROOT
+
+    reference = (REPO_ROOT / "docs" / "reference.md").read_text()
+    section = reference[reference.index("## 5. Triage: `kubectl dlq`") :]
+    parser = triage.build_parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    options = set()
+    for sub in (parser, *commands.choices.values()):
+        for action in sub._actions:
+            options.update(o for o in action.option_strings if o.startswith("--") and o != "--help")
+    assert {"--since", "--limit", "--kafka-config", "--request-timeout"} <= options
+    assert set(commands.choices) == {"stats", "ls", "show"}
+    missing = sorted(o for o in options if f"`{o}" not in section and f", `{o}" not in section)
+    assert not missing, missing
+    for command in commands.choices:
+        assert f"kubectl dlq {command}" in section
