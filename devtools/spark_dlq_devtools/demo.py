@@ -183,7 +183,7 @@ class Demo:
         from kubernetes import client
 
         ext = client.ApiextensionsV1Api(self.api)
-        crds = [REPO_ROOT / "crds" / "sparkdlq.io_deadletterpolicies.yaml", spark_application_crd()]
+        crds = [*sorted((REPO_ROOT / "crds").glob("*.yaml")), spark_application_crd()]
         for path in crds:
             ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
         for path in crds:

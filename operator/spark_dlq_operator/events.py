@@ -15,7 +15,7 @@ import datetime
 import logging
 from typing import Any, Final, Literal
 
-from dlq_engine.model import API_VERSION, KIND
+from dlq_engine.model import API_VERSION
 from spark_dlq_operator.kubeapi import EVENTS, KubeApi
 from spark_dlq_operator.render import MANAGED_BY, Owner
 
@@ -60,7 +60,7 @@ class EventRecorder:
             "metadata": {"generateName": f"{owner.name[:200]}.", "namespace": owner.namespace},
             "involvedObject": {
                 "apiVersion": API_VERSION,
-                "kind": KIND,
+                "kind": owner.kind,
                 "name": owner.name,
                 "namespace": owner.namespace,
                 "uid": owner.uid,

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from dlq_engine.model import PolicyError, parse_policy
-from spark_dlq_operator import kubeapi, reconcile, render
+from spark_dlq_operator import kubeapi, reconcile, redrive_render, redrives, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.metrics import MetricsServer
@@ -30,6 +30,7 @@ from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 
 POLICY = (render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
 APPLICATION = (render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
+REDRIVE = (render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
 
 
 def _services(memo: kopf.Memo) -> Services:
@@ -155,7 +156,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         services = _services(memo)
         app = event["object"]
         try:
-            if event["type"] == "DELETED":
+            if redrives.redrive_of(app) is not None:
+                if event["type"] != "DELETED":
+                    await redrives.application_changed(services, app)
+            elif event["type"] == "DELETED":
                 await reconcile.repair_deleted_application(services, app)
             else:
                 await reconcile.update_job_status(services, app)
@@ -165,3 +169,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 app.get("metadata", {}).get("name"),
                 error,
             )
+
+    @kopf.on.resume(*REDRIVE, registry=registry, id="redrive")
+    @kopf.on.create(*REDRIVE, registry=registry, id="redrive")
+    @kopf.on.update(*REDRIVE, registry=registry, id="redrive", field="spec")
+    async def redrive_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        again = await redrives.reconcile_redrive(_services(memo), dict(body))
+        if again is not None:
+            raise kopf.TemporaryError("the redrive is pending", delay=again)

@@ -59,6 +59,8 @@ CONFIG_MAPS: Final = ResourceType("", "v1", "configmaps")
 EVENTS: Final = ResourceType("", "v1", "events")
 POLICIES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
 SPARK_APPLICATIONS: Final = ResourceType(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
+REDRIVES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, "deadletterredrives")
+PODS: Final = ResourceType("", "v1", "pods")
 KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "kopfpeerings")
 CLUSTER_KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "clusterkopfpeerings")
 

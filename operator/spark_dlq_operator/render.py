@@ -117,16 +117,17 @@ class Condition(TypedDict, total=False):
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """The policy object that owns what is rendered for it."""
+    """The object (a policy, or a redrive) that owns what is rendered for it."""
 
     name: str
     namespace: str
     uid: str
+    kind: str = KIND
 
     def reference(self) -> OwnerReference:
         return {
             "apiVersion": API_VERSION,
-            "kind": KIND,
+            "kind": self.kind,
             "name": self.name,
             "uid": self.uid,
             "controller": True,

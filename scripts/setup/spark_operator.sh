@@ -30,6 +30,7 @@ else
   go_release="$(awk '$1 == "toolchain" {print $2; exit}' "$dir/go.mod")"
   [[ -n "$go_release" ]] || go_release="go$(awk '$1 == "go" {print $2; exit}' "$dir/go.mod")"
   log "  with $go_release (GOTOOLCHAIN; the Go module proxy serves it)"
+  mkdir -p "$SPARK_DLQ_CACHE/spark-operator"
   stage="$(mktemp -d "$SPARK_DLQ_CACHE/spark-operator/stage.XXXXXX")"; chmod 755 "$stage"
   work="$stage/src"
   mkdir -p "$stage/bin"

@@ -19,12 +19,12 @@ from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service
 from tests.conftest import unique
-from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds
+from tests.integration.crds import PROJECT_CRDS, install_crds
 
 
 @pytest.fixture(scope="session")
 def e2e_namespace(kube_api: Any) -> str:
-    install_crds(kube_api, [DEADLETTERPOLICY_CRD, spark_application_crd()])
+    install_crds(kube_api, [*PROJECT_CRDS, spark_application_crd()])
     name = unique("e2e")
     client.CoreV1Api(kube_api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name

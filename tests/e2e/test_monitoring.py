@@ -30,7 +30,7 @@ from spark_dlq_devtools.prometheus import Prometheus
 from tests.conftest import unique
 from tests.e2e.conftest import Policies
 from tests.helpers import produce
-from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds
+from tests.integration.crds import PROJECT_CRDS, install_crds
 
 DASHBOARD = REPO_ROOT / "charts" / "spark-dlq-operator" / "files" / "dashboards" / "spark-dlq-policy.json"
 #: The wave: value -> how many. scripted.py: ``flaky:1`` fails once, ``fail`` always (dead
@@ -71,7 +71,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(kube: ControlPlane, kube_api: Any, bootstrap_servers: str) -> Iterator[Stack]:
-    install_crds(kube_api, [DEADLETTERPOLICY_CRD, spark_application_crd()])
+    install_crds(kube_api, [*PROJECT_CRDS, spark_application_crd()])
     namespace = unique("mon")
     client.CoreV1Api(kube_api).create_namespace(
         client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))

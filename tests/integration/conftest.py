@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.crds import DEADLETTERPOLICY_CRD, install_crds
+from tests.integration.crds import PROJECT_CRDS, install_crds
 
 
 @pytest.fixture(scope="session")
 def dlp_crd(kube_api: Any) -> str:
-    """The canonical DeadLetterPolicy CRD from ``crds/``, installed and serving; its name."""
-    [name] = install_crds(kube_api, [DEADLETTERPOLICY_CRD])
-    return name
+    """The canonical CRDs from ``crds/``, installed and serving; the DeadLetterPolicy's name."""
+    names = install_crds(kube_api, PROJECT_CRDS)
+    return names[0]

@@ -53,19 +53,22 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 # --- CRDs --------------------------------------------------------------------------------------
 
 
-def test_crd_copy_in_the_chart_is_the_top_level_crd() -> None:
+def test_crd_copies_in_the_chart_are_the_top_level_crds() -> None:
+    top = sorted((REPO_ROOT / "crds").glob("*.yaml"))
     chart_crds = sorted(p.name for p in (CHART / "crds").iterdir())
-    assert chart_crds == [TOP_CRD.name], "the chart's crds/ holds exactly the top-level CRD"
-    assert (CHART / "crds" / TOP_CRD.name).read_bytes() == TOP_CRD.read_bytes(), (
-        "charts/spark-dlq-operator/crds/ drifted from crds/: "
-        f"cp {TOP_CRD.relative_to(REPO_ROOT)} charts/spark-dlq-operator/crds/"
-    )
+    assert chart_crds == [p.name for p in top], "the chart's crds/ holds exactly the top-level CRDs"
+    for crd in top:
+        assert (CHART / "crds" / crd.name).read_bytes() == crd.read_bytes(), (
+            "charts/spark-dlq-operator/crds/ drifted from crds/: "
+            f"cp {crd.relative_to(REPO_ROOT)} charts/spark-dlq-operator/crds/"
+        )
 
 
 def test_crds_are_rendered_only_on_request() -> None:
     assert not find(render(), "CustomResourceDefinition")
-    [crd] = find(render(include_crds=True), "CustomResourceDefinition")
-    assert crd == yaml.safe_load(TOP_CRD.read_text())
+    crds = find(render(include_crds=True), "CustomResourceDefinition")
+    top = sorted((REPO_ROOT / "crds").glob("*.yaml"))
+    assert sorted(crds, key=lambda c: c["metadata"]["name"]) == [yaml.safe_load(p.read_text()) for p in top]
 
 
 # --- lint --------------------------------------------------------------------------------------

@@ -63,8 +63,22 @@ cluster-wide, each watched namespace's Role otherwise. */}}
 - apiGroups: [sparkdlq.io]
   resources: [deadletterpolicies/finalizers]
   verbs: [update]
+# The redrives: the operator watches them, writes their status, and reads their drivers'
+# pods for the final counts (the termination message).
+- apiGroups: [sparkdlq.io]
+  resources: [deadletterredrives]
+  verbs: [get, list, watch, patch]
+- apiGroups: [sparkdlq.io]
+  resources: [deadletterredrives/status]
+  verbs: [get, patch]
+- apiGroups: [sparkdlq.io]
+  resources: [deadletterredrives/finalizers]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get]
 # What the operator creates for a policy: the ConfigMap P-policy (the resync lists them by
-# label) and the SparkApplication P.
+# label) and the SparkApplication P; for a redrive R, R-redrive of each.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, create, patch]
