@@ -254,3 +254,85 @@ def test_install_instructions_name_the_argocd_cm_key() -> None:
     readme = (ARGOCD / "README.md").read_text()
     assert "resource.customizations.health.sparkdlq.io_DeadLetterPolicy" in readme
     assert "argocd-cm" in readme
+
+
+# --- DeadLetterRedrive ---------------------------------------------------------------------------
+
+REDRIVE_HEALTH = ARGOCD / "redrive-health.lua"
+
+
+def redrive(*moves: tuple[str, str, str], driver: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A DeadLetterRedrive whose status went through ``moves`` (phase, reason, message), as the
+    operator writes it (``redrive_render.next_status``)."""
+    from spark_dlq_operator import redrive_render
+
+    obj: dict[str, Any] = {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterRedrive",
+        "metadata": {"name": "fix-1", "namespace": "payments", "generation": 1},
+        "spec": {"policyRef": {"name": "orders-billing"}},
+    }
+    status: dict[str, Any] = {}
+    for i, (phase, reason, message) in enumerate(moves):
+        last = i == len(moves) - 1
+        status = redrive_render.next_status(
+            status,
+            generation=1,
+            phase=phase,
+            reason=reason,
+            message=message,
+            driver=driver if last else None,
+            now=NOW,
+        )
+    if moves:
+        obj["status"] = status
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("moves", "expected", "words"),
+    [
+        pytest.param((), "Progressing", "Waiting for the spark-dlq operator", id="new"),
+        pytest.param(
+            (("Pending", "AnotherRedriveRunning", "redrive fix-0 of policy orders-billing is running"),),
+            "Progressing",
+            "AnotherRedriveRunning: redrive fix-0",
+            id="pending",
+        ),
+        pytest.param(
+            (("Running", "Submitted", "created"), ("Running", "Running", "the redrive is running")),
+            "Progressing",
+            "Running: the redrive is running",
+            id="running",
+        ),
+        pytest.param(
+            (("Running", "Running", "r"), ("Succeeded", "Completed", "the redrive finished")),
+            "Healthy",
+            "Redriven 7 of 7 matched dead letters",
+            id="succeeded",
+        ),
+        pytest.param(
+            (("Running", "Running", "r"), ("Failed", "SparkApplicationFailed", "state FAILED: no broker")),
+            "Degraded",
+            "SparkApplicationFailed: state FAILED: no broker",
+            id="failed",
+        ),
+        pytest.param(
+            (("Running", "Running", "r"), ("Cancelled", "Suspended", "spec.suspend is true")),
+            "Suspended",
+            "Suspended: spec.suspend is true",
+            id="cancelled",
+        ),
+    ],
+)
+def test_redrive_health(
+    moves: tuple[tuple[str, str, str], ...], expected: str, words: str, health: Any
+) -> None:
+    status, message = health(redrive(*moves, driver={"matched": 7, "redriven": 7}))
+    assert status == expected
+    assert words in message
+
+
+def test_argocd_cm_patch_carries_the_redrive_script() -> None:
+    data = yaml.safe_load(CM_PATCH.read_text())["data"]
+    assert data["resource.customizations.health.sparkdlq.io_DeadLetterRedrive"] == REDRIVE_HEALTH.read_text()
