@@ -37,7 +37,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from dlq_engine.model.documents import PolicyFileError, load_policy_file, load_policy_text
 from dlq_engine.model.durations import DurationError, parse_duration_ms
-from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.model.policy import DeadLetterPolicy, PolicyError
+from dlq_engine.model.redrive import DESTINATION_TYPES, DeadLetterRedrive, parse_redrive, redrive_to_document
 from dlq_engine.routing import headers as h
 
 PROG: Final = "kubectl dlq"
@@ -979,6 +980,47 @@ def build_parser() -> argparse.ArgumentParser:
     _common(show)
     show.add_argument("position", metavar="PARTITION/OFFSET", help="as ls prints it, e.g. 2/1534")
     show.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+
+    redrive = commands.add_parser(
+        "redrive",
+        help="send dead letters back (a DeadLetterRedrive); by default only shows what would move",
+        description="Select dead letters and show what a DeadLetterRedrive would send back, counted "
+        "from the dead-letter topic here; with --execute, create that DeadLetterRedrive (kubectl "
+        "create) and let the operator run it.",
+    )
+    _common(redrive)
+    _range(redrive)
+    redrive.add_argument(
+        "--reason", action="append", default=[], metavar="R", help="only this dlq.reason (repeatable)"
+    )
+    redrive.add_argument(
+        "--error-class", action="append", default=[], metavar="C", help="only this error class (repeatable)"
+    )
+    redrive.add_argument("--key", action="append", default=[], metavar="K", help="only this key (repeatable)")
+    redrive.add_argument(
+        "--filter",
+        metavar="SQL",
+        help="a Spark SQL condition over the dead-letter columns (evaluated by the job)",
+    )
+    redrive.add_argument(
+        "--to",
+        default="source",
+        metavar="DEST",
+        help="source (default: back through the processor, attempts reset), retry, or topic:NAME",
+    )
+    redrive.add_argument(
+        "--rate", type=float, default=0.0, metavar="N", help="messages per second at most (0: no limit)"
+    )
+    redrive.add_argument(
+        "--max-redrives", type=_positive, default=3, metavar="N", help="the loop guard (default 3)"
+    )
+    redrive.add_argument(
+        "--name", metavar="NAME", help="the DeadLetterRedrive's name (default: <policy>-redrive-<time>)"
+    )
+    redrive.add_argument(
+        "--execute", action="store_true", help="create the DeadLetterRedrive (without it nothing is written)"
+    )
+    redrive.add_argument("-o", "--output", choices=("text", "yaml"), default="text")
     return parser
 
 
@@ -1033,6 +1075,9 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
     if args.command in ("stats", "ls"):
         window = parse_window(args.since, args.after, args.before, now_ms=round(time.time() * 1000))
     position = parse_position(args.position) if args.command == "show" else None
+    if args.command == "redrive":
+        window = parse_window(args.since, args.after, args.before, now_ms=round(time.time() * 1000))
+        return _redrive(args, window, timeout_ms, out, warn)
     target = _target(args, timeout_ms)
     with DeadLetterTopic(target, timeout_ms=timeout_ms) as topic:
         if args.command == "stats":
@@ -1081,6 +1126,159 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
             else:
                 out(dump(letter_document(letter, topic=target.topic, value=True), args.output))
     return EXIT_OK
+
+
+def redrive_document(
+    args: argparse.Namespace, policy: DeadLetterPolicy, window: Window, now_ms: int
+) -> DeadLetterRedrive:
+    """The DeadLetterRedrive the command line describes (checked by the model)."""
+    destination: dict[str, str] = {"type": args.to}
+    if args.to.startswith("topic:"):
+        destination = {"type": "topic", "topic": args.to.removeprefix("topic:")}
+    elif args.to not in DESTINATION_TYPES:
+        raise BadInput(f"--to: must be source, retry or topic:NAME, got {args.to!r}")
+    selection: dict[str, Any] = {}
+    if window.after is not None:
+        selection["failedAfter"] = _rfc3339(window.after)
+    if window.before is not None:
+        selection["failedBefore"] = _rfc3339(window.before)
+    for key, values in (("reasons", args.reason), ("errorClasses", args.error_class), ("keys", args.key)):
+        if values:
+            selection[key] = list(values)
+    if args.filter:
+        selection["filter"] = args.filter
+    stamp = datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC).strftime("%Y%m%d%H%M%S")
+    name = args.name or f"{policy.name}-redrive-{stamp}"
+    document = {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterRedrive",
+        "metadata": {"name": name, "namespace": policy.namespace},
+        "spec": {
+            "policyRef": {"name": policy.name},
+            "selection": selection,
+            "destination": destination,
+            "ratePerSecond": args.rate,
+            "maxRedrives": args.max_redrives,
+        },
+    }
+    try:
+        return parse_redrive(document)
+    except PolicyError as error:
+        raise BadInput("; ".join(str(issue) for issue in error.issues)) from None
+
+
+def _rfc3339(ms: int) -> str:
+    return (
+        datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _redrive(
+    args: argparse.Namespace,
+    window: Window,
+    timeout_ms: int,
+    out: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> int:
+    target = _target(args, timeout_ms)
+    policy = _policy_of(args, timeout_ms)
+    redrive = redrive_document(args, policy, window, round(time.time() * 1000))
+    filters = Filters(window, frozenset(args.reason), frozenset(args.error_class), None)
+    keys = {k.encode("utf-8") for k in args.key}
+    matched = Stats()
+    guarded = considered = 0
+    samples: list[DeadLetter] = []
+    with DeadLetterTopic(target, timeout_ms=timeout_ms) as topic:
+        for letter in topic.read(Window()):
+            considered += 1
+            if not filters(letter) or (keys and letter.key not in keys):
+                continue
+            if (letter.redrive_count or 0) >= redrive.max_redrives:
+                guarded += 1
+                continue
+            matched.add(letter)
+            if len(samples) < 5:
+                samples.append(letter.summary())
+    to = redrive.destination.topic or f"{policy.retry_topic} (the policy's retry topic)"
+    if args.output == "yaml" and not args.execute:
+        out(yaml.safe_dump(_applied(redrive), sort_keys=False).rstrip())
+        return EXIT_OK
+    out(
+        f"{'Redriving' if args.execute else 'Would redrive'} {matched.total} of {considered} dead letters of "
+        f"{policy.qualified_name} to {to} ({guarded} skipped: redriven {redrive.max_redrives} times already)"
+    )
+    if matched.total:
+        out("  by reason: " + ", ".join(f"{k}={v}" for k, v in _ranked(matched.by_reason)))
+        out("  by error class: " + ", ".join(f"{k}={v}" for k, v in _ranked(matched.by_class)))
+        header, rows = ls_rows(samples, wide=False)
+        out(_indent(table(header, rows, width=terminal_width(sys.stdout))))
+    if redrive.selection.filter:
+        warn(
+            f"note: --filter is evaluated by the redrive job; the counts above are before it: {redrive.selection.filter}"
+        )
+    if not args.execute:
+        warn(
+            "Nothing was written. Run again with --execute to create the DeadLetterRedrive "
+            f"{redrive.name} (or -o yaml to see it)."
+        )
+        return EXIT_OK
+    _create(args, redrive, timeout_ms, out)
+    return EXIT_OK
+
+
+def _applied(redrive: DeadLetterRedrive) -> dict[str, Any]:
+    document = redrive_to_document(redrive)
+    spec = document["spec"]
+    for key, default in (("dryRun", False), ("suspend", False)):
+        if spec.get(key) == default:
+            del spec[key]
+    return document
+
+
+def _policy_of(args: argparse.Namespace, timeout_ms: int) -> DeadLetterPolicy:
+    if args.file is not None:
+        return policy_from_file(args.file)
+    return policy_from_cluster(
+        args.policy,
+        namespace=args.namespace,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        timeout_ms=timeout_ms,
+    )
+
+
+def _create(
+    args: argparse.Namespace, redrive: DeadLetterRedrive, timeout_ms: int, out: Callable[[str], None]
+) -> None:
+    """``kubectl create -f -`` of the redrive, with the connection flags the plugin was given."""
+    command = [os.environ.get("KUBECTL") or "kubectl"]
+    if args.kubeconfig:
+        command.append(f"--kubeconfig={args.kubeconfig}")
+    if args.context:
+        command.append(f"--context={args.context}")
+    command += [f"--request-timeout={max(timeout_ms // 1000, 1)}s", "create", "-f", "-"]
+    try:
+        done = subprocess.run(
+            command,
+            input=yaml.safe_dump(_applied(redrive), sort_keys=False),
+            capture_output=True,
+            text=True,
+            timeout=timeout_ms / 1000 + 30,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise Unreachable(
+            f"{command[0]} is not on the PATH (--execute creates the redrive with it)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise Unreachable(f"kubectl create deadletterredrive {redrive.name} did not answer") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        raise Unreachable(f"kubectl create: {lines[-1] if lines else done.returncode}")
+    out(done.stdout.strip())
+    out(f"Follow it with: kubectl get dlr {redrive.name} -n {redrive.namespace} -w")
 
 
 def _listed(values: set[str], most: int = 10) -> str:

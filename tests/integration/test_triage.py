@@ -588,3 +588,104 @@ def test_policy_read_from_the_cluster(
         "error: kubectl get deadletterpolicy orders-refunds: Error from server (NotFound): "
         'deadletterpolicies.sparkdlq.io "orders-refunds" not found',
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# redrive
+
+
+def test_redrive_shows_what_would_move_and_writes_nothing(letters: DeadLetters) -> None:
+    done = dlq("redrive", "-f", str(letters.policy), "--reason", "exhausted", "--error-class", "ValueError")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == (
+        "Would redrive 3 of 12 dead letters of payments/orders-billing to orders-billing-RETRY "
+        "(the policy's retry topic) (0 skipped: redriven 3 times already)"
+    )
+    assert "  by reason: exhausted=3" in lines
+    assert "  by error class: ValueError=3" in lines
+    assert "Nothing was written. Run again with --execute" in done.stderr
+
+
+def test_redrive_yaml_is_the_redrive_the_model_accepts(letters: DeadLetters) -> None:
+    done = dlq(
+        "redrive",
+        "-f",
+        str(letters.policy),
+        "--since",
+        "2h",
+        "--key",
+        "order-11",
+        "--to",
+        "topic:parking",
+        "--rate",
+        "50",
+        "--name",
+        "fix-1",
+        "--filter",
+        "attempts > 1",
+        "-o",
+        "yaml",
+    )
+    assert done.returncode == 0, done.stderr
+    from dlq_engine.model.redrive import parse_redrive
+
+    redrive = parse_redrive(yaml.safe_load(done.stdout))
+    assert (redrive.name, redrive.destination.type, redrive.destination.topic) == (
+        "fix-1",
+        "topic",
+        "parking",
+    )
+    assert redrive.selection.keys == ("order-11",)
+    assert redrive.selection.filter == "attempts > 1"
+    assert redrive.selection.failed_after_ms is not None
+    assert redrive.rate_per_second == 50
+
+
+def test_redrive_refuses_a_bad_destination(letters: DeadLetters) -> None:
+    _one_error_line(
+        dlq("redrive", "-f", str(letters.policy), "--to", "elsewhere"),
+        2,
+        "error: --to: must be source, retry or topic:NAME, got 'elsewhere'",
+    )
+
+
+def test_redrive_execute_creates_the_redrive_in_the_cluster(
+    letters: DeadLetters, kube_api: Any, kubeconfig: str, namespace: str, dlp_crd: str
+) -> None:
+    from kubernetes import client
+
+    path = {"PATH": os.pathsep.join([str(kubernetes_bin("kubectl").parent), os.environ.get("PATH", "")])}
+    document = policy_document(
+        {
+            "metadata.namespace": namespace,
+            "spec.broker.bootstrapServers": letters.bootstrap,
+            "spec.deadLetter.topic": letters.topic,
+        }
+    )
+    client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document
+    )
+    done = dlq(
+        "redrive",
+        "--policy",
+        "orders-billing",
+        "-n",
+        namespace,
+        "--kubeconfig",
+        kubeconfig,
+        "--reason",
+        "terminated",
+        "--name",
+        "fix-1",
+        "--execute",
+        env=path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "deadletterredrive.sparkdlq.io/fix-1 created" in done.stdout
+    created = client.CustomObjectsApi(kube_api).get_namespaced_custom_object(
+        "sparkdlq.io", "v1alpha1", namespace, "deadletterredrives", "fix-1"
+    )
+    assert created["spec"]["selection"] == {"reasons": ["terminated"]}
+    assert created["spec"]["destination"] == {"type": "source"}
+    assert created["spec"]["maxRedrives"] == 3  # defaulted by the CRD as the model does

@@ -501,7 +501,7 @@ def test_every_option_is_in_the_reference() -> None:
         for action in sub._actions:
             options.update(o for o in action.option_strings if o.startswith("--") and o != "--help")
     assert {"--since", "--limit", "--kafka-config", "--request-timeout"} <= options
-    assert set(commands.choices) == {"stats", "ls", "show"}
+    assert set(commands.choices) == {"stats", "ls", "show", "redrive"}
     missing = sorted(o for o in options if f"`{o}" not in section and f", `{o}" not in section)
     assert not missing, missing
     for command in commands.choices:
