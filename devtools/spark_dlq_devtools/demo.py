@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -105,6 +106,7 @@ class Demo:
         self.tally = Tally()
         self._stop = threading.Event()
         self.topics: dict[str, str] = {}
+        self.redriven = 0
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -383,11 +385,103 @@ class Demo:
         self.produce(self.orders, second)
         self.progress(self.all_accounted, 240, "routing")
 
+        self.redrive_act()
         self.summary(before_output, time.monotonic() - started)
         if self.dashboard is not None:
             self.draw_dashboard(self.dashboard)
         _, missing = self.tally.accounted()
         return 0 if not missing else 1
+
+    def dlq(self, *args: str) -> str:
+        """``kubectl dlq ARGS`` as a team runs it (the plugin, with the test bed's kubectl)."""
+        from spark_dlq_devtools.paths import kubernetes_bin
+
+        env = {
+            **os.environ,
+            "PATH": os.pathsep.join([str(kubernetes_bin("kubectl").parent), os.environ["PATH"]]),
+        }
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "spark_dlq_operator.triage",
+                *args,
+                "--policy",
+                POLICY,
+                "-n",
+                NAMESPACE,
+                "--kubeconfig",
+                str(self.kube.admin_kubeconfig),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl dlq {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def redrive_act(self) -> None:
+        """The dead letters a team can act on: see why, fix, look before sending, send back."""
+        say("Why did they fail?  kubectl dlq stats")
+        for line in self.dlq("stats").rstrip().splitlines():
+            print(f"    {line}")
+        say(
+            "A new processor version for the poison orders: processor.entrypoint shop_orders:process_v2 (kubectl patch)"
+        )
+        self.objects.patch_namespaced_custom_object(
+            "sparkdlq.io",
+            "v1alpha1",
+            NAMESPACE,
+            "deadletterpolicies",
+            POLICY,
+            {"spec": {"processor": {"entrypoint": "shop_orders:process_v2"}}},
+        )
+        self.wait_running(restart_count=2)
+        say("What would a redrive send back?  kubectl dlq redrive --error-class ValueError  (writes nothing)")
+        for line in self.dlq("redrive", "--error-class", "ValueError").rstrip().splitlines():
+            print(f"    {line}")
+        with self.tally.lock:
+            poison = [i for i, kind in self.tally.produced.items() if kind == "poison"]
+        say(
+            "The redrive:  kubectl dlq redrive --error-class ValueError --rate 100 --name fix-poison --execute"
+        )
+        for line in (
+            self.dlq(
+                "redrive", "--error-class", "ValueError", "--rate", "100", "--name", "fix-poison", "--execute"
+            )
+            .rstrip()
+            .splitlines()
+        ):
+            print(f"    {line}")
+        phase = ""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and phase not in ("Succeeded", "Failed", "Cancelled"):
+            found = cast(
+                "dict[str, Any]",
+                self.objects.get_namespaced_custom_object(
+                    "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterredrives", "fix-poison"
+                ),
+            )
+            status = found.get("status") or {}
+            if status.get("phase", "") != phase:
+                phase = status.get("phase", "")
+                note(f"redrive phase: {phase or '(none yet)'}")
+            time.sleep(0.5)
+        if phase != "Succeeded":
+            raise RuntimeError(
+                f"the redrive ended {phase or 'nowhere'}; operator log: {self.root / 'operator.log'}"
+            )
+
+        def billed() -> bool:
+            with self.tally.lock:
+                return all(self.tally.output[i] for i in poison)
+
+        self.progress(billed, 180, "redriven orders billed")
+        self.redriven = len(poison)
+        note(f"all {len(poison)} poison orders came out on orders-billed, billed to the walk-in account")
 
     def draw_dashboard(self, out: Path) -> None:
         from spark_dlq_devtools import dashboard
@@ -432,6 +526,10 @@ class Demo:
             + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
         )
         print(f"    duplicates   {duplicates:5d}  (at-least-once; counted, not lost)")
+        if self.redriven:
+            print(
+                f"    {GREEN}redriven{RESET}     {self.redriven:5d}  (dead letters sent back after the fix, now in orders-billed)"
+            )
         say("A few dead letters, with their headers")
         shown: set[str] = set()
         for record in tally.dead_records:

@@ -229,6 +229,10 @@ def _write_status(path: str | None, status: dict[str, object]) -> None:
     if not path:
         return
     import json
+    import os
+
+    if path.startswith("/dev/") and not os.path.exists(path):
+        return  # a pod's termination log, and this is not a pod
 
     try:
         with open(path, "w", encoding="utf-8") as handle:

@@ -4,11 +4,13 @@
 ConnectionError while attempt < n; ``fail`` -> always RuntimeError; ``terminate`` ->
 Terminate; ``nonretry`` -> KeyError (a LookupError); ``retry:<delay>`` -> Retry(delay) on the
 first attempt, then ok; ``dict`` -> a dict result; ``badtype`` -> returns an int; ``timed:<n>`` -> fails while attempt < n, then returns when
-it ran and the ``dlq.deliver.at`` it carried.
+it ran and the ``dlq.deliver.at`` it carried; ``broken-until:<path>`` -> ValueError until the
+file ``<path>`` exists (a processor fixed while its dead letters wait), then ok.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -46,6 +48,10 @@ def process(message: Message) -> Any:
             raise ConnectionError(f"timed attempt {message.attempt}")
         due = message.headers.get("dlq.deliver.at", b"0").decode()
         return {"attempt": message.attempt, "ran_at": int(time.time() * 1000), "due": int(due)}
+    if command == "broken-until":
+        if not os.path.exists(argument):
+            raise ValueError(f"not fixed yet: {argument}")
+        return f"fixed after {message.attempt}"
     raise ValueError(f"unknown command {command!r}")
 
 

@@ -38,6 +38,9 @@ SAMPLES = 5
 #: Offsets read per chunk when there is no rate limit, and the bounds of an adaptive chunk.
 UNLIMITED_CHUNK = 200_000
 MIN_CHUNK, MAX_CHUNK = 10, 1_000_000
+#: With a rate limit a chunk aims at this many seconds of writes: long enough that Spark's cost
+#: per chunk (a job to read, count and write) fits in it, short enough to keep bursts small.
+CHUNK_SECONDS = 2.0
 
 
 class RedriveError(RuntimeError):
@@ -416,7 +419,7 @@ class Redrive:
             progress.next.update(end)
             progress.in_flight = None
             progress.save(self.progress_path)
-            self._chunk_size = self._next_chunk(self._chunk_size, written)
+            self._chunk_size = self._next_chunk(self._chunk_size, written, self.clock.monotonic() - began)
             if self.redrive.rate_per_second > 0 and written:
                 wait = began + written / self.redrive.rate_per_second - self.clock.monotonic()
                 if wait > 0:
@@ -428,17 +431,19 @@ class Redrive:
 
     def _first_chunk(self) -> int:
         rate = self.redrive.rate_per_second
-        return max(MIN_CHUNK, int(rate)) if rate > 0 else UNLIMITED_CHUNK
+        return max(MIN_CHUNK, int(rate * CHUNK_SECONDS)) if rate > 0 else UNLIMITED_CHUNK
 
-    def _next_chunk(self, chunk: int, written: int) -> int:
-        """With a rate, aim each chunk at about one second of writes: grow it while few of its
-        dead letters are selected, shrink it when more than a second's worth were."""
+    def _next_chunk(self, chunk: int, written: int, took: float) -> int:
+        """With a rate, aim each chunk at ``CHUNK_SECONDS`` of writes: grow it while few of its
+        dead letters are selected, or while Spark's work on it takes most of its time (the rate
+        would fall short); shrink it when its writes came as a burst of many seconds' worth."""
         rate = self.redrive.rate_per_second
         if rate <= 0:
             return chunk
-        if written < rate / 2:
+        budget = written / rate
+        if written < rate * CHUNK_SECONDS / 2 or took > 0.8 * budget:
             return min(MAX_CHUNK, chunk * 2)
-        if written > rate * 1.5:
+        if budget > CHUNK_SECONDS * 4:
             return max(MIN_CHUNK, chunk // 2)
         return chunk
 
