@@ -7,8 +7,8 @@ snapshot is read in chunks of offsets; each chunk is read with Spark's Kafka bat
 dead letters typed into columns (``COLUMNS``), selected, checked against the loop guard, and
 the chosen ones written with Spark's Kafka batch sink. The progress file is written after each
 chunk's write: a crash repeats at most the chunk in flight (at-least-once), and the messages it
-wrote again are counted as possible duplicates. The rate limit is kept between chunks: after
-writing ``w`` messages a chunk lasts at least ``w / ratePerSecond`` seconds.
+wrote again are counted as possible duplicates. The rate limit is kept between writes: after a
+chunk writes ``w`` messages, the next write waits until ``w / ratePerSecond`` seconds have passed.
 """
 
 from __future__ import annotations
@@ -300,6 +300,7 @@ class Redrive:
         self.clock = clock
         self._stop = threading.Event()
         self._chunk_size = self._first_chunk()
+        self._next_write_at = 0.0
 
     def stop(self) -> None:
         self._stop.set()
@@ -407,25 +408,28 @@ class Redrive:
             )
             progress.save(self.progress_path)
         self._chunk_size = self._first_chunk()
+        self._next_write_at = self.clock.monotonic()
         for start, end in self._chunks(progress):
             if self._stop.is_set():
                 progress.state = "Cancelled"
                 break
-            began = self.clock.monotonic()
             repeat = progress.in_flight is not None
             progress.in_flight = dict(end)
             progress.save(self.progress_path)
-            written = self._chunk(progress, start, end, repeat=repeat)
+            done = self._chunk(progress, start, end, repeat=repeat)
+            if done is None:  # stopped while waiting for the rate: this chunk was not written
+                progress.in_flight = dict(end) if repeat else None
+                progress.state = "Cancelled"
+                break
+            written, took = done
             progress.next.update(end)
             progress.in_flight = None
             progress.save(self.progress_path)
-            self._chunk_size = self._next_chunk(self._chunk_size, written, self.clock.monotonic() - began)
-            if self.redrive.rate_per_second > 0 and written:
-                wait = began + written / self.redrive.rate_per_second - self.clock.monotonic()
-                if wait > 0:
-                    self._stop.wait(wait)
+            self._chunk_size = self._next_chunk(self._chunk_size, written, took)
         else:
             progress.state = "Succeeded"
+            # A run lasts at least its messages over the rate, from its first write.
+            self._stop.wait(max(0.0, self._next_write_at - self.clock.monotonic()))
         progress.save(self.progress_path)
         return progress
 
@@ -463,12 +467,26 @@ class Redrive:
 
     def _chunk(
         self, progress: Progress, start: Mapping[int, int], end: Mapping[int, int], *, repeat: bool
-    ) -> int:
+    ) -> tuple[int, float] | None:
+        """Read, count and write one chunk; ``(written, seconds of Spark work)``, or None when
+        stopped while waiting to write. With a rate, a chunk's write waits until the previous
+        chunk's messages are spread over their share of time (writes ``w`` messages, then no
+        write for ``w / rate`` seconds); the next chunk is read and counted meanwhile."""
+        if all(end[p] <= start.get(p, end[p]) for p in end):
+            return 0, 0.0
+        began = self.clock.monotonic()
+        waited = 0.0
         frame = dead_letter_columns(self._read(start, end))
         frame = frame.withColumn("selected", selected(frame, self.redrive)).cache()
         try:
             counts = self._tally(frame)
             if counts.matched and not self.redrive.dry_run:
+                rate = self.redrive.rate_per_second
+                if rate > 0:
+                    waited = max(0.0, self._next_write_at - self.clock.monotonic())
+                    if self._stop.wait(waited):
+                        return None
+                    self._next_write_at = self.clock.monotonic() + counts.matched / rate
                 guard = F.col("redrive_count") < F.lit(self.redrive.max_redrives)
                 now_ms = int(self.clock.time() * 1000)
                 records = outgoing(frame.where(F.col("selected") & guard), self.redrive, self.policy, now_ms)
@@ -488,7 +506,7 @@ class Redrive:
             total.by_reason[key] = total.by_reason.get(key, 0) + n
         for key, n in counts.by_error_class.items():
             total.by_error_class[key] = total.by_error_class.get(key, 0) + n
-        return counts.matched
+        return counts.matched, self.clock.monotonic() - began - waited
 
 
 def install_sigterm(run: Redrive) -> None:
