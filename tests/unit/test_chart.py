@@ -124,6 +124,8 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         ("ServiceAccount", FULLNAME),
         ("ServiceAccount", "spark-dlq-driver"),
         ("ClusterRole", FULLNAME),
+        ("ClusterRole", f"{FULLNAME}-view"),
+        ("ClusterRole", f"{FULLNAME}-edit"),
         ("ClusterRoleBinding", FULLNAME),
         ("Role", f"{FULLNAME}-spark-driver"),
         ("RoleBinding", f"{FULLNAME}-spark-driver"),
@@ -187,7 +189,10 @@ def test_namespace_scoped_watches_the_given_namespaces() -> None:
     assert env["SPARK_DLQ_NAMESPACES"] == "payments,orders"
     assert "SPARK_DLQ_ALL_NAMESPACES" not in env
     assert {r["metadata"]["namespace"] for r in find(objects, "Role", FULLNAME)} == {"payments", "orders"}
-    assert one(objects, "ClusterRole")["metadata"]["name"] == f"{FULLNAME}-scanning"
+    operator_roles = [
+        r for r in find(objects, "ClusterRole") if not r["metadata"]["name"].endswith(("-view", "-edit"))
+    ]
+    assert [r["metadata"]["name"] for r in operator_roles] == [f"{FULLNAME}-scanning"]
     # The drivers' account follows the watched namespaces.
     assert {s["metadata"]["namespace"] for s in find(objects, "ServiceAccount", "spark-dlq-driver")} == {
         "payments",
@@ -224,7 +229,7 @@ def test_strimzi_on_grants_kafka_topics_in_the_kafka_namespace_only() -> None:
     ]
     volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
     assert volumes["kafka-config"]["secret"]["secretName"] == "kafka-admin"
-    for rule in one(objects, "ClusterRole")["rules"]:
+    for rule in one(objects, "ClusterRole", FULLNAME)["rules"]:
         assert "kafka.strimzi.io" not in rule["apiGroups"]
 
 
@@ -332,6 +337,19 @@ def test_spark_driver_role_in_each_spark_namespace() -> None:
         ]
 
 
+def test_users_view_and_edit_policies_and_redrives_through_aggregation() -> None:
+    objects = render()
+    view, edit = (
+        one(objects, "ClusterRole", f"{FULLNAME}-view"),
+        one(objects, "ClusterRole", f"{FULLNAME}-edit"),
+    )
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in edit["metadata"]["labels"]
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert view["rules"][0]["verbs"] == ["get", "list", "watch"]
+    assert set(edit["rules"][0]["resources"]) == {"deadletterpolicies", "deadletterredrives"}
+
+
 def test_existing_operator_service_account_and_no_rbac() -> None:
     objects = render(
         {"operator": {"serviceAccount": {"create": False, "name": "dlq-ops"}, "rbac": {"create": False}}}
@@ -400,7 +418,7 @@ def test_every_object_carries_the_release_labels() -> None:
             assert labels["app.kubernetes.io/instance"] == RELEASE, obj["kind"]
             assert labels["app.kubernetes.io/managed-by"] == "Helm"
             assert labels["app.kubernetes.io/name"] == "spark-dlq-operator"
-            assert labels["app.kubernetes.io/component"] in ("operator", "spark", "strimzi")
+            assert labels["app.kubernetes.io/component"] in ("operator", "spark", "strimzi", "user-roles")
 
 
 # --- the values schema -------------------------------------------------------------------------
