@@ -9,17 +9,20 @@ before the commit) adds no row twice; and the topics see what they see without a
 from __future__ import annotations
 
 import collections
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pyspark.sql import functions as F
 
 from dlq_engine.exits import EXIT_FAILED, EXIT_OK
 from dlq_engine.job.dead_letter_table import COLUMNS, PARTITION_COLUMNS
-from tests.helpers import Record, produce, read_all
+from spark_dlq_devtools.chaos import start_engine
+from tests.helpers import Record, engine_policy, produce, read_all
 from tests.processors.recording import CALLS_HEADER
 
 FORMATS = [pytest.param("delta", id="delta"), pytest.param("parquet", id="parquet")]
@@ -55,6 +58,17 @@ def committed(checkpoint: Path, log: str) -> list[int]:
     """The batch ids in the checkpoint's ``commits`` or ``offsets`` log."""
     folder = checkpoint / log
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def delta_rows(table: dict[str, str]) -> int:
+    """Rows appended to a Delta table, from its log alone (no Spark job beside the engine's)."""
+    total = 0
+    for path in (Path(table["path"]) / "_delta_log").glob("*.json"):
+        for line in path.read_text().splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info is not None:
+                total += int(info["operationMetrics"]["numOutputRows"])
+    return total
 
 
 def calls(path: Path) -> collections.Counter[str]:
@@ -263,6 +277,45 @@ def test_a_batch_replayed_after_its_table_write_adds_no_row_twice(
         # Delta skipped the replayed write (txnAppId/txnVersion): one commit made the table.
         history = spark.read.json(f"{table['path']}/_delta_log/*.json").where("commitInfo IS NOT NULL")
         assert history.count() == 1
+
+
+def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
+    spark: Any,
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    """SIGKILL (``dlq-engine run`` as a user runs it, its whole process group) right after a
+    Delta commit of the table: at that moment the batch's Spark commit is a few milliseconds
+    away, so the kill lands before it or just after, and the restart replays that batch or not.
+    Either way the table ends with each dead letter exactly once."""
+    names = topics()
+    table = table_spec(tmp_path, "delta")
+    log = Path(table["path"]) / "_delta_log"
+    policy = tmp_path / "policy.yaml"
+    document = engine_policy(
+        names, bootstrap_servers, source={"maxOffsetsPerTrigger": 30}, deadLetter={"table": table}
+    )
+    policy.write_text(yaml.safe_dump(document))
+    doomed = [(b"dead-%03d" % i, b"terminate:%d" % i) for i in range(120)]
+    produce(bootstrap_servers, names["source"], doomed)
+
+    first = start_engine(policy, tmp_path / "cp", tmp_path / "engine-1.log")
+    try:
+        first.wait_until(lambda: (log / f"{1:020d}.json").exists(), timeout=180, what="a second table commit")
+    finally:
+        first.kill()
+    assert 0 < delta_rows(table) < len(doomed)
+
+    second = start_engine(policy, tmp_path / "cp", tmp_path / "engine-2.log")
+    try:
+        second.wait_until(lambda: delta_rows(table) >= len(doomed), timeout=240, what="every dead letter")
+    finally:
+        second.stop(timeout=60)
+    rows = table_rows(spark, table)
+    assert sorted(row["key"] for row in rows) == [key for key, _ in doomed]
+    dead = read_all(bootstrap_servers, names["dlq"], expect=len(doomed), settle=1)
+    assert {r.key for r in dead} == {key for key, _ in doomed}  # at least once on the topic
 
 
 def test_a_stop_while_a_table_batch_runs_is_a_clean_stop(
