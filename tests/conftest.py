@@ -156,7 +156,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     on the broker so that it stops first (its producers would otherwise log a dead broker)."""
     from pyspark.sql import SparkSession
 
-    from dlq_engine.job.session import REQUIRED_CONF
+    from dlq_engine.job.session import DELTA_CONF, REQUIRED_CONF
     from spark_dlq_devtools.spark import TEST_CONF, submit_env
 
     os.environ.update(submit_env())
@@ -164,7 +164,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     paths = [str(REPO_ROOT), str(REPO_ROOT / "examples" / "processors")]
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])
     builder = SparkSession.builder.master("local[2]").appName("spark-dlq-tests")
-    for key, value in {**TEST_CONF, **REQUIRED_CONF}.items():  # what the engine requires, as it runs
+    # What the engine requires, as it runs; and Delta's extension and catalog, which the engine
+    # sets only for a policy with a Delta dead-letter table (one session serves every test).
+    for key, value in {**TEST_CONF, **REQUIRED_CONF, **DELTA_CONF}.items():
         builder = builder.config(key, value)
     builder = builder.config(
         "spark.sql.streaming.checkpointLocation", str(tmp_path_factory.mktemp("checkpoints"))

@@ -61,6 +61,15 @@ def spark_kafka_jars() -> list[Path]:
     return sorted(folder.glob("*.jar"))
 
 
+def spark_delta_jars() -> list[Path]:
+    """Delta Lake's Spark connector and storage jars (the dead-letter table's ``delta`` format)."""
+    v = versions()["DELTA_VERSION"]
+    folder = _need(
+        cache_dir() / "spark-jars" / f"delta-{v}" / ".complete", f"Delta Lake {v}", "jars.sh"
+    ).parent
+    return sorted(folder.glob("*.jar"))
+
+
 def engine_jar() -> Path:
     """The engine's JVM part (``spark_image/jvm``), compiled by ``engine_jar.sh`` into a folder
     named by the Spark version and a hash of the Java sources."""

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fetches the Apache Kafka broker jars and the Spark Kafka connector jars from Maven Central
-# into the cache. Idempotent: a finished folder carries a .complete marker.
+# Fetches the Apache Kafka broker jars, the Spark Kafka connector jars and Delta Lake's jars (the
+# dead-letter table) from Maven Central into the cache. Idempotent: a finished folder carries a
+# .complete marker.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 fetch() {  # fetch <pom> <dest> <maven -D properties...>
@@ -23,3 +24,6 @@ fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \
   -Dspark.version="$SPARK_VERSION" -Dscala.binary="$SCALA_BINARY" \
   -Dkafka.clients.version="$SPARK_KAFKA_CLIENTS_VERSION" \
   -Dcommons.pool2.version="$SPARK_COMMONS_POOL2_VERSION"
+fetch "$REPO_ROOT/scripts/setup/maven/spark-delta.pom.xml" \
+  "$SPARK_DLQ_CACHE/spark-jars/delta-$DELTA_VERSION" \
+  -Ddelta.version="$DELTA_VERSION" -Dscala.binary="$SCALA_BINARY"

@@ -100,7 +100,13 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import RunOptions, client_properties
-    from dlq_engine.job.preflight import PreflightError, check_topics, create_topics, engine_class
+    from dlq_engine.job.preflight import (
+        PreflightError,
+        check_table,
+        check_topics,
+        create_topics,
+        engine_class,
+    )
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
     from dlq_engine.job.runner import Run, install_sigterm
     from dlq_engine.job.session import build_session
@@ -129,6 +135,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     try:
         try:
             engine_class(spark, JVM_DELAY_STAGE)
+            check_table(spark, policy)
             client = client_properties(options.kafka_client_dir)
             if args.create_topics:
                 for line in create_topics(spark, policy, client):

@@ -110,6 +110,7 @@ def crd_defaults_of(document: dict[str, Any]) -> dict[str, Any]:
         pytest.param(
             {"retry": None, "spark": {"driver": None}, "output": {"topic": None}}, id="null-sections"
         ),
+        pytest.param({"deadLetter": {"table": {"path": "/data/dead-letters"}}}, id="table-format-default"),
     ],
 )
 def test_defaults_match_the_model(kube_api: Any, namespace: str, patch: dict[str, Any]) -> None:
@@ -184,6 +185,21 @@ def full_spec() -> dict[str, Any]:
 
 def test_every_model_field_is_kept(kube_api: Any, namespace: str) -> None:
     document = {**minimal(namespace), "spec": full_spec()}
+
+    stored = create(kube_api, document)
+
+    assert to_spec(parse_policy(document)) == document["spec"]
+    assert stored["spec"] == document["spec"]
+
+
+def test_dead_letter_table_is_kept(kube_api: Any, namespace: str) -> None:
+    spec = full_spec()
+    spec["deadLetter"] = {
+        **spec["deadLetter"],
+        "strategy": "topic",
+        "table": {"format": "parquet", "path": "s3a://bucket/dead-letters/orders"},
+    }
+    document = {**minimal(namespace), "spec": spec}
 
     stored = create(kube_api, document)
 
@@ -417,6 +433,30 @@ INVALID = [
         "spec.deadLetter.headers",
         "Forbidden: header names must not start with 'dlq.': those headers are written by the engine",
         id="dead-letter-header-in-engine-namespace",
+    ),
+    pytest.param(
+        {"deadLetter": {"strategy": "ignore", "table": {"path": "/data/dl"}}},
+        "spec.deadLetter.table",
+        "Forbidden: is only allowed with strategy topic (it holds what the dead-letter topic receives)",
+        id="dead-letter-table-with-strategy-ignore",
+    ),
+    pytest.param(
+        {"deadLetter": {"table": {"format": "delta"}}},
+        "spec.deadLetter.table.path",
+        "Required value",
+        id="dead-letter-table-without-path",
+    ),
+    pytest.param(
+        {"deadLetter": {"table": {"path": " /data/dl"}}},
+        "spec.deadLetter.table.path",
+        'Invalid value: "string": must not start or end with white space',
+        id="dead-letter-table-path-leading-space",
+    ),
+    pytest.param(
+        {"deadLetter": {"table": {"format": "iceberg", "path": "/data/dl"}}},
+        "spec.deadLetter.table.format",
+        'Unsupported value: "iceberg": supported values: "delta", "parquet"',
+        id="dead-letter-table-unknown-format",
     ),
     pytest.param(
         {"errorWindow": {"threshold": 0}},

@@ -153,6 +153,11 @@ def test_stable_equivalent_spellings(first: dict[str, Any], second: dict[str, An
         pytest.param({"spec.deadLetter.topic": "billing-dead"}, id="dead-letter-topic"),
         pytest.param({"spec.deadLetter.includeStackTrace": False}, id="include-stack-trace"),
         pytest.param({"spec.deadLetter.headers": {"team": "billing"}}, id="dead-letter-headers"),
+        pytest.param({"spec.deadLetter.table": {"path": "/data/dl"}}, id="dead-letter-table"),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/data/dl", "format": "parquet"}},
+            id="dead-letter-table-format",
+        ),
         pytest.param({"spec.errorWindow.size": 100}, id="error-window-size"),
         pytest.param({"spec.errorWindow.threshold": 0.5}, id="error-window-threshold"),
         pytest.param({"spec.spark.image": "registry/spark-dlq:2"}, id="spark-image"),

@@ -20,8 +20,10 @@ from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_sp
 from dlq_engine.model.policy import (
     KAFKA_TOPIC_MAX_LENGTH,
     KAFKA_TOPIC_PATTERN,
+    MAX_TABLE_PATH_LENGTH,
     BackoffType,
     DeadLetterStrategy,
+    DeadLetterTableFormat,
     ProcessorMode,
     Provisioner,
     StartingOffsets,
@@ -108,10 +110,12 @@ def full() -> dict[str, Any]:
                 "nonRetryableErrors": ["ValueError"],
             },
             "deadLetter": {
-                "strategy": "stop",
+                # topic: the only strategy a table is allowed with.
+                "strategy": "topic",
                 "topic": "orders-dead",
                 "includeStackTrace": False,
                 "headers": {"team": "billing"},
+                "table": {"format": "parquet", "path": "s3a://bucket/dead-letters/orders"},
             },
             "errorWindow": {"size": 10, "threshold": 0.5},
             "topics": {
@@ -332,6 +336,7 @@ def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
         pytest.param("processor.mode", ProcessorMode, id="mode"),
         pytest.param("retry.backoff.type", BackoffType, id="backoff-type"),
         pytest.param("deadLetter.strategy", DeadLetterStrategy, id="strategy"),
+        pytest.param("deadLetter.table.format", DeadLetterTableFormat, id="table-format"),
         pytest.param("topics.provisioner", Provisioner, id="provisioner"),
     ],
 )
@@ -478,3 +483,37 @@ def test_the_dead_letter_header_rule_is_case_insensitive(spec_schema: dict[str, 
     [rule] = node(spec_schema, "deadLetter.headers")["x-kubernetes-validations"]
     assert rule["rule"] == "self.all(k, !k.lowerAscii().startsWith('dlq.'))"
     assert not model_accepts_field("deadLetter.headers", {"DLQ.Reason": "x"})
+
+
+def test_the_table_path_is_required_and_bounded_as_in_the_model(spec_schema: dict[str, Any]) -> None:
+    table = node(spec_schema, "deadLetter.table")
+    assert table["required"] == ["path"]
+    assert "default" not in table  # no table unless one is asked for
+    path = node(spec_schema, "deadLetter.table.path")
+    assert (path["minLength"], path["maxLength"]) == (1, MAX_TABLE_PATH_LENGTH)
+    assert model_accepts_field("deadLetter.table", {"path": "/" * MAX_TABLE_PATH_LENGTH})
+    assert not model_accepts_field("deadLetter.table", {"path": "/" * (MAX_TABLE_PATH_LENGTH + 1)})
+
+
+@pytest.mark.parametrize("value", ["/data/dl", "s3a://b/dead letters", " /data/dl", "/data/dl\t", "  "])
+def test_the_table_path_rule_accepts_what_the_model_accepts(spec_schema: dict[str, Any], value: str) -> None:
+    [rule] = node(spec_schema, "deadLetter.table.path")["x-kubernetes-validations"]
+    assert rule["rule"] == "self.trim() == self"
+    assert (value.strip() == value) == model_accepts_field("deadLetter.table", {"path": value})
+
+
+@pytest.mark.parametrize("strategy", ["topic", "ignore", "stop"])
+def test_the_table_needs_strategy_topic_in_the_crd_and_the_model(
+    spec_schema: dict[str, Any], strategy: str
+) -> None:
+    [rule] = node(spec_schema, "deadLetter")["x-kubernetes-validations"]
+    assert rule["rule"] == "!has(self.table) || !has(self.strategy) || self.strategy == 'topic'"
+    assert rule["fieldPath"] == ".table"
+    document = minimal()
+    document["spec"]["deadLetter"] = {"strategy": strategy, "table": {"path": "/data/dl"}}
+    if strategy == "topic":
+        parse_policy(document)
+        return
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(document)
+    assert [issue.path for issue in refused.value.issues] == ["spec.deadLetter.table"]

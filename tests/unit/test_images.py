@@ -84,6 +84,7 @@ def test_spark_image_versions_follow_versions_env_and_pyproject() -> None:
         "SCALA_BINARY",
         "SPARK_KAFKA_CLIENTS_VERSION",
         "SPARK_COMMONS_POOL2_VERSION",
+        "DELTA_VERSION",
     ):
         assert defaults[key] == pinned[key], key
     engine = project()["optional-dependencies"]["engine"]  # type: ignore[index]
@@ -168,7 +169,12 @@ def test_makefile_builds_both_images(tool: str) -> None:
     assert (
         f"{tool} build -f spark_image/Dockerfile --build-arg SPARK_VERSION={pinned['SPARK_VERSION']}" in out
     )
-    for key in ("SCALA_BINARY", "SPARK_KAFKA_CLIENTS_VERSION", "SPARK_COMMONS_POOL2_VERSION"):
+    for key in (
+        "SCALA_BINARY",
+        "SPARK_KAFKA_CLIENTS_VERSION",
+        "SPARK_COMMONS_POOL2_VERSION",
+        "DELTA_VERSION",
+    ):
         assert f"--build-arg {key}={pinned[key]}" in out
     # The chart's default images are the ones the Makefile builds.
     values = yaml.safe_load((CHART / "values.yaml").read_text())

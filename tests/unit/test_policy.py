@@ -20,6 +20,7 @@ from dlq_engine.model.policy import (
     BackoffSpec,
     Broker,
     DeadLetter,
+    DeadLetterTable,
     ErrorWindow,
     Output,
     Processor,
@@ -74,7 +75,7 @@ def test_defaults_every_field_of_minimal_policy() -> None:
             ),
             non_retryable_errors=(),
         ),
-        dead_letter=DeadLetter(strategy="topic", topic="", include_stack_trace=True, headers={}),
+        dead_letter=DeadLetter(strategy="topic", topic="", include_stack_trace=True, headers={}, table=None),
         error_window=ErrorWindow(size=0, threshold=1.0),
         topics=Topics(
             create=True,
@@ -165,6 +166,7 @@ def test_defaults_namespace_is_default_when_not_written() -> None:
         pytest.param("spec.spark.sparkConf", id="mapping"),
         pytest.param("spec.output", id="section"),
         pytest.param("spec.retry.topic", id="topic"),
+        pytest.param("spec.deadLetter.table", id="dead-letter-table"),
     ],
 )
 def test_defaults_null_is_the_same_as_omitted(path: str) -> None:
@@ -352,6 +354,24 @@ def test_derived_topics_written_out_equal_omitted() -> None:
             "topics.dead_letter_config",
             {"cleanup.policy": "compact"},
             id="dead-letter-topic-config",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/data/dead-letters"}},
+            "dead_letter.table",
+            DeadLetterTable(path="/data/dead-letters", format="delta"),
+            id="dead-letter-table-delta-by-default",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"format": "parquet", "path": "s3a://bucket/dead letters/orders"}},
+            "dead_letter.table",
+            DeadLetterTable(path="s3a://bucket/dead letters/orders", format="parquet"),
+            id="dead-letter-table-parquet",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/t"}, "spec.deadLetter.strategy": "topic"},
+            "dead_letter.table.path",
+            "/t",
+            id="dead-letter-table-with-strategy-topic-written",
         ),
         pytest.param({"spec.spark.trigger": "500ms"}, "spark.trigger_ms", 500, id="trigger"),
         pytest.param(
@@ -895,6 +915,65 @@ def _long(n: int) -> str:
             ["spec.deadLetter.headers: keys must be strings, got 1"],
             id="header-key-not-string",
         ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/data/dl"}, "spec.deadLetter.strategy": "stop"},
+            [
+                "spec.deadLetter.table: is only allowed with strategy topic (it holds what the "
+                "dead-letter topic receives), got strategy 'stop'"
+            ],
+            id="table-with-strategy-stop",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/data/dl"}, "spec.deadLetter.strategy": "ignore"},
+            [
+                "spec.deadLetter.table: is only allowed with strategy topic (it holds what the "
+                "dead-letter topic receives), got strategy 'ignore'"
+            ],
+            id="table-with-strategy-ignore",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"format": "delta"}},
+            ["spec.deadLetter.table.path: is required"],
+            id="table-without-path",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {}},
+            ["spec.deadLetter.table.path: is required"],
+            id="table-empty",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "  "}},
+            ["spec.deadLetter.table.path: is required and must not be empty"],
+            id="table-path-blank",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": " /data/dl"}},
+            ["spec.deadLetter.table.path: must not start or end with white space, got ' /data/dl'"],
+            id="table-path-leading-space",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/" + "d" * 4096}},
+            ["spec.deadLetter.table.path: must be at most 4096 characters, got 4097"],
+            id="table-path-too-long",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": 42}},
+            ["spec.deadLetter.table.path: must be a string, got int 42"],
+            id="table-path-not-string",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": {"format": "iceberg", "path": "/data/dl"}},
+            ["spec.deadLetter.table.format: must be one of delta, parquet, got 'iceberg'"],
+            id="table-format-bad-enum",
+        ),
+        pytest.param(
+            {"spec.deadLetter.table": "/data/dl"},
+            [
+                "spec.deadLetter.table: must be a mapping, got the string '/data/dl'",
+                "spec.deadLetter.table.path: is required",
+            ],
+            id="table-not-mapping",
+        ),
         # -- errorWindow
         pytest.param(
             {"spec.errorWindow.size": -1},
@@ -1096,6 +1175,11 @@ def test_validation_document_not_mapping(document: object, expected: str) -> Non
         ),
         pytest.param({"spec.source.partition": 0}, "spec.source.partition: unknown field", id="no-hint"),
         pytest.param({"spec.status": {}}, "spec.status: unknown field", id="status-inside-spec"),
+        pytest.param(
+            {"spec.deadLetter.table": {"path": "/d", "fromat": "delta"}},
+            "spec.deadLetter.table.fromat: unknown field (did you mean 'format'?)",
+            id="table-level",
+        ),
     ],
 )
 def test_validation_unknown_field(overrides: dict[str, Any], expected: str) -> None:
@@ -1239,6 +1323,7 @@ FULL_OVERRIDES: dict[str, Any] = {
         pytest.param({"metadata.namespace": DELETE}, id="default-namespace"),
         pytest.param({"spec.retry.topic": "orders-billing-RETRY"}, id="derived-topic-written"),
         pytest.param({"spec.retry.backoff.delay": 0.0015}, id="sub-second-delay"),
+        pytest.param({"spec.deadLetter.table": {"format": "parquet", "path": "/dl"}}, id="dead-letter-table"),
     ],
 )
 def test_round_trip_parse_to_document_parse(overrides: dict[str, Any]) -> None:
@@ -1312,3 +1397,12 @@ def test_round_trip_to_spec_does_not_share_mutable_state() -> None:
     p = policy({"spec.deadLetter.headers": {"team": "billing"}})
     to_spec(p)["deadLetter"]["headers"]["team"] = "changed"
     assert p.dead_letter.headers == {"team": "billing"}
+
+
+def test_round_trip_to_spec_writes_the_table_only_when_set() -> None:
+    # Absent, it is left out (so a policy without one keeps its config hash); set, with its format.
+    assert "table" not in to_spec(policy())["deadLetter"]
+    assert to_spec(policy({"spec.deadLetter.table": {"path": "/data/dl"}}))["deadLetter"]["table"] == {
+        "format": "delta",
+        "path": "/data/dl",
+    }

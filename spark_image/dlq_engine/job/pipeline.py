@@ -9,20 +9,30 @@ One query, one checkpoint: a micro-batch's source and retry offsets, and the del
 are committed only after the Kafka sink has every record of that batch acknowledged
 (``acks=all``). A failed write fails the batch, which is then replayed on restart, so nothing
 is lost and duplicates are possible (at-least-once). No record passes through the driver.
+
+With a dead-letter table (``spec.deadLetter.table``) the sink is ``foreachBatch``: the routed
+batch is persisted (the processor runs once per micro-batch, however many actions follow),
+its Kafka records are written with the batch Kafka writer (the same producer settings), then
+its dead letters are appended to the table (``dead_letter_table``); the batch commits only
+after both. Without one, the streaming Kafka sink as it always was.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
+from dlq_engine.job import dead_letter_table
 from dlq_engine.job.delay import (
     DELIVER_AT_COLUMN,
     RECORD_COLUMNS,
@@ -30,7 +40,7 @@ from dlq_engine.job.delay import (
     lookahead,
 )
 from dlq_engine.job.processors import load_processor
-from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
 from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
 from dlq_engine.routing.outcomes import Route
 
@@ -75,6 +85,17 @@ def client_properties(directory: str | None) -> dict[str, str]:
 #: micro-batch's first poll on that partition waits for it. Kafka's default, 500 ms, was added
 #: to every micro-batch here (twice: the retry stage, then the source tasks).
 CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
+
+
+#: The Kafka producer settings of the sink, streaming or batch: every record acknowledged by all
+#: in-sync replicas, no duplicates from the producer's own retries, records up to 8 MiB.
+SINK_OPTIONS = {
+    "kafka.acks": "all",
+    "kafka.enable.idempotence": "true",
+    "kafka.max.request.size": str(8 * 1024 * 1024),
+}
+#: How long a micro-batch of the table sink waits for ``start`` to hand over the query's id.
+QUERY_ID_TIMEOUT_S = 60.0
 
 
 def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -> dict[str, str]:
@@ -159,18 +180,95 @@ def sink_records(frame: DataFrame, policy: DeadLetterPolicy) -> DataFrame:
     return frame.where(topic.isNotNull()).select(topic.alias("topic"), "key", "value", "headers")
 
 
+class SinkWriteError(RuntimeError):
+    """A write of the table sink failed (the Kafka records or the dead-letter table): the batch
+    fails. Its text starts with ``MARKER`` and one line naming what failed, then the whole
+    error (the metrics read the Kafka client's exception and topic from it): the runner finds
+    the marker inside PySpark's wrapping of a ``foreachBatch`` error and prints that line."""
+
+    MARKER = "DLQ-SINK:"
+
+    def __init__(self, what: str, error: BaseException) -> None:
+        text = str(error)
+        super().__init__(f"{self.MARKER} {what} failed: {_java_summary(text)}\n{text}")
+
+
+def _java_summary(text: str) -> str:
+    """The exception a py4j error carries (``: org.apache...Exception: message``), else the
+    error's first line."""
+    found = re.search(r"^: (\S+(?:Exception|Error)\b.*)$", text, re.MULTILINE)
+    if found:
+        return found.group(1).strip()[:500]
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:500]
+
+
+class _QueryId:
+    """The streaming query's id, handed from ``start`` to the micro-batches: the first batch can
+    begin before ``DataStreamWriter.start`` has returned the query."""
+
+    def __init__(self) -> None:
+        self._value = ""
+        self._known = threading.Event()
+
+    def set(self, value: str) -> None:
+        self._value = value
+        self._known.set()
+
+    def get(self) -> str:
+        if not self._known.wait(QUERY_ID_TIMEOUT_S):
+            raise RuntimeError(f"the streaming query's id was not known after {QUERY_ID_TIMEOUT_S:.0f}s")
+        return self._value
+
+
+def batch_sink(
+    policy: DeadLetterPolicy, options: RunOptions, table: DeadLetterTable, query_id: Callable[[], str]
+) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of a policy with a dead-letter table: the Kafka records,
+    then the table's rows, of one routed micro-batch."""
+    kafka = {**kafka_options(policy, options), **SINK_OPTIONS}
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        # Two actions follow: without the cache each would run the sources, the delay stage and
+        # the processor again.
+        batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            try:
+                sink_records(batch, policy).write.format("kafka").options(**kafka).mode("append").save()
+            except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+                raise SinkWriteError(f"the Kafka write of micro-batch {batch_id}", error) from None
+            try:
+                dead_letter_table.append(batch, table, query_id=query_id(), batch_id=batch_id)
+            except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
+                raise SinkWriteError(
+                    f"the dead-letter table write of micro-batch {batch_id} ({table.format} at {table.path})",
+                    error,
+                ) from None
+        finally:
+            batch.unpersist()
+
+    return write
+
+
 def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> StreamingQuery:
     load_processor(policy.processor.entrypoint)  # fail before consuming anything
-    frame = sink_records(observed(routed(spark, policy, options)), policy)
+    frame = observed(routed(spark, policy, options))
+    table = policy.dead_letter.table
+    query_id = _QueryId()
+    if table is None:
+        writer = (
+            sink_records(frame, policy)
+            .writeStream.format("kafka")
+            .options(**kafka_options(policy, options))
+            .options(**SINK_OPTIONS)
+        )
+    else:
+        writer = frame.writeStream.foreachBatch(batch_sink(policy, options, table, query_id.get))
     writer = (
-        frame.writeStream.format("kafka")
-        .options(**kafka_options(policy, options))
-        .option("kafka.acks", "all")
-        .option("kafka.enable.idempotence", "true")
-        .option("kafka.max.request.size", str(8 * 1024 * 1024))
-        .option("checkpointLocation", options.checkpoint)
+        writer.option("checkpointLocation", options.checkpoint)
         .outputMode("append")
         .queryName(options.query_name or f"spark-dlq-{policy.namespace}-{policy.name}")
     )
     # --once uses the same trigger; the runner stops after the first empty batch (see runner).
-    return writer.trigger(processingTime=f"{policy.spark.trigger_ms} milliseconds").start()
+    query = writer.trigger(processingTime=f"{policy.spark.trigger_ms} milliseconds").start()
+    query_id.set(str(query.id))
+    return query

@@ -1,5 +1,5 @@
-"""Checks before the query starts: the engine's jar is on the class path, the broker answers
-and every topic the policy names exists; and, on request, creating the retry and dead-letter
+"""Checks before the query starts: the engine's jar (and Delta Lake's, for a Delta dead-letter
+table) is on the class path, the broker answers and every topic the policy names exists; and, on request, creating the retry and dead-letter
 topics where no operator does (a laptop).
 
 Spark's Kafka source waits forever on a missing topic and buries an unreachable broker in JVM
@@ -44,6 +44,35 @@ def engine_class(spark: SparkSession, name: str) -> Any:
             f"built by scripts/setup/engine_jar.sh; /opt/spark/jars in the image) to spark.jars"
         )
     return found
+
+
+#: A class of Delta Lake's jar, and the SQL extension the session needs for it (``job.session``).
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def check_table(spark: SparkSession, policy: DeadLetterPolicy) -> None:
+    """For a dead-letter table of format delta: Delta Lake is on the class path and the session
+    has its extension. Without them the first dead letter would fail the batch, deep in Spark."""
+    table = policy.dead_letter.table
+    if table is None or table.format != "delta":
+        return
+    found: Any = spark.sparkContext._jvm
+    for part in DELTA_CATALOG.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise PreflightError(
+            "spec.deadLetter.table.format is delta, but Delta Lake is not on the Spark class path: "
+            "add io.delta:delta-spark_2.13 and io.delta:delta-storage to spark.jars (fetched by "
+            "scripts/setup/jars.sh; /opt/spark/jars in the image)"
+        )
+    extensions = [e.strip() for e in (spark.conf.get("spark.sql.extensions", "") or "").split(",")]
+    if DELTA_EXTENSION not in extensions:
+        raise PreflightError(
+            "spec.deadLetter.table.format is delta, but the Spark session was started without "
+            f"Delta's SQL extension: set spark.sql.extensions={DELTA_EXTENSION} and "
+            f"spark.sql.catalog.spark_catalog={DELTA_CATALOG} before the session starts"
+        )
 
 
 @contextmanager

@@ -13,6 +13,7 @@ while the delay stage has processing-time timers, and retries that are not due y
 from __future__ import annotations
 
 import collections
+import re
 import signal
 import sys
 import threading
@@ -25,7 +26,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_FAILED, EXIT_OK, EXIT_STOP_STRATEGY
 from dlq_engine.job.metrics import EngineMetrics
-from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, start
+from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import StopPipeline
 
@@ -113,6 +114,7 @@ class Run:
         self.query: StreamingQuery | None = None
         self._last_progress: tuple[int, str] | None = None  # (batchId, timestamp) accounted last
         self._empty_batches = 0
+        self._stop_requested = False
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
@@ -175,6 +177,7 @@ class Run:
         return [StreamingQueryProgress.fromJObject(p) for p in reversed(fresh)]
 
     def stop(self) -> None:
+        self._stop_requested = True
         if self.query is not None and self.query.isActive:
             self.query.stop()
 
@@ -195,6 +198,11 @@ class Run:
         if error is None:
             return EXIT_OK
         text = str(error)
+        if self._stop_requested and _INTERRUPTED.search(text):
+            # Stopped while a foreachBatch sink (a dead-letter table) ran a Spark job: Spark
+            # recognises the interruption of its own sinks, not one passed back through Python.
+            # The batch was not committed; it is replayed on the next start, as after any stop.
+            return EXIT_OK
         if self.metrics is not None:
             self.metrics.sink_failed(text)
         marker = text.find(StopPipeline.MARKER)
@@ -202,8 +210,20 @@ class Run:
             line = text[marker:].splitlines()[0]
             print(f"dlq-engine: stopped: {line}", file=sys.stderr)
             return EXIT_STOP_STRATEGY
+        marker = text.find(SinkWriteError.MARKER)
+        if marker >= 0:
+            line = text[marker + len(SinkWriteError.MARKER) :].splitlines()[0].strip()
+            print(f"dlq-engine: the query failed: {line}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"dlq-engine: the query failed: {first_line(text)}", file=sys.stderr)
         return EXIT_FAILED
+
+
+#: A stop interrupting the stream thread, as seen inside a wrapped error.
+_INTERRUPTED = re.compile(
+    r"java\.lang\.InterruptedException|java\.io\.InterruptedIOException"
+    r"|java\.nio\.channels\.ClosedByInterruptException"
+)
 
 
 def _progress_key(jprogress: Any) -> tuple[int, str]:

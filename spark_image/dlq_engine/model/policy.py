@@ -33,12 +33,14 @@ StartingOffsets = Literal["earliest", "latest"]
 ProcessorMode = Literal["message", "batch"]
 BackoffType = Literal["fixed", "exponential", "levels"]
 DeadLetterStrategy = Literal["topic", "ignore", "stop"]
+DeadLetterTableFormat = Literal["delta", "parquet"]
 Provisioner = Literal["auto", "admin", "strimzi"]
 #: Each enum's values, for parsers, CLIs and the CRD test (tests/unit/test_crd_schema.py).
 STARTING_OFFSETS: Final[tuple[StartingOffsets, ...]] = get_args(StartingOffsets)
 PROCESSOR_MODES: Final[tuple[ProcessorMode, ...]] = get_args(ProcessorMode)
 BACKOFF_TYPES: Final[tuple[BackoffType, ...]] = get_args(BackoffType)
 DEAD_LETTER_STRATEGIES: Final[tuple[DeadLetterStrategy, ...]] = get_args(DeadLetterStrategy)
+DEAD_LETTER_TABLE_FORMATS: Final[tuple[DeadLetterTableFormat, ...]] = get_args(DeadLetterTableFormat)
 PROVISIONERS: Final[tuple[Provisioner, ...]] = get_args(Provisioner)
 
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef`` and where the
@@ -52,6 +54,8 @@ _TOPIC_RE = re.compile(KAFKA_TOPIC_PATTERN)
 _ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _MEMORY_RE = re.compile(r"^[1-9][0-9]*[kmgtKMGT]?$")
 _HEADER_PREFIX: Final = "dlq."
+#: The longest ``deadLetter.table.path`` (the CRD's maxLength).
+MAX_TABLE_PATH_LENGTH: Final = 4096
 
 #: Default levels are not given: `type: levels` must name its own.
 DEFAULT_MAX_REDELIVER_COUNT: Final = 16
@@ -139,11 +143,24 @@ class RetrySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadLetterTable:
+    """A queryable copy of the dead letters: every record written to the dead-letter topic is
+    appended to this table in the same micro-batch (``dlq_engine.job.dead_letter_table``)."""
+
+    #: Where the table lives: a path Spark's Hadoop file systems can write (a local or mounted
+    #: folder, ``s3a://...``, ``abfss://...``, ...).
+    path: str
+    format: DeadLetterTableFormat = "delta"
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     strategy: DeadLetterStrategy = "topic"
     topic: str = ""
     include_stack_trace: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: Only with strategy ``topic`` (the table holds what the dead-letter topic receives).
+    table: DeadLetterTable | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -555,9 +572,30 @@ def _parse_dead_letter(f: _Fields) -> DeadLetter:
         topic=_topic(f, "topic"),
         include_stack_trace=f.boolean("includeStackTrace", True),
         headers=headers,
+        table=_parse_table(f) if f.get("table") is not _MISSING else None,
     )
+    if dead_letter.table is not None and dead_letter.strategy != "topic":
+        f.fail(
+            f.at("table"),
+            f"is only allowed with strategy topic (it holds what the dead-letter topic receives), "
+            f"got strategy {dead_letter.strategy!r}",
+        )
     f.done()
     return dead_letter
+
+
+def _parse_table(dead_letter: _Fields) -> DeadLetterTable:
+    f = dead_letter.child("table")
+    table = DeadLetterTable(
+        format=f.choice("format", DEAD_LETTER_TABLE_FORMATS, "delta"),
+        path=f.string("path"),
+    )
+    if len(table.path) > MAX_TABLE_PATH_LENGTH:
+        f.fail(f.at("path"), f"must be at most {MAX_TABLE_PATH_LENGTH} characters, got {len(table.path)}")
+    elif table.path.strip() and table.path != table.path.strip():
+        f.fail(f.at("path"), f"must not start or end with white space, got {table.path!r}")
+    f.done()
+    return table
 
 
 def _parse_topics(f: _Fields) -> Topics:
@@ -737,6 +775,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.dead_letter_topic,
             "includeStackTrace": policy.dead_letter.include_stack_trace,
             "headers": dict(sorted(policy.dead_letter.headers.items())),
+            # Only when set, so that policies without it keep their config hash.
+            **({"table": _table_spec(policy.dead_letter.table)} if policy.dead_letter.table else {}),
         },
         "errorWindow": {"size": policy.error_window.size, "threshold": policy.error_window.threshold},
         "topics": {
@@ -769,6 +809,10 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
     if policy.broker.secret_ref is not None:
         spec["broker"]["secretRef"] = {"name": policy.broker.secret_ref.name}
     return spec
+
+
+def _table_spec(table: DeadLetterTable) -> dict[str, Any]:
+    return {"format": table.format, "path": table.path}
 
 
 def to_document(policy: DeadLetterPolicy) -> dict[str, Any]:

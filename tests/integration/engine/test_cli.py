@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spark_dlq_devtools.paths import REPO_ROOT, spark_kafka_jars
+from spark_dlq_devtools.paths import REPO_ROOT, engine_jar, spark_kafka_jars
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.spark import submit_env
 from tests.helpers import engine_policy, produce, read_all
@@ -182,6 +182,32 @@ def test_a_missing_engine_jar_is_named(
     )
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "cp").exists()
+
+
+def test_a_missing_delta_jar_is_named(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
+    names = {k: make_topic(k[0]) for k in ("source", "retry", "dlq", "output")}
+    table = tmp_path / "dead-letters"
+    path = _write_policy(tmp_path, names, bootstrap_servers, deadLetter={"table": {"path": str(table)}})
+    env = _env()
+    jars = [*spark_kafka_jars(), engine_jar()]
+    env["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(str(p) for p in jars)} pyspark-shell"
+    done = subprocess.run(
+        [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert done.returncode == 1
+    assert (
+        "dlq-engine: spec.deadLetter.table.format is delta, but Delta Lake is not on the Spark class "
+        "path: add io.delta:delta-spark_2.13 and io.delta:delta-storage to spark.jars" in done.stderr
+    )
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "cp").exists()
+    assert not table.exists()
 
 
 def test_once_drains_and_prints_a_summary(
