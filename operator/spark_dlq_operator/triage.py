@@ -38,7 +38,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from dlq_engine.model.documents import PolicyFileError, load_policy_file, load_policy_text
 from dlq_engine.model.durations import DurationError, parse_duration_ms
 from dlq_engine.model.policy import DeadLetterPolicy, PolicyError
-from dlq_engine.model.redrive import DESTINATION_TYPES, DeadLetterRedrive, parse_redrive, redrive_to_document
+from dlq_engine.model.redrive import (
+    DESTINATION_TYPES,
+    DeadLetterRedrive,
+    parse_redrive,
+    redrive_to_document,
+    rfc3339,
+)
 from dlq_engine.routing import headers as h
 
 PROG: Final = "kubectl dlq"
@@ -1139,9 +1145,9 @@ def redrive_document(
         raise BadInput(f"--to: must be source, retry or topic:NAME, got {args.to!r}")
     selection: dict[str, Any] = {}
     if window.after is not None:
-        selection["failedAfter"] = _rfc3339(window.after)
+        selection["failedAfter"] = rfc3339(window.after)
     if window.before is not None:
-        selection["failedBefore"] = _rfc3339(window.before)
+        selection["failedBefore"] = rfc3339(window.before)
     for key, values in (("reasons", args.reason), ("errorClasses", args.error_class), ("keys", args.key)):
         if values:
             selection[key] = list(values)
@@ -1165,14 +1171,6 @@ def redrive_document(
         return parse_redrive(document)
     except PolicyError as error:
         raise BadInput("; ".join(str(issue) for issue in error.issues)) from None
-
-
-def _rfc3339(ms: int) -> str:
-    return (
-        datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
 
 
 def _redrive(

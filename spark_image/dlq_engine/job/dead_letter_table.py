@@ -63,54 +63,58 @@ COLUMNS: Final = (
 PARTITION_COLUMNS: Final = ("query_id", "batch_id")
 
 
-def _header(name: str) -> Column:
-    """The first value of header ``name`` as text (Kafka allows repeated keys; the first wins,
-    as in ``routing.headers.first_header``); null when absent."""
-    return F.expr(f"cast(get(filter(headers, h -> h.key = '{name}'), 0).value as string)")
+def header_text(name: str, headers: str = "headers") -> Column:
+    """The first value of header ``name`` in the Kafka headers column ``headers``, as text
+    (Kafka allows repeated keys; the first wins, as in ``routing.headers.first_header``); null
+    when absent."""
+    return F.expr(f"cast(get(filter({headers}, h -> h.key = '{name}'), 0).value as string)")
 
 
-def _number(name: str, kind: str) -> Column:
-    return F.expr(f"try_cast(cast(get(filter(headers, h -> h.key = '{name}'), 0).value as string) as {kind})")
+def header_number(name: str, kind: str, headers: str = "headers") -> Column:
+    """``header_text`` as a number of Spark type ``kind``; null when it is not one."""
+    return F.expr(
+        f"try_cast(cast(get(filter({headers}, h -> h.key = '{name}'), 0).value as string) as {kind})"
+    )
 
 
-def _epoch_ms(name: str) -> Column:
+def header_time(name: str, headers: str = "headers") -> Column:
     """An epoch-milliseconds header as a timestamp; null when absent, unreadable or outside
     0 .. 9999-12-31 (``timestamp_millis`` would overflow and fail the batch)."""
-    millis = _number(name, "bigint")
+    millis = header_number(name, "bigint", headers)
     return F.when(millis.between(0, MAX_DELIVER_AT), F.timestamp_millis(millis))
 
 
-def _user_headers() -> Column:
+def own_headers(headers: str = "headers") -> Column:
     """The record's own headers (every one not starting with ``dlq.``: those are the engine's,
     and are columns here) as a map; of a repeated key the first value."""
     return F.expr(
-        f"map_from_entries(filter(headers, (h, i) -> NOT startswith(h.key, '{h.PREFIX}') "
-        "AND NOT exists(slice(headers, 1, i), p -> p.key = h.key)))"
+        f"map_from_entries(filter({headers}, (h, i) -> NOT startswith(h.key, '{h.PREFIX}') "
+        f"AND NOT exists(slice({headers}, 1, i), p -> p.key = h.key)))"
     )
 
 
 def rows(batch: DataFrame, *, query_id: str, batch_id: int) -> DataFrame:
     """The table's rows of one routed micro-batch (``pipeline.routed``): its dead letters."""
-    redrives = _number(h.REDRIVE_COUNT, "int")
+    redrives = header_number(h.REDRIVE_COUNT, "int")
     values = {
-        "original_topic": _header(h.ORIGINAL_TOPIC),
-        "original_partition": _number(h.ORIGINAL_PARTITION, "int"),
-        "original_offset": _number(h.ORIGINAL_OFFSET, "bigint"),
-        "original_timestamp": _epoch_ms(h.ORIGINAL_TIMESTAMP),
+        "original_topic": header_text(h.ORIGINAL_TOPIC),
+        "original_partition": header_number(h.ORIGINAL_PARTITION, "int"),
+        "original_offset": header_number(h.ORIGINAL_OFFSET, "bigint"),
+        "original_timestamp": header_time(h.ORIGINAL_TIMESTAMP),
         "key": F.col("key"),
         "value": F.col("value"),
-        "headers": _user_headers(),
-        "error_class": _header(h.ERROR_CLASS),
-        "error_message": _header(h.ERROR_MESSAGE),
-        "stacktrace": _header(h.ERROR_STACKTRACE),
+        "headers": own_headers(),
+        "error_class": header_text(h.ERROR_CLASS),
+        "error_message": header_text(h.ERROR_MESSAGE),
+        "stacktrace": header_text(h.ERROR_STACKTRACE),
         "reason": F.col("reason"),
-        "attempts": _number(h.ATTEMPT, "int"),
-        "first_failure_at": _epoch_ms(h.FIRST_FAILURE_AT),
-        "failed_at": _epoch_ms(h.FAILED_AT),
-        "policy": _header(h.POLICY),
-        "subscription": _header(h.SUBSCRIPTION),
+        "attempts": header_number(h.ATTEMPT, "int"),
+        "first_failure_at": header_time(h.FIRST_FAILURE_AT),
+        "failed_at": header_time(h.FAILED_AT),
+        "policy": header_text(h.POLICY),
+        "subscription": header_text(h.SUBSCRIPTION),
         # Absent: never redriven. Present but unreadable: null.
-        "redrive_count": F.when(_header(h.REDRIVE_COUNT).isNull(), F.lit(0)).otherwise(redrives),
+        "redrive_count": F.when(header_text(h.REDRIVE_COUNT).isNull(), F.lit(0)).otherwise(redrives),
         "query_id": F.lit(query_id),
         "batch_id": F.lit(batch_id).cast("bigint"),
     }

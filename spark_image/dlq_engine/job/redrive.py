@@ -27,6 +27,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dlq_engine.job.dead_letter_table import header_number, header_text, header_time, own_headers
 from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
 from dlq_engine.job.preflight import admin_client
 from dlq_engine.model.policy import DeadLetterPolicy
@@ -51,22 +52,12 @@ class RedriveInputError(RedriveError):
     """A redrive that cannot run as written (the files or flags given): nothing was read."""
 
 
-def _header(name: str, column: str = "headers") -> Column:
-    """The first value of header ``name`` in a Kafka record's ``column`` of headers, as text
-    (null when absent)."""
-    found = F.filter(F.col(column), lambda entry: entry["key"] == F.lit(name))
-    return F.try_element_at(found, F.lit(1))["value"].cast("string")
-
-
-def _epoch_ms_time(column: Column) -> Column:
-    return F.timestamp_millis(column.try_cast("bigint"))
-
-
 def dead_letter_columns(records: DataFrame) -> DataFrame:
     """Kafka records of a dead-letter topic (``includeHeaders``) as typed dead-letter columns:
-    where the dead letter is, where the message came from, why it failed. ``headers`` is the
-    map of the message's own headers (no ``dlq.*``; of a repeated name, the first)."""
-    own = F.filter(F.col("headers"), lambda entry: ~entry["key"].startswith(h.PREFIX))
+    where the dead letter is, where the message came from, why it failed; the same names and
+    types as the dead-letter table's (``dead_letter_table.COLUMNS``), so one SQL filter serves
+    both. ``headers`` is the map of the message's own headers (no ``dlq.*``; of a repeated
+    name, the first)."""
     return records.select(
         F.col("topic"),
         F.col("partition"),
@@ -74,23 +65,23 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
         F.col("timestamp"),
         F.col("key"),
         F.col("value"),
-        F.map_from_entries(F.reverse(own)).alias("headers"),
+        own_headers().alias("headers"),
         F.col("headers").alias("kafka_headers"),
-        _header(h.ORIGINAL_TOPIC).alias("original_topic"),
-        _header(h.ORIGINAL_PARTITION).try_cast("int").alias("original_partition"),
-        _header(h.ORIGINAL_OFFSET).try_cast("bigint").alias("original_offset"),
-        _epoch_ms_time(_header(h.ORIGINAL_TIMESTAMP)).alias("original_timestamp"),
-        _header(h.ERROR_CLASS).alias("error_class"),
-        _header(h.ERROR_MESSAGE).alias("error_message"),
-        _header(h.ERROR_STACKTRACE).alias("stacktrace"),
-        _header(h.REASON).alias("reason"),
-        F.coalesce(_header(h.ATTEMPT).try_cast("int"), F.lit(0)).alias("attempts"),
-        _epoch_ms_time(_header(h.FIRST_FAILURE_AT)).alias("first_failure_at"),
-        _epoch_ms_time(_header(h.FAILED_AT)).alias("failed_at"),
-        _header(h.FAILED_AT).try_cast("bigint").alias("failed_at_ms"),
-        _header(h.POLICY).alias("policy"),
-        _header(h.SUBSCRIPTION).alias("subscription"),
-        F.coalesce(_header(h.REDRIVE_COUNT).try_cast("int"), F.lit(0)).alias("redrive_count"),
+        header_text(h.ORIGINAL_TOPIC).alias("original_topic"),
+        header_number(h.ORIGINAL_PARTITION, "int").alias("original_partition"),
+        header_number(h.ORIGINAL_OFFSET, "bigint").alias("original_offset"),
+        header_time(h.ORIGINAL_TIMESTAMP).alias("original_timestamp"),
+        header_text(h.ERROR_CLASS).alias("error_class"),
+        header_text(h.ERROR_MESSAGE).alias("error_message"),
+        header_text(h.ERROR_STACKTRACE).alias("stacktrace"),
+        header_text(h.REASON).alias("reason"),
+        F.coalesce(header_number(h.ATTEMPT, "int"), F.lit(0)).alias("attempts"),
+        header_time(h.FIRST_FAILURE_AT).alias("first_failure_at"),
+        header_time(h.FAILED_AT).alias("failed_at"),
+        header_number(h.FAILED_AT, "bigint").alias("failed_at_ms"),
+        header_text(h.POLICY).alias("policy"),
+        header_text(h.SUBSCRIPTION).alias("subscription"),
+        F.coalesce(header_number(h.REDRIVE_COUNT, "int"), F.lit(0)).alias("redrive_count"),
     )
 
 
@@ -149,7 +140,7 @@ def outgoing(
         return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
 
     carried = [
-        pair(name, _header(name, "kafka_headers"))
+        pair(name, header_text(name, "kafka_headers"))
         for name in (h.ORIGINAL_TOPIC, h.ORIGINAL_PARTITION, h.ORIGINAL_OFFSET, h.ORIGINAL_TIMESTAMP)
     ]
     added = [
@@ -160,7 +151,7 @@ def outgoing(
     if destination.type != "topic":
         attempt = F.lit("0") if destination.type == "source" else F.col("attempts").cast("string")
         added += [
-            pair(h.FIRST_FAILURE_AT, _header(h.FIRST_FAILURE_AT, "kafka_headers")),
+            pair(h.FIRST_FAILURE_AT, header_text(h.FIRST_FAILURE_AT, "kafka_headers")),
             pair(h.ATTEMPT, attempt),
             pair(h.DELIVER_AT, F.lit(str(now_ms))),
         ]

@@ -163,9 +163,9 @@ def redrive_to_document(redrive: DeadLetterRedrive) -> dict[str, Any]:
     s = redrive.selection
     selection: dict[str, Any] = {}
     if s.failed_after_ms is not None:
-        selection["failedAfter"] = _rfc3339(s.failed_after_ms)
+        selection["failedAfter"] = rfc3339(s.failed_after_ms)
     if s.failed_before_ms is not None:
-        selection["failedBefore"] = _rfc3339(s.failed_before_ms)
+        selection["failedBefore"] = rfc3339(s.failed_before_ms)
     for key, value in (("reasons", s.reasons), ("errorClasses", s.error_classes), ("keys", s.keys)):
         if value:
             selection[key] = list(value)
@@ -192,6 +192,7 @@ def redrive_to_document(redrive: DeadLetterRedrive) -> dict[str, Any]:
     }
 
 
-def _rfc3339(ms: int) -> str:
+def rfc3339(ms: int) -> str:
+    """Epoch milliseconds as an RFC 3339 UTC time with milliseconds (``...T10:00:00.000Z``)."""
     moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
