@@ -23,6 +23,6 @@ bash "$here/setup/strimzi.sh"
 bash "$here/setup/node.sh"
 bash "$here/setup/prometheus.sh"
 bash "$here/setup/images.sh"
-bash "$here/setup/spark_operator.sh"
+bash "$here/setup/spark_operator.sh" --image
 printf '[setup] ready in %ss (venv %s)\n' "$((SECONDS - start))" "$venv" >&2
 echo "$venv"

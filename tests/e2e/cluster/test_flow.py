@@ -415,6 +415,59 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
         orders.wait_accounted(400)
         done()
 
+    done = step("a new processor version, then a DeadLetterRedrive sends the poison orders back")
+    cluster.kubectl(
+        "patch", "dlp", POLICY, "-n", NAMESPACE, "--type", "merge",
+        "-p", json.dumps({"spec": {"processor": {"entrypoint": "shop_orders:process_v2"}}}),
+    )  # fmt: skip
+    restarts = cluster.policy()["status"].get("restartCount", 0)
+    cluster.wait(
+        "the new version running", lambda: cluster.policy()["status"].get("restartCount", 0) > restarts, 180
+    )
+    cluster.running_job()
+    poison = {i for i, kind in orders.kinds.items() if kind == "poison"}
+    cluster.apply(
+        {
+            "apiVersion": "sparkdlq.io/v1alpha1",
+            "kind": "DeadLetterRedrive",
+            "metadata": {"name": "fix-poison", "namespace": NAMESPACE},
+            "spec": {
+                "policyRef": {"name": POLICY},
+                "selection": {"errorClasses": ["ValueError"], "reasons": ["exhausted"]},
+                "ratePerSecond": 50,
+            },
+        }
+    )
+    redrive = cluster.wait(
+        "the redrive to succeed",
+        lambda: (
+            found
+            if (found := cluster.json("get", "dlr", "fix-poison", "-n", NAMESPACE))
+            .get("status", {})
+            .get("phase")
+            in ("Succeeded", "Failed")
+            else None
+        ),
+        600,
+    )
+    status = redrive["status"]
+    assert status["phase"] == "Succeeded", status
+    dead_poison = {
+        int(r.key or b"0")
+        for r in read_all(kafka.bootstrap_servers, DLQ)
+        if r.header("dlq.error.class") == "ValueError"
+    }
+    assert dead_poison == poison
+    # The counts came from the driver's termination message, through the kubelet and the pod.
+    assert status["matched"] == status["redriven"] >= len(poison), status
+    print(cluster.kubectl("get", "dlr", "-n", NAMESPACE))
+
+    def billed() -> bool:
+        return poison <= {int(r.key or b"0") for r in read_all(kafka.bootstrap_servers, OUTPUT)}
+
+    cluster.wait("every poison order billed after the fix", billed, 300)
+    done()
+
     done = step("kubectl delete dlp: the job goes, the dead-letter topic stays")
     cluster.kubectl("delete", "dlp", POLICY, "-n", NAMESPACE, "--wait=true", timeout=300)
     cluster.wait(
