@@ -192,6 +192,44 @@ def test_every_model_field_is_kept(kube_api: Any, namespace: str) -> None:
     assert stored["spec"] == document["spec"]
 
 
+def test_retry_rules_are_kept_and_a_class_in_two_rules_is_refused(kube_api: Any, namespace: str) -> None:
+    spec = full_spec()
+    spec["retry"] = {
+        **spec["retry"],
+        "rules": [
+            {
+                "errors": ["TimeoutError", "ConnectionError"],
+                "maxRedeliverCount": 20,
+                "backoff": {
+                    "type": "fixed",
+                    "delay": "10s",
+                    "multiplier": 2.0,
+                    "maxDelay": "10m",
+                    "jitter": 0.0,
+                    "levels": [],
+                },
+            }
+        ],
+    }
+    document = {**minimal(namespace), "spec": spec}
+    stored = create(kube_api, document)
+    assert stored["spec"]["retry"]["rules"] == spec["retry"]["rules"]
+    assert to_spec(parse_policy(document)) == spec
+
+    twice = with_spec(
+        minimal(namespace), {"retry": {"rules": [{"errors": ["TimeoutError"]}, {"errors": ["TimeoutError"]}]}}
+    )
+    twice["metadata"]["name"] = "twice"
+    with pytest.raises(ApiException) as refused:
+        create(kube_api, twice)
+    assert refused.value.status == 422
+    assert "an error class may be named in one rule only" in refusal(refused.value)[1]
+    # A rule without maxRedeliverCount or backoff stays without them: the model fills in the policy's.
+    bare = with_spec(minimal(namespace), {"retry": {"rules": [{"errors": ["TimeoutError"]}]}})
+    bare["metadata"]["name"] = "bare"
+    assert create(kube_api, bare)["spec"]["retry"]["rules"] == [{"errors": ["TimeoutError"]}]
+
+
 def test_dead_letter_table_is_kept(kube_api: Any, namespace: str) -> None:
     spec = full_spec()
     spec["deadLetter"] = {

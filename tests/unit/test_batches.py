@@ -350,3 +350,82 @@ def test_a_batch_processor_raising_system_exit_fails_every_message_and_unpublish
     rows = route([{}, {}, {}], lambda ms: ["\udcff", {"x": float("inf")}, "fine"], settings)
     assert [r["route"] for r in rows] == [Route.RETRY, Route.RETRY, Route.OUTPUT]
     assert rows[0]["dlq"]["dlq.error.class"] == "dlq_engine.routing.outcomes.UnsupportedResult"
+
+
+# --- retry.rules ---------------------------------------------------------------------------------
+
+RULES = dataclasses.replace(
+    SETTINGS,
+    rule_errors=(frozenset({"TimeoutError"}), frozenset({"ConnectionError", "OSError"})),
+    rule_limits=(5, 0),
+    rule_backoffs=(BackoffSpec(type="fixed", delay_ms=30_000), BackoffSpec(type="fixed", delay_ms=1)),
+)
+
+
+def raising(error: BaseException) -> Callable[[Message], Any]:
+    def process(message: Message) -> Any:
+        raise error
+
+    return process
+
+
+def retried(attempt: int) -> dict[str, Any]:
+    return {"topic": SETTINGS.retry_topic, "headers": [("dlq.attempt", str(attempt).encode())]}
+
+
+def test_a_matched_rule_sets_the_limit_the_backoff_and_names_itself() -> None:
+    [row] = route([retried(3)], raising(TimeoutError("slow")), RULES)
+    assert row["route"] == Route.RETRY  # the rule allows 5, the policy 2
+    assert row["dlq"]["dlq.rule"] == "retry.rules[0]"
+    assert int(row["dlq"]["dlq.deliver.at"]) == NOW + 30_000
+
+    [row] = route([retried(5)], raising(TimeoutError("slow")), RULES)
+    assert (row["route"], row["reason"]) == (Route.DEAD, "exhausted")
+    assert row["dlq"]["dlq.rule"] == "retry.rules[0]"
+
+
+def test_first_rule_wins_by_class_or_base_class() -> None:
+    # ConnectionRefusedError is a ConnectionError (rule 1, limit 0): dead at once.
+    [row] = route([{}], raising(ConnectionRefusedError("down")), RULES)
+    assert (row["route"], row["reason"], row["dlq"]["dlq.rule"]) == (
+        Route.DEAD,
+        "exhausted",
+        "retry.rules[1]",
+    )
+
+
+def test_a_failure_no_rule_names_gets_the_policy_s_settings_and_no_rule_header() -> None:
+    [row] = route([retried(1)], raising(ValueError("x")), RULES)
+    assert row["route"] == Route.RETRY
+    assert "dlq.rule" not in row["dlq"]
+    assert int(row["dlq"]["dlq.deliver.at"]) == NOW + 1000
+    [row] = route([retried(2)], raising(ValueError("x")), RULES)
+    assert row["route"] == Route.DEAD
+
+
+def test_an_explicit_retry_delay_still_wins_over_a_rule_s_backoff() -> None:
+    [row] = route(
+        [{}],
+        raising(Retry("later", delay="2s")),
+        dataclasses.replace(
+            RULES,
+            rule_errors=(frozenset({"Retry"}),),
+            rule_limits=(5,),
+            rule_backoffs=(BackoffSpec(type="fixed", delay_ms=30_000),),
+        ),
+    )
+    assert int(row["dlq"]["dlq.deliver.at"]) == NOW + 2000
+
+
+def test_non_retryable_and_terminate_are_never_matched_by_a_rule() -> None:
+    settings = dataclasses.replace(
+        RULES,
+        rule_errors=(frozenset({"KeyError", "Terminate"}),),
+        rule_limits=(5,),
+        rule_backoffs=(BackoffSpec(),),
+    )
+    [row] = route([{}], raising(KeyError("k")), settings)
+    assert (row["route"], row["reason"]) == (Route.DEAD, "non-retryable")
+    assert "dlq.rule" not in row["dlq"]
+    [row] = route([{}], raising(Terminate("no")), settings)
+    assert (row["route"], row["reason"]) == (Route.DEAD, "terminated")

@@ -108,6 +108,13 @@ def full() -> dict[str, Any]:
                     "levels": ["1s", "1m"],
                 },
                 "nonRetryableErrors": ["ValueError"],
+                "rules": [
+                    {
+                        "errors": ["TimeoutError"],
+                        "maxRedeliverCount": 8,
+                        "backoff": {"type": "fixed", "delay": "5s"},
+                    }
+                ],
             },
             "deadLetter": {
                 # topic: the only strategy a table is allowed with.

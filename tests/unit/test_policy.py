@@ -1406,3 +1406,80 @@ def test_round_trip_to_spec_writes_the_table_only_when_set() -> None:
         "format": "delta",
         "path": "/data/dl",
     }
+
+
+# --- retry.rules ---------------------------------------------------------------------------------
+
+
+def test_retry_rules_default_to_the_policy_s_limit_and_backoff() -> None:
+    from tests.policy_builder import policy
+
+    parsed = policy(
+        {
+            "spec.retry.maxRedeliverCount": 4,
+            "spec.retry.backoff": {"type": "fixed", "delay": "2s"},
+            "spec.retry.rules": [
+                {
+                    "errors": ["TimeoutError"],
+                    "maxRedeliverCount": 10,
+                    "backoff": {"type": "fixed", "delay": "30s"},
+                },
+                {"errors": ["ConnectionError"]},
+            ],
+        }
+    )
+    first, second = parsed.retry.rules
+    assert (first.errors, first.max_redeliver_count, first.backoff.delay_ms) == (
+        ("TimeoutError",),
+        10,
+        30_000,
+    )
+    assert (second.max_redeliver_count, second.backoff) == (4, parsed.retry.backoff)
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        pytest.param(
+            [{"maxRedeliverCount": 3}],
+            "spec.retry.rules[0].errors: must name at least one error class",
+            id="no-errors",
+        ),
+        pytest.param(
+            [{"errors": ["TimeoutError"]}, {"errors": ["TimeoutError"]}],
+            "spec.retry.rules[1].errors: 'TimeoutError' is already named by spec.retry.rules[0]: a class may be in one rule only",
+            id="named-twice",
+        ),
+        pytest.param(
+            [{"errors": ["KeyError"]}],
+            "spec.retry.rules[0].errors: 'KeyError' is in retry.nonRetryableErrors: it is never retried",
+            id="non-retryable",
+        ),
+        pytest.param(
+            [{"errors": ["X"], "backoff": {"type": "levels"}}],
+            "spec.retry.rules[0].backoff.levels: must list at least one delay when type is levels",
+            id="bad-backoff",
+        ),
+        pytest.param(
+            [{"errors": ["X"], "retries": 3}], "spec.retry.rules[0].retries: unknown field", id="typo"
+        ),
+        pytest.param(
+            {"errors": ["X"]}, "spec.retry.rules: must be a list of rules, got a mapping", id="not-a-list"
+        ),
+    ],
+)
+def test_bad_retry_rules_name_the_field(rules: Any, expected: str) -> None:
+    from tests.policy_builder import issues, policy_document
+
+    found = issues(
+        policy_document({"spec.retry.nonRetryableErrors": ["KeyError"], "spec.retry.rules": rules})
+    )
+    assert any(line.startswith(expected) for line in found), found
+
+
+def test_rules_change_the_config_hash_and_no_rules_keep_it() -> None:
+    from dlq_engine.model import config_hash
+    from tests.policy_builder import policy
+
+    assert config_hash(policy({"spec.retry.rules": []})) == config_hash(policy())
+    assert config_hash(policy({"spec.retry.rules": [{"errors": ["X"]}]})) != config_hash(policy())

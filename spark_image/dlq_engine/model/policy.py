@@ -135,11 +135,23 @@ class BackoffSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryRule:
+    """``retry.rules[i]``: failures of these error classes (or their subclasses) get their own
+    redelivery limit and backoff."""
+
+    errors: tuple[str, ...]
+    max_redeliver_count: int
+    backoff: BackoffSpec
+
+
+@dataclass(frozen=True, slots=True)
 class RetrySpec:
     max_redeliver_count: int = DEFAULT_MAX_REDELIVER_COUNT
     topic: str = ""
     backoff: BackoffSpec = field(default_factory=BackoffSpec)
     non_retryable_errors: tuple[str, ...] = ()
+    #: First match wins; a failure no rule matches gets the settings above.
+    rules: tuple[RetryRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,7 +525,20 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
 def _parse_retry(f: _Fields) -> RetrySpec:
     max_redeliver = f.integer("maxRedeliverCount", DEFAULT_MAX_REDELIVER_COUNT, minimum=0)
     topic = _topic(f, "topic")
-    b = f.child("backoff")
+    backoff = _parse_backoff(f.child("backoff"))
+    non_retryable = f.string_list("nonRetryableErrors")
+    rules = _parse_rules(f, max_redeliver, backoff, non_retryable)
+    f.done()
+    return RetrySpec(
+        max_redeliver_count=max_redeliver,
+        topic=topic,
+        backoff=backoff,
+        non_retryable_errors=non_retryable,
+        rules=rules,
+    )
+
+
+def _parse_backoff(b: _Fields) -> BackoffSpec:
     backoff = BackoffSpec(
         type=b.choice("type", BACKOFF_TYPES, "exponential"),
         delay_ms=b.duration("delay", 1_000),
@@ -536,11 +561,55 @@ def _parse_retry(f: _Fields) -> RetrySpec:
     if backoff.type == "levels" and not backoff.levels_ms:
         b.fail(b.at("levels"), "must list at least one delay when type is levels")
     b.done()
-    non_retryable = f.string_list("nonRetryableErrors")
-    f.done()
-    return RetrySpec(
-        max_redeliver_count=max_redeliver, topic=topic, backoff=backoff, non_retryable_errors=non_retryable
-    )
+    return backoff
+
+
+#: At most this many rules, of at most this many error classes each (the CRD says the same).
+MAX_RETRY_RULES: Final = 16
+MAX_RULE_ERRORS: Final = 16
+
+
+def _parse_rules(
+    f: _Fields, max_redeliver: int, backoff: BackoffSpec, non_retryable: tuple[str, ...]
+) -> tuple[RetryRule, ...]:
+    """``retry.rules``: each names its errors; its limit and backoff default to the policy's."""
+    raw = f.get("rules")
+    if raw is _MISSING:
+        return ()
+    path = f.at("rules")
+    if not isinstance(raw, list):
+        f.fail(path, f"must be a list of rules, got {_kind(raw)}")
+        return ()
+    if len(raw) > MAX_RETRY_RULES:
+        f.fail(path, f"must have at most {MAX_RETRY_RULES} rules, got {len(raw)}")
+    rules: list[RetryRule] = []
+    named: dict[str, str] = {}
+    for index, item in enumerate(raw):
+        r = _Fields(item, f"{path}[{index}]", f.issues)
+        errors = r.string_list("errors")
+        if not errors:
+            r.fail(r.at("errors"), "must name at least one error class")
+        elif len(errors) > MAX_RULE_ERRORS:
+            r.fail(r.at("errors"), f"must name at most {MAX_RULE_ERRORS} error classes, got {len(errors)}")
+        for name in errors:
+            if name in named:
+                r.fail(
+                    r.at("errors"),
+                    f"{name!r} is already named by {named[name]}: a class may be in one rule only",
+                )
+            elif name in non_retryable:
+                r.fail(r.at("errors"), f"{name!r} is in retry.nonRetryableErrors: it is never retried")
+            named.setdefault(name, f"{path}[{index}]")
+        rule_backoff = _parse_backoff(r.child("backoff")) if r.raw.get("backoff") is not None else backoff
+        rules.append(
+            RetryRule(
+                errors=errors,
+                max_redeliver_count=r.integer("maxRedeliverCount", max_redeliver, minimum=0),
+                backoff=rule_backoff,
+            )
+        )
+        r.done()
+    return tuple(rules)
 
 
 def _levels(b: _Fields) -> tuple[int, ...]:
@@ -735,6 +804,17 @@ def _closest(key: str, known: set[str]) -> str | None:
 # Back to a spec mapping
 
 
+def _backoff_spec(b: BackoffSpec) -> dict[str, Any]:
+    return {
+        "type": b.type,
+        "delay": format_ms(b.delay_ms),
+        "multiplier": b.multiplier,
+        "maxDelay": format_ms(b.max_delay_ms),
+        "jitter": b.jitter,
+        "levels": [format_ms(level) for level in b.levels_ms],
+    }
+
+
 def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
     """The spec with every default filled in, in the contract's field names and shapes."""
     b = policy.retry.backoff
@@ -760,15 +840,23 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
         "retry": {
             "maxRedeliverCount": policy.retry.max_redeliver_count,
             "topic": policy.retry_topic,
-            "backoff": {
-                "type": b.type,
-                "delay": format_ms(b.delay_ms),
-                "multiplier": b.multiplier,
-                "maxDelay": format_ms(b.max_delay_ms),
-                "jitter": b.jitter,
-                "levels": [format_ms(level) for level in b.levels_ms],
-            },
+            "backoff": _backoff_spec(b),
             "nonRetryableErrors": list(policy.retry.non_retryable_errors),
+            # Only when set, so that policies without rules keep their config hash.
+            **(
+                {
+                    "rules": [
+                        {
+                            "errors": list(rule.errors),
+                            "maxRedeliverCount": rule.max_redeliver_count,
+                            "backoff": _backoff_spec(rule.backoff),
+                        }
+                        for rule in policy.retry.rules
+                    ]
+                }
+                if policy.retry.rules
+                else {}
+            ),
         },
         "deadLetter": {
             "strategy": policy.dead_letter.strategy,

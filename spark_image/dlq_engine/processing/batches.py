@@ -81,6 +81,10 @@ class RoutingSettings:
     has_output: bool
     mode: str
     non_retryable: frozenset[str] = field(default_factory=frozenset)
+    #: ``retry.rules``: each rule's error classes, its redelivery limit and its backoff.
+    rule_errors: tuple[frozenset[str], ...] = ()
+    rule_limits: tuple[int, ...] = ()
+    rule_backoffs: tuple[BackoffSpec, ...] = ()
     static_headers: tuple[tuple[str, str], ...] = ()
     timeout_ms: int = 0  # processor.timeout; 0: none
     #: A retry routed more than this after its ``dlq.deliver.at`` counts as released late.
@@ -88,7 +92,7 @@ class RoutingSettings:
 
     @property
     def rules(self) -> Rules:
-        return Rules(self.max_redeliver, self.strategy, self.has_output)
+        return Rules(self.max_redeliver, self.strategy, self.has_output, self.rule_limits)
 
     @classmethod
     def from_policy(cls, policy: DeadLetterPolicy) -> RoutingSettings:
@@ -103,6 +107,9 @@ class RoutingSettings:
             has_output=bool(policy.output.topic),
             mode=policy.processor.mode,
             non_retryable=frozen_names(policy.retry.non_retryable_errors),
+            rule_errors=tuple(frozen_names(rule.errors) for rule in policy.retry.rules),
+            rule_limits=tuple(rule.max_redeliver_count for rule in policy.retry.rules),
+            rule_backoffs=tuple(rule.backoff for rule in policy.retry.rules),
             static_headers=tuple(sorted(policy.dead_letter.headers.items())),
             timeout_ms=policy.processor.timeout_ms,
             late_after_ms=late_after_ms(policy.spark.trigger_ms),
@@ -399,9 +406,9 @@ def _results(
         started = clock()
         results = _batch_results(messages, settings, processor)
         return results, np.array([clock() - started] if messages else [], dtype=np.float64)
-    non_retryable, with_stack = settings.non_retryable, settings.include_stack
+    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
     if settings.timeout_ms <= 0:
-        return _timed_calls(processor, messages, non_retryable, with_stack)
+        return _timed_calls(processor, messages, non_retryable, with_stack, rules)
 
     durations: list[float] = []
     took = durations.append
@@ -409,13 +416,14 @@ def _results(
     def one(message: Message) -> Result:
         started = clock()
         try:
-            return result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+            return result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
         finally:
             took(clock() - started)
 
     done = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
     results = [
-        classify(r.error, non_retryable, with_stack=with_stack) if type(r) is Raised else r for r in done
+        classify(r.error, non_retryable, with_stack=with_stack, rules=rules) if type(r) is Raised else r
+        for r in done
     ]
     return results, np.array(durations, dtype=np.float64)
 
@@ -427,7 +435,11 @@ TIMED_CALLS = 256
 
 
 def _timed_calls(
-    processor: ProcessFn, messages: Sequence[Message], non_retryable: frozenset[str], with_stack: bool
+    processor: ProcessFn,
+    messages: Sequence[Message],
+    non_retryable: frozenset[str],
+    with_stack: bool,
+    rules: tuple[frozenset[str], ...] = (),
 ) -> tuple[list[Result], np.ndarray]:
     """The processor called on each message, the first ``TIMED_CALLS`` timed by one clock read
     before each call (and one after the last): call ``i`` took ``stamps[i + 1] - stamps[i]``,
@@ -438,14 +450,14 @@ def _timed_calls(
     stamps: list[float] = []
     stamp = stamps.append
     results = [
-        result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+        result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
         for message in messages[:TIMED_CALLS]
         if not stamp(clock())
     ]
     stamp(clock())
     if len(messages) > TIMED_CALLS:
         results += [
-            result_or_failure(processor, message, non_retryable, with_stack=with_stack)
+            result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
             for message in messages[TIMED_CALLS:]
         ]
     return results, np.diff(np.array(stamps, dtype=np.float64))
@@ -476,14 +488,18 @@ def _batch_results(
         else:
             results = _batch_answer(processor, list(messages))
     except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
-        return [classify(error, settings.non_retryable, with_stack=settings.include_stack)] * n
+        return [
+            classify(
+                error, settings.non_retryable, with_stack=settings.include_stack, rules=settings.rule_errors
+            )
+        ] * n
     if len(results) != len(messages):
         mismatch = ValueError(
             f"batch processor returned {len(results)} outcomes for {len(messages)} messages"
         )
         return [classify(mismatch, settings.non_retryable, with_stack=False)] * n
-    non_retryable, with_stack = settings.non_retryable, settings.include_stack
-    return [item_result_or_failure(r, non_retryable, with_stack=with_stack) for r in results]
+    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
+    return [item_result_or_failure(r, non_retryable, with_stack=with_stack, rules=rules) for r in results]
 
 
 def _batch_answer(processor: ProcessFn, messages: list[Message]) -> list[Any]:
@@ -539,9 +555,8 @@ def _failed(
     origin.setdefault(h.FIRST_FAILURE_AT, str(now))
     deliver_at = None
     if decision.route is Route.RETRY:
-        wait = (
-            failure.delay_ms if failure.delay_ms is not None else delay_ms(settings.backoff, failures, rand())
-        )
+        backoff = settings.rule_backoffs[failure.rule] if failure.rule >= 0 else settings.backoff
+        wait = failure.delay_ms if failure.delay_ms is not None else delay_ms(backoff, failures, rand())
         deliver_at = min(now + wait, MAX_DELIVER_AT)
     return h.failure_headers(
         origin=origin,
@@ -555,6 +570,7 @@ def _failed(
         deliver_at=deliver_at,
         reason=decision.reason,
         static=dict(settings.static_headers) if decision.route is not Route.RETRY else None,
+        rule=f"retry.rules[{failure.rule}]" if failure.rule >= 0 else None,
     )
 
 

@@ -26,6 +26,9 @@ POLICY: Final = "dlq.policy"
 SUBSCRIPTION: Final = "dlq.subscription"
 FIRST_FAILURE_AT: Final = "dlq.first.failure.at"
 FAILED_AT: Final = "dlq.failed.at"
+#: The ``retry.rules`` entry that applied to the failure (``retry.rules[0]``); absent when
+#: none matched and the policy's own limit and backoff applied.
+RULE: Final = "dlq.rule"
 #: Written by a redrive (``DeadLetterRedrive``) on each message it sends back: how many times
 #: this message has been redriven, by which redrive, and when.
 REDRIVE_COUNT: Final = "dlq.redrive.count"
@@ -70,6 +73,7 @@ def failure_headers(
     deliver_at: int | None = None,
     reason: str | None = None,
     static: Mapping[str, str] | None = None,
+    rule: str | None = None,
 ) -> list[tuple[str, bytes]]:
     """The ``dlq.*`` headers (and static dead-letter headers) for one failed message.
 
@@ -90,6 +94,8 @@ def failure_headers(
         values.append((DELIVER_AT, str(deliver_at)))
     if reason is not None:
         values.append((REASON, reason))
+    if rule is not None:
+        values.append((RULE, rule))
     for key, value in sorted((static or {}).items()):
         values.append((key, value))
     return [(k, v.encode("utf-8", "replace")) for k, v in values]

@@ -50,6 +50,8 @@ class Failure:
     error_message: str = ""
     stacktrace: str | None = None
     delay_ms: int | None = None  # Retry(delay=...)
+    #: The index of the ``retry.rules`` entry the error matched; -1: none (the policy's own).
+    rule: int = -1
 
 
 #: What one processor call came to: the encoded result to publish, None to acknowledge, or
@@ -91,9 +93,17 @@ def encode_result(result: object) -> bytes | None:
     raise UnsupportedResult(f"processor returned {type(result).__name__}; return bytes, str, dict or None")
 
 
-def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack: bool) -> Failure:
-    """Turn an exception raised for one message into its failure."""
+def classify(
+    error: BaseException,
+    non_retryable: frozenset[str],
+    *,
+    with_stack: bool,
+    rules: tuple[frozenset[str], ...] = (),
+) -> Failure:
+    """Turn an exception raised for one message into its failure; ``rules`` are the error
+    classes of each ``retry.rules`` entry, the first that names the class or a base wins."""
     delay_ms: int | None = None
+    rule = -1
     if isinstance(error, Terminate):
         kind = Verdict.TERMINATED
     elif isinstance(error, Retry):
@@ -102,8 +112,12 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
         kind = Verdict.NON_RETRYABLE
     else:
         kind = Verdict.TRANSIENT
+        if rules:
+            names = _names(type(error))
+            rule = next((i for i, classes in enumerate(rules) if names & classes), -1)
     cls = type(error)
     return Failure(
+        rule=rule,
         kind=kind,
         error_class=f"{cls.__module__}.{cls.__qualname__}"
         if cls.__module__ != "builtins"
@@ -115,7 +129,12 @@ def classify(error: BaseException, non_retryable: frozenset[str], *, with_stack:
 
 
 def result_or_failure(
-    process: Callable[[Message], Any], message: Message, non_retryable: frozenset[str], *, with_stack: bool
+    process: Callable[[Message], Any],
+    message: Message,
+    non_retryable: frozenset[str],
+    *,
+    with_stack: bool,
+    rules: tuple[frozenset[str], ...] = (),
 ) -> Result:
     """Call the processor on one message; never raises.
 
@@ -129,15 +148,17 @@ def result_or_failure(
             return result
         return encode_result(result)
     except BaseException as error:  # noqa: BLE001 - every failure of the team's code is routed
-        return classify(error, non_retryable, with_stack=with_stack)
+        return classify(error, non_retryable, with_stack=with_stack, rules=rules)
 
 
-def item_result_or_failure(item: object, non_retryable: frozenset[str], *, with_stack: bool) -> Result:
+def item_result_or_failure(
+    item: object, non_retryable: frozenset[str], *, with_stack: bool, rules: tuple[frozenset[str], ...] = ()
+) -> Result:
     """The result of one element of a batch processor's answer (a result or an exception)."""
     if type(item) is bytes:
         return item
     if isinstance(item, BaseException):
-        return classify(item, non_retryable, with_stack=with_stack)
+        return classify(item, non_retryable, with_stack=with_stack, rules=rules)
     try:
         return encode_result(item)
     except Exception as error:  # noqa: BLE001 - an unpublishable item fails its message only
@@ -157,6 +178,8 @@ class Rules:
     max_redeliver: int
     strategy: str  # deadLetter.strategy: topic | ignore | stop
     has_output: bool
+    #: ``retry.rules[i].maxRedeliverCount``, for a failure that matched rule i.
+    rule_limits: tuple[int, ...] = ()
 
 
 PUBLISH: Final = Decision(Route.OUTPUT)
@@ -169,7 +192,8 @@ def decide(result: Result, failures: int, rules: Rules) -> Decision:
     if not isinstance(result, Failure):
         return PUBLISH if result is not None and rules.has_output else ACKNOWLEDGE
     if result.kind is Verdict.TRANSIENT:
-        if failures <= rules.max_redeliver:
+        limit = rules.rule_limits[result.rule] if result.rule >= 0 else rules.max_redeliver
+        if failures <= limit:
             return RETRY
         reason = "exhausted"
     elif result.kind is Verdict.TERMINATED:

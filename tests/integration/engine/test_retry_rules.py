@@ -1,0 +1,49 @@
+"""``retry.rules`` on the real broker and Spark: a failure of a listed class gets its rule's
+limit and backoff and names the rule on its records; other failures keep the policy's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.helpers import produce, read_all
+
+
+def test_rules_give_each_error_class_its_own_limit(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
+    names = topics()
+    produce(
+        bootstrap_servers,
+        names["source"],
+        [(b"fail", b"fail:x"), (b"flaky", b"flaky:2"), (b"timed", b"timed:3"), (b"ok", b"ok:y")],
+    )
+    # The policy allows 2 redeliveries (tests.helpers.BASE_POLICY); RuntimeError gets none,
+    # ConnectionError (flaky:2 and timed:3) four.
+    running = engine(
+        names,
+        retry={
+            "maxRedeliverCount": 2,
+            "backoff": {"type": "fixed", "delay": "200ms"},
+            "rules": [
+                {"errors": ["RuntimeError"], "maxRedeliverCount": 0},
+                {
+                    "errors": ["ConnectionError"],
+                    "maxRedeliverCount": 4,
+                    "backoff": {"type": "fixed", "delay": "100ms"},
+                },
+            ],
+        },
+    )
+    running.wait_for(output=3, dead=1, timeout=180)
+    dead = read_all(bootstrap_servers, names["dlq"], expect=1, timeout=30)
+    assert [(r.key, r.header("dlq.reason"), r.header("dlq.rule"), r.header("dlq.attempt")) for r in dead] == [
+        (b"fail", "exhausted", "retry.rules[0]", "1")
+    ]
+    outputs = {r.key: r.value for r in read_all(bootstrap_servers, names["output"], expect=3, timeout=30)}
+    assert outputs[b"ok"] == b"Y"
+    assert outputs[b"flaky"] == b"recovered after 2"
+    assert b"timed" in outputs  # three redeliveries: more than the policy's two, within the rule's four
+    retries = read_all(bootstrap_servers, names["retry"], timeout=10)
+    assert {r.header("dlq.rule") for r in retries if r.key in (b"flaky", b"timed")} == {"retry.rules[1]"}
+    running.stop()
