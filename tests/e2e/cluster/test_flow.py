@@ -333,11 +333,12 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     done = step("kubectl apply -f examples/orders-billing.yaml (bootstrap: the broker's address for pods)")
     policy = yaml.safe_load((REPO_ROOT / "examples" / "orders-billing.yaml").read_text())
     policy["spec"]["broker"]["bootstrapServers"] = kafka.pod_bootstrap_servers
-    # The node has two cores for everything: the driver's and the executor's pods ask for half a
-    # core each (Spark still runs one task slot per executor core).
+    # The node has two cores for everything: the driver's and the executor's pods ask for 300m
+    # each (Spark still runs one task slot per executor core), so that a redrive's driver and
+    # executor (the policy's Spark settings) fit beside the running job.
     policy["spec"]["spark"]["sparkConf"] = {
-        "spark.kubernetes.driver.request.cores": "500m",
-        "spark.kubernetes.executor.request.cores": "500m",
+        "spark.kubernetes.driver.request.cores": "300m",
+        "spark.kubernetes.executor.request.cores": "300m",
     }
     applied = time.monotonic()
     cluster.apply(policy)
@@ -466,6 +467,22 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
         return poison <= {int(r.key or b"0") for r in read_all(kafka.bootstrap_servers, OUTPUT)}
 
     cluster.wait("every poison order billed after the fix", billed, 300)
+    # A finished redrive's objects belong to it: deleting it deletes them.
+    cluster.kubectl("delete", "dlr", "fix-poison", "-n", NAMESPACE, "--wait=true", timeout=300)
+    cluster.wait(
+        "the redrive's SparkApplication, ConfigMap and driver pod to go",
+        lambda: (
+            not cluster.json(
+                "get",
+                "sparkapplications,configmaps,pods",
+                "-n",
+                NAMESPACE,
+                "-l",
+                "sparkdlq.io/redrive=fix-poison",
+            )["items"]
+        ),
+        300,
+    )
     done()
 
     done = step("kubectl delete dlp: the job goes, the dead-letter topic stays")
