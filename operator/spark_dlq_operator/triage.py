@@ -220,26 +220,36 @@ def policy_from_cluster(
     command = kubectl_command(
         name, namespace=namespace, kubeconfig=kubeconfig, context=context, timeout_ms=timeout_ms
     )
+    stdout = run_kubectl(
+        command,
+        what=f"kubectl get deadletterpolicy {name}",
+        why="--policy reads the policy with it; -f reads a file",
+        timeout_ms=timeout_ms,
+    )
+    where = f"deadletterpolicy {namespace + '/' if namespace else ''}{name}"
+    try:
+        return load_policy_text(stdout, source=where)
+    except PolicyFileError as error:
+        raise BadInput(str(error).replace("\n", "; ")) from None
+
+
+def run_kubectl(command: list[str], *, what: str, why: str, timeout_ms: int, input: str | None = None) -> str:
+    """Run kubectl as a plugin does; its standard output. A missing kubectl, no answer or a
+    refusal is one line naming ``what`` (a NotFound is bad input, anything else unreachable)."""
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_ms / 1000 + 30, check=False
+            command, input=input, capture_output=True, text=True, timeout=timeout_ms / 1000 + 30, check=False
         )
     except FileNotFoundError:
-        raise Unreachable(
-            f"{command[0]} is not on the PATH (--policy reads the policy with it; -f reads a file)"
-        ) from None
+        raise Unreachable(f"{command[0]} is not on the PATH ({why})") from None
     except subprocess.TimeoutExpired:
-        raise Unreachable(f"kubectl get deadletterpolicy {name} did not answer") from None
+        raise Unreachable(f"{what} did not answer") from None
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         said = lines[-1] if lines else f"exit status {done.returncode}"
         error = BadInput if "(NotFound)" in said else Unreachable
-        raise error(f"kubectl get deadletterpolicy {name}: {said}")
-    where = f"deadletterpolicy {namespace + '/' if namespace else ''}{name}"
-    try:
-        return load_policy_text(done.stdout, source=where)
-    except PolicyFileError as error:
-        raise BadInput(str(error).replace("\n", "; ")) from None
+        raise error(f"{what}: {said}")
+    return done.stdout
 
 
 def target_for(
@@ -1257,25 +1267,14 @@ def _create(
     if args.context:
         command.append(f"--context={args.context}")
     command += [f"--request-timeout={max(timeout_ms // 1000, 1)}s", "create", "-f", "-"]
-    try:
-        done = subprocess.run(
-            command,
-            input=yaml.safe_dump(_applied(redrive), sort_keys=False),
-            capture_output=True,
-            text=True,
-            timeout=timeout_ms / 1000 + 30,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise Unreachable(
-            f"{command[0]} is not on the PATH (--execute creates the redrive with it)"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise Unreachable(f"kubectl create deadletterredrive {redrive.name} did not answer") from None
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        raise Unreachable(f"kubectl create: {lines[-1] if lines else done.returncode}")
-    out(done.stdout.strip())
+    stdout = run_kubectl(
+        command,
+        what=f"kubectl create deadletterredrive {redrive.name}",
+        why="--execute creates the redrive with it",
+        timeout_ms=timeout_ms,
+        input=yaml.safe_dump(_applied(redrive), sort_keys=False),
+    )
+    out(stdout.strip())
     out(f"Follow it with: kubectl get dlr {redrive.name} -n {redrive.namespace} -w")
 
 
