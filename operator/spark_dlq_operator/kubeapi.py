@@ -20,7 +20,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from spark_dlq_operator import metrics, render
+from spark_dlq_operator import metrics, redrive_render, render
 
 Obj = dict[str, Any]
 
@@ -59,7 +59,7 @@ CONFIG_MAPS: Final = ResourceType("", "v1", "configmaps")
 EVENTS: Final = ResourceType("", "v1", "events")
 POLICIES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
 SPARK_APPLICATIONS: Final = ResourceType(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
-REDRIVES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, "deadletterredrives")
+REDRIVES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
 PODS: Final = ResourceType("", "v1", "pods")
 KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "kopfpeerings")
 CLUSTER_KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "clusterkopfpeerings")

@@ -16,7 +16,7 @@ from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 
-REDRIVE_PLURAL: Final = "deadletterredrives"  # kubeapi.REDRIVES
+REDRIVE_PLURAL: Final = "deadletterredrives"
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
 REDRIVE_FILE_KEY: Final = "redrive.yaml"
 REDRIVE_MOUNT: Final = "/etc/spark-dlq/redrive"

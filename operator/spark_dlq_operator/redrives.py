@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlq_engine.model import PolicyError, parse_policy
-from dlq_engine.model.redrive import REDRIVE_KIND, parse_redrive
+from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, parse_redrive
 from spark_dlq_operator import redrive_render as rr
 from spark_dlq_operator.kubeapi import (
     CONFIG_MAPS,
@@ -61,7 +61,7 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
         await services.events.info(owner, "RedriveCancelled", f"spec.suspend is true: deleted {name}")
         return None
     if app is None:
-        return await _start(services, body, redrive.policy, name)
+        return await _start(services, body, redrive, name)
     phase, reason, message = rr.phase_of(app)
     driver = None
     if phase in rr.FINAL_PHASES:
@@ -81,10 +81,10 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
 
 
 async def _start(
-    services: Services, body: Mapping[str, Any], policy_name: str, app_name: str
+    services: Services, body: Mapping[str, Any], redrive: DeadLetterRedrive, app_name: str
 ) -> float | None:
     api = services.api
-    redrive = parse_redrive(dict(body))
+    policy_name = redrive.policy
     owner = rr.owner(body)
     policy_body = await api.get(POLICIES, redrive.namespace, policy_name)
     if policy_body is None:

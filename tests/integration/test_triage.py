@@ -548,14 +548,10 @@ def test_bad_arguments_are_one_line_and_status_2(
 # --policy: the DeadLetterPolicy read from the cluster
 
 
-@pytest.mark.usefixtures("dlp_crd")
-def test_policy_read_from_the_cluster(
-    letters: DeadLetters, kube_api: Any, kubeconfig: str, namespace: str
-) -> None:
+def policy_in_cluster(letters: DeadLetters, kube_api: Any, namespace: str) -> dict[str, str]:
+    """Create the letters' policy in ``namespace``; the environment a plugin runs in there (the
+    test bed's kubectl first on the PATH, where a plugin finds it)."""
     from kubernetes import client
-
-    # The test bed's kubectl first on the PATH, where a plugin finds it.
-    path = {"PATH": os.pathsep.join([str(kubernetes_bin("kubectl").parent), os.environ.get("PATH", "")])}
 
     document = policy_document(
         {
@@ -567,6 +563,14 @@ def test_policy_read_from_the_cluster(
     client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
         "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document
     )
+    return {"PATH": os.pathsep.join([str(kubernetes_bin("kubectl").parent), os.environ.get("PATH", "")])}
+
+
+@pytest.mark.usefixtures("dlp_crd")
+def test_policy_read_from_the_cluster(
+    letters: DeadLetters, kube_api: Any, kubeconfig: str, namespace: str
+) -> None:
+    path = policy_in_cluster(letters, kube_api, namespace)
     done = dlq(
         "ls",
         "--policy",
@@ -655,17 +659,7 @@ def test_redrive_execute_creates_the_redrive_in_the_cluster(
 ) -> None:
     from kubernetes import client
 
-    path = {"PATH": os.pathsep.join([str(kubernetes_bin("kubectl").parent), os.environ.get("PATH", "")])}
-    document = policy_document(
-        {
-            "metadata.namespace": namespace,
-            "spec.broker.bootstrapServers": letters.bootstrap,
-            "spec.deadLetter.topic": letters.topic,
-        }
-    )
-    client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
-        "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document
-    )
+    path = policy_in_cluster(letters, kube_api, namespace)
     done = dlq(
         "redrive",
         "--policy",
