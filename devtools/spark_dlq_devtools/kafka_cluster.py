@@ -188,7 +188,11 @@ class KafkaCluster:
         deadline = time.monotonic() + timeout
         while True:
             metadata = self._admin().list_topics(topic, timeout=10)
-            leader = int(metadata.topics[topic].partitions[partition].leader)
+            # Right after a topic is created, or while a node is down, the metadata may not
+            # list the partition yet: that is "no leader yet" too.
+            described = metadata.topics.get(topic)
+            found = described.partitions.get(partition) if described is not None else None
+            leader = int(found.leader) if found is not None else -1
             if leader in {n.node_id for n in self.running()}:
                 return leader
             if time.monotonic() > deadline:

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from dlq_engine.job.preflight import engine_class
 from dlq_engine.processing.batches import MAX_DELIVER_AT
-from dlq_engine.routing.headers import DELIVER_AT
+from dlq_engine.routing.headers import CONTROL, DELIVER_AT
 
 BUCKET_MS = 100
 RECORD_COLUMNS = ["key", "value", "headers", "topic", "partition", "offset", "timestamp"]
@@ -57,6 +57,12 @@ def deliver_at_column() -> Column:
     return F.least(F.greatest(parsed, F.lit(0).cast("bigint")), F.lit(MAX_DELIVER_AT).cast("bigint"))
 
 
+def control_record() -> Column:
+    """True for an engine control record on the retry topic (a ``dlq.control`` header): it
+    moves the retry topic's offsets on, and is dropped before the delay stage."""
+    return F.coalesce(F.exists("headers", lambda h: h["key"] == CONTROL), F.lit(False))
+
+
 def lookahead(trigger_ms: int) -> int:
     """How far ahead of its due time a retry is released: one trigger interval plus
     ``RELEASE_MARGIN_MS``, at most ``MAX_WAIT_MS``."""
@@ -71,7 +77,9 @@ JVM_DELAY_STAGE = "io.sparkdlq.engine.DelayStage"
 def hold_until_due(retries: DataFrame, lookahead_ms: int) -> DataFrame:
     """The retry stream, each record released no earlier than ``lookahead_ms`` before its
     ``dlq.deliver.at``, with that time in a ``deliver_at`` column."""
-    with_due = retries.select(*RECORD_COLUMNS, deliver_at_column().alias(DELIVER_AT_COLUMN))
+    with_due = retries.where(~control_record()).select(
+        *RECORD_COLUMNS, deliver_at_column().alias(DELIVER_AT_COLUMN)
+    )
     with_due = with_due.withColumn(
         "due", (F.ceil(F.col(DELIVER_AT_COLUMN) / BUCKET_MS) * BUCKET_MS).cast("bigint")
     )

@@ -42,6 +42,7 @@ from dlq_engine.job.delay import (
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
 from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
+from dlq_engine.routing.headers import CONTROL, WAKE
 from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
@@ -94,6 +95,8 @@ SINK_OPTIONS = {
     "kafka.enable.idempotence": "true",
     "kafka.max.request.size": str(8 * 1024 * 1024),
 }
+#: The key of the wake control record (see ``wake``).
+WAKE_KEY = b"spark-dlq-wake"
 #: How long a micro-batch of the table sink waits for ``start`` to hand over the query's id.
 QUERY_ID_TIMEOUT_S = 60.0
 
@@ -249,8 +252,34 @@ def batch_sink(
     return write
 
 
+def restarting(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the checkpoint holds a committed micro-batch (any filesystem Spark can use)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    commits = jvm.org.apache.hadoop.fs.Path(checkpoint, "commits")
+    filesystem = commits.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return bool(filesystem.exists(commits)) and len(filesystem.listStatus(commits)) > 0
+
+
+def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> None:
+    """Write one control record (``dlq.control: wake``) to the retry topic.
+
+    Spark runs a micro-batch without new data only when the previous batch of the same run asks
+    for one, as the delay stage's processing-time timers do. Right after a restart there is no
+    previous batch, so with an idle source the retries held in the checkpointed state would wait
+    for the next message to arrive. The control record is new data: the first batch runs, and
+    the timers fire from then on. The delay stage drops it."""
+    record = spark.createDataFrame(
+        [(policy.retry_topic, WAKE_KEY, b"", [(CONTROL, WAKE)])],
+        "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>",
+    )
+    record.write.format("kafka").options(**kafka_options(policy, options), **SINK_OPTIONS).save()
+
+
 def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> StreamingQuery:
     load_processor(policy.processor.entrypoint)  # fail before consuming anything
+    if restarting(spark, options.checkpoint):
+        wake(spark, policy, options)
     frame = observed(routed(spark, policy, options))
     table = policy.dead_letter.table
     query_id = _QueryId()

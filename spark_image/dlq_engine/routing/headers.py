@@ -35,6 +35,11 @@ REDRIVE_COUNT: Final = "dlq.redrive.count"
 REDRIVE_NAME: Final = "dlq.redrive.name"
 REDRIVE_AT: Final = "dlq.redrive.at"
 
+#: Marks an engine control record on the retry topic: never processed, never routed, only
+#: read by the engine's stages. ``WAKE`` is written when a job restarts from a checkpoint.
+CONTROL: Final = "dlq.control"
+WAKE: Final = b"wake"
+
 #: Carried from the first failure to every later retry and dead letter (the redrive headers
 #: too, so a redriven message that fails again still says how often it was redriven).
 CARRIED: Final = (

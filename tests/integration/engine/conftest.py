@@ -56,6 +56,18 @@ class Engine:
             time.sleep(0.2)
         raise AssertionError(f"counts {self.run.totals.counts} never reached {counts} (status {self.status})")
 
+    def rows_read(self, topic: str) -> int:
+        """The records read from ``topic`` by the batches in the query's recent progress."""
+        query = self.run.query
+        if query is None:
+            return 0
+        return sum(
+            int(source.numInputRows)
+            for progress in query.recentProgress
+            for source in progress.sources
+            if f"[{topic}]" in source.description
+        )
+
     def describe(self) -> str:
         """What the query is doing, for a failure message: its status, its last batches, its
         error and, if a batch is stuck, where the stream thread is."""

@@ -1,13 +1,17 @@
 """A policy change while messages wait in the retry stage: the job restarts from its checkpoint
 (as the operator's restart does), nothing is lost, the old delay is honoured and the new
-policy decides the later attempts."""
+policy decides the later attempts. The retries are in the delay stage's checkpointed state
+when the job stops, and nothing new arrives after the restart: the restarted job must still
+release them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlq_engine.routing.headers import CONTROL, WAKE
 from tests.helpers import produce, read_all
 
 N = 20
@@ -23,13 +27,18 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     checkpoint = tmp_path / "checkpoint"
     produce(bootstrap_servers, names["source"], [(f"k{i}".encode(), f"fail:{i}".encode()) for i in range(N)])
 
-    # Version 1: five redeliveries, 4 s apart. Stop once every message waits in the retry stage.
+    # Version 1: five redeliveries, 8 s apart. Stop once every retry was read into the delay
+    # stage's state, long before any is due.
     first = engine(
         names,
         checkpoint=checkpoint,
-        retry={"maxRedeliverCount": 5, "backoff": {"type": "fixed", "delay": "4s"}},
+        retry={"maxRedeliverCount": 5, "backoff": {"type": "fixed", "delay": "8s"}},
     )
     first.wait_for(retried=N, timeout=180)
+    deadline = time.monotonic() + 60
+    while first.rows_read(names["retry"]) < N and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.rows_read(names["retry"]) == N, first.describe()
     assert first.stop() == 0
     pending = read_all(bootstrap_servers, names["retry"], expect=N, timeout=30)
     assert len(pending) == N
@@ -53,7 +62,10 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
         assert record.header("dlq.reason") == "exhausted"
         assert record.header("dlq.attempt") == "2"
         assert record.header("policy-version") == "2"
-        # The retry written under version 1 still waited for its 4 s.
+        # The retry written under version 1 still waited for its 8 s.
         assert int(record.header("dlq.failed.at") or 0) >= due[record.key]
     assert read_all(bootstrap_servers, names["output"], timeout=3) == []
-    assert len(read_all(bootstrap_servers, names["retry"], timeout=5)) == N
+    retries = read_all(bootstrap_servers, names["retry"], timeout=5)
+    # The N retries of version 1, and the one control record the restart wrote.
+    assert [r.header(CONTROL) for r in retries].count(WAKE.decode()) == 1
+    assert len([r for r in retries if r.header(CONTROL) is None]) == N
