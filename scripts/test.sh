@@ -12,6 +12,8 @@ if [[ $# -eq 0 ]]; then
   "$bin/ruff" format --check .
   "$bin/mypy"
   "$bin/lint-imports" --no-cache
+  # The whole suite must stay under 40 minutes: its slowest tests are listed at the end.
+  set -- --durations=30
 fi
 echo "== pytest"
 exec "$bin/python" -m pytest -p no:cacheprovider "$@"
