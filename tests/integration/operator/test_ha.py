@@ -25,11 +25,10 @@ from kubernetes import client, watch
 from dlq_engine.model import config_hash, parse_policy
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.processes import Service
+from tests.chart import KOPF_PEERING_CRDS
 from tests.integration.crds import install_crds
 from tests.integration.operator.conftest import GROUP, PLURAL, SPARK, VERSION, Cluster, policy_document
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-KOPF_PEERING_CRDS = REPO_ROOT / "charts" / "spark-dlq-operator" / "files" / "kopf-peering-crds.yaml"
 PEERING = "dlq-ha"
 #: The peering lifetime the test runs with (the CLI's default): the takeover bound.
 LIFETIME = 15
@@ -104,7 +103,7 @@ class Writes:
 
 @pytest.fixture
 def peering(kube_api: Any, namespace: str, spark_crd: str) -> str:
-    """kopf's peering CRDs (the chart's file) and a KopfPeering in the test's namespace."""
+    """kopf's peering CRDs (the chart's) and a KopfPeering in the test's namespace."""
     install_crds(kube_api, [KOPF_PEERING_CRDS])
     client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
         "kopf.dev",
