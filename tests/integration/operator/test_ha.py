@@ -47,6 +47,7 @@ class Writes:
         self.seen: list[tuple[str, str, str, str]] = []  # (kind, event, name, resourceVersion)
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self.errors: list[BaseException] = []
         core = client.CoreV1Api(api_client)
         objects = client.CustomObjectsApi(api_client)
         group, version, plural = SPARK
@@ -67,6 +68,13 @@ class Writes:
         self._ready.wait(30)
 
     def _follow(self, kind: str, lister: Callable[..., Any]) -> None:
+        try:
+            self._watch(kind, lister)
+        except BaseException as error:  # a blind watch would let the test pass: check() fails it
+            self.errors.append(error)
+            raise
+
+    def _watch(self, kind: str, lister: Callable[..., Any]) -> None:
         listed = lister()
         version = (
             listed["metadata"]["resourceVersion"]
@@ -94,6 +102,11 @@ class Writes:
     def others(self) -> list[tuple[str, str, str, str]]:
         with self._lock:
             return [s for s in self.seen if s[1] != "ADDED"]
+
+    def check(self) -> None:
+        """Both watches have run without a break so far: ``seen`` is every write."""
+        assert self.errors == []
+        assert all(thread.is_alive() for thread in self._threads)
 
     def close(self) -> None:
         self._closed.set()
@@ -285,6 +298,7 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
             assert cluster.status(name)["restartCount"] == 0, name
         # A few resync rounds more, then: each object was created once and never written again.
         time.sleep(5)
+        writes.check()
         assert writes.count("SparkApplication", "ADDED") == dict.fromkeys(names, 1)
         assert writes.count("ConfigMap", "ADDED") == {f"{n}-policy": 1 for n in names}
         assert writes.others() == []
