@@ -14,6 +14,7 @@ import re
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +25,7 @@ from kubernetes import client, watch
 
 from dlq_engine.model import config_hash, parse_policy
 from spark_dlq_devtools.kube import ControlPlane
-from spark_dlq_devtools.processes import Service
+from spark_dlq_devtools.processes import Service, free_port
 from tests.chart import KOPF_PEERING_CRDS
 from tests.integration.crds import install_crds
 from tests.integration.operator.conftest import GROUP, PLURAL, SPARK, VERSION, Cluster, policy_document
@@ -36,6 +37,8 @@ POLICIES = 100
 MANAGED = "app.kubernetes.io/managed-by=spark-dlq-operator"
 #: What kopf logs for each handler it runs: a replica that logs none of these handled nothing.
 FREEZE = "freeze"
+RECONCILES = "spark_dlq_operator_reconciles_total"
+IN_PROGRESS = "spark_dlq_operator_reconciles_in_progress"
 HANDLED = re.compile(r"Handler '[^']+' (succeeded|failed)")
 
 
@@ -162,6 +165,17 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat()
 
 
+def metric(port: int, name: str) -> float:
+    """The sum of every sample of ``name`` on a replica's /metrics (0 when it has none yet)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith((name + "{", name + " "))
+    )
+
+
 def log_has(service: Service, pattern: str | re.Pattern[str]) -> bool:
     return re.search(pattern, service.log.read_text(errors="replace")) is not None
 
@@ -179,6 +193,8 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
     source = make_topic("orders")
     names = [f"p{i:03d}" for i in range(POLICIES)]
 
+    ports = {"active": free_port(), "standby": free_port()}
+
     def replica(identity: str, priority: int) -> Service:
         argv = [
             str(Path(sys.executable).parent / "dlq-operator"),
@@ -190,7 +206,7 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
             "--provisioner",
             "admin",
             "--metrics-port",
-            "0",
+            str(ports[identity]),
             "--resync-interval",
             "2",
             "--spark-image",
@@ -247,8 +263,12 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
         active.wait_until(
             lambda: writes.count("SparkApplication", "ADDED"), timeout=60, what="its first application"
         )
-        # The standby has handled nothing while the active lives (its resync rounds skip too).
+        # The standby has handled nothing while the active lives (kopf's handlers and its own
+        # resync rounds); the active is in the middle of reconciles when it is killed.
         assert not log_has(standby, HANDLED), standby.tail()
+        assert metric(ports["standby"], RECONCILES) == 0
+        assert metric(ports["standby"], IN_PROGRESS) == 0
+        assert metric(ports["active"], IN_PROGRESS) > 0
         active.kill()
         killed_at = time.monotonic()
         time.sleep(1)  # the watch catches up; the standby cannot write before the lifetime lapses
@@ -258,6 +278,7 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
             "the active replica finished before the kill: nothing was interrupted"
         )
         assert not log_has(standby, HANDLED), standby.tail()
+        assert metric(ports["standby"], RECONCILES) == 0
 
         standby.wait_until(
             lambda: log_has(standby, "Resuming operations after the pause"),
@@ -311,6 +332,7 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
         assert len(created) == len(set(created)), sorted(created)
         # The dead replica's keep-alive is gone from the peering; the standby's stays.
         assert set(peers(cluster)) == {"standby"}
+        assert metric(ports["standby"], RECONCILES) >= POLICIES
         assert standby.alive()
     finally:
         active.kill()
