@@ -291,9 +291,9 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
             timeout=30,
             what="a first policy of its own",
         )
-        first_write = time.monotonic() - killed_at
+        first_status = time.monotonic() - killed_at
         print(
-            f"takeover: resumed {takeover:.1f}s, first write {first_write:.1f}s after the kill "
+            f"takeover: resumed {takeover:.1f}s, first status {first_status:.1f}s after the kill"
             f" ({done_at_kill} of {POLICIES} applications, {finished_at_kill} statuses written at the kill)"
         )
         assert takeover <= LIFETIME + 5
