@@ -23,7 +23,7 @@ from spark_dlq_devtools.paths import REPO_ROOT, helm_bin
 
 CHART = REPO_ROOT / "charts" / "spark-dlq-operator"
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
-KOPF_PEERING_CRDS = CHART / "files" / "kopf-peering-crds.yaml"
+KOPF_PEERING_CRDS = CHART / "crds" / "kopf.dev_peerings.yaml"
 OPERATOR_README = REPO_ROOT / "operator" / "README.md"
 RELEASE = "dlq"
 NAMESPACE = "spark-dlq"

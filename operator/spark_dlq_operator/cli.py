@@ -58,6 +58,17 @@ def _one_of(choices: Sequence[str]) -> Callable[[str], str]:
     return choice
 
 
+def _lifetime(value: str) -> int:
+    """Whole seconds, at least 10: kopf renews a keep-alive 5-10 s before it lapses."""
+    seconds = int(value)
+    if seconds < 10:
+        raise ValueError(value)
+    return seconds
+
+
+_lifetime.__name__ = "number of seconds, at least 10"
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -181,6 +192,13 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="this replica's priority in the peering (default %(default)s)",
     )
     ops.add_argument(
+        "--peering-lifetime",
+        type=_typed(_lifetime, "PEERING_LIFETIME"),
+        default=env("PEERING_LIFETIME", "15"),
+        help="seconds this replica's peering keep-alive stays valid: a killed active replica is "
+        "taken over within this (default %(default)s)",
+    )
+    ops.add_argument(
         "--kubeconfig",
         default=env("KUBECONFIG"),
         help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)",
@@ -248,6 +266,7 @@ def _parse(
         metrics_port=args.metrics_port,
         peering=None if args.standalone else args.peering,
         priority=args.priority,
+        peering_lifetime=args.peering_lifetime,
         kubeconfig=args.kubeconfig,
         kafka_config=_kafka_config(args.kafka_config),
         resync_interval=args.resync_interval,

@@ -64,6 +64,10 @@ class OperatorConfig:
     #: A named kopf peering (several replicas) or None for standalone.
     peering: str | None = None
     priority: int = 0
+    #: Seconds a replica's keep-alive in the peering object stays valid. kopf renews it 5-10 s
+    #: before it lapses (whatever the lifetime), and a standby resumes once the active's has
+    #: lapsed: the takeover after a crash takes at most this long.
+    peering_lifetime: int = 15
     #: A kubeconfig file; None means in-cluster, then the usual kubeconfig locations.
     kubeconfig: str | None = None
     #: Extra librdkafka settings for the operator's Kafka admin clients (``key=value`` lines):

@@ -42,6 +42,7 @@ def build_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings.watching.label_selectors[render.SPARK_GROUP, render.SPARK_PLURAL] = (
         f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
     )
+    settings.peering.lifetime = config.peering_lifetime
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = render.MANAGED_BY
     return settings

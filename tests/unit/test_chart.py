@@ -18,6 +18,7 @@ from spark_dlq_devtools.paths import REPO_ROOT, versions
 from tests.chart import (
     CHART,
     CI_VALUES,
+    KOPF_PEERING_CRDS,
     NAMESPACE,
     RELEASE,
     env_of,
@@ -55,8 +56,8 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_crd_copies_in_the_chart_are_the_top_level_crds() -> None:
     top = sorted((REPO_ROOT / "crds").glob("*.yaml"))
-    chart_crds = sorted(p.name for p in (CHART / "crds").iterdir())
-    assert chart_crds == [p.name for p in top], "the chart's crds/ holds exactly the top-level CRDs"
+    chart_crds = sorted(p.name for p in (CHART / "crds").iterdir() if p != KOPF_PEERING_CRDS)
+    assert chart_crds == [p.name for p in top], "the chart's crds/ holds the top-level CRDs and kopf's"
     for crd in top:
         assert (CHART / "crds" / crd.name).read_bytes() == crd.read_bytes(), (
             "charts/spark-dlq-operator/crds/ drifted from crds/: "
@@ -68,7 +69,12 @@ def test_crds_are_rendered_only_on_request() -> None:
     assert not find(render(), "CustomResourceDefinition")
     crds = find(render(include_crds=True), "CustomResourceDefinition")
     top = sorted((REPO_ROOT / "crds").glob("*.yaml"))
-    assert sorted(crds, key=lambda c: c["metadata"]["name"]) == [yaml.safe_load(p.read_text()) for p in top]
+    expected = [yaml.safe_load(p.read_text()) for p in top] + list(
+        yaml.safe_load_all(KOPF_PEERING_CRDS.read_text())
+    )
+    assert sorted(crds, key=lambda c: c["metadata"]["name"]) == sorted(
+        expected, key=lambda c: c["metadata"]["name"]
+    )
 
 
 # --- lint --------------------------------------------------------------------------------------
@@ -245,7 +251,11 @@ def test_two_replicas_peer_with_distinct_priorities() -> None:
     assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
     env = env_of(deployment)
     assert env["SPARK_DLQ_PEERING"] == FULLNAME
+    assert env["SPARK_DLQ_PEERING_LIFETIME"] == "15"
     operator = container(objects)
+    # kopf names each replica in the peering by $POD_ID: the pod's name.
+    pod_id = next(e for e in operator["env"] if e["name"] == "POD_ID")
+    assert pod_id["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     # Equal priorities pause every kopf peer: each pod draws its own before exec'ing the operator.
     assert operator["command"][:2] == ["/bin/sh", "-c"]
     assert "SPARK_DLQ_PRIORITY=" in operator["command"][2]
@@ -253,6 +263,26 @@ def test_two_replicas_peer_with_distinct_priorities() -> None:
     assert operator["args"][0] == "run"
     peering = one(objects, "ClusterKopfPeering")
     assert peering["metadata"]["name"] == FULLNAME
+    # The operator accepts what the chart gives it.
+    from spark_dlq_operator.cli import config_from_args
+
+    config = config_from_args(["run"], environ={**env, "SPARK_DLQ_PRIORITY": "1"})
+    assert (config.peering, config.peering_lifetime) == (FULLNAME, 15)
+
+
+def test_peering_lifetime_is_a_value() -> None:
+    objects = render({"operator": {"replicas": 2, "peering": {"lifetime": 30}}})
+    assert env_of(one(objects, "Deployment"))["SPARK_DLQ_PEERING_LIFETIME"] == "30"
+
+
+def test_one_replica_runs_standalone_without_peering_objects() -> None:
+    objects = render({"operator": {"replicas": 1, "peering": {"lifetime": 30}}})
+    env = env_of(one(objects, "Deployment"))
+    assert "SPARK_DLQ_PEERING" not in env
+    assert "SPARK_DLQ_PEERING_LIFETIME" not in env
+    assert container(objects)["command"] == ["dlq-operator"]
+    assert not find(objects, "ClusterKopfPeering")
+    assert not find(objects, "KopfPeering")
 
 
 def test_peering_when_namespaced_uses_a_kopfpeering_per_namespace() -> None:
@@ -274,26 +304,36 @@ def test_peering_when_namespaced_uses_a_kopfpeering_per_namespace() -> None:
 
 
 def test_peering_priority_command_runs_in_a_posix_shell(tmp_path: Path) -> None:
+    """Pods started in the same second get distinct priorities; a pod started later always gets a
+    lower one (so it stands by instead of preempting the working replica)."""
     import subprocess
 
     script = container(render({"operator": {"replicas": 2}}))["command"][2]
     fake = tmp_path / "dlq-operator"
     fake.write_text('#!/bin/sh\necho "$SPARK_DLQ_PRIORITY $*"\n')
     fake.chmod(0o755)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    outputs = {
-        subprocess.run(
+    date = tmp_path / "date"  # the pod's clock, as the test sets it
+    date.write_text('#!/bin/sh\necho "$FAKE_NOW"\n')
+    date.chmod(0o755)
+
+    def start(now: int) -> tuple[int, list[str]]:
+        out = subprocess.run(
             ["/bin/sh", "-c", script, "dlq-operator", "run", "--verbose"],
-            env=env,
+            env={"PATH": f"{tmp_path}:/usr/bin:/bin", "FAKE_NOW": str(now)},
             capture_output=True,
             text=True,
             check=True,
-        ).stdout
-        for _ in range(3)
-    }
-    priorities = {int(line.split()[0]) for line in outputs}
-    assert len(priorities) == 3, outputs
-    assert all(line.split()[1:] == ["run", "--verbose"] for line in outputs)
+        ).stdout.split()
+        return int(out[0]), out[1:]
+
+    now = 1_764_000_000
+    same_second = [start(now) for _ in range(3)]
+    assert len({priority for priority, _ in same_second}) == 3, same_second
+    assert all(args == ["run", "--verbose"] for _, args in same_second)
+    later, _ = start(now + 1)
+    assert later < min(priority for priority, _ in same_second)
+    # The oldest possible pod's priority still fits the 64-bit integer the peering object keeps.
+    assert start(0)[0] < 2**63
 
 
 def test_existing_spark_service_account_is_only_referenced() -> None:

@@ -46,6 +46,8 @@ def test_flags_fill_the_config() -> None:
             "spark-dlq",
             "--priority",
             "10",
+            "--peering-lifetime",
+            "20",
             "--resync-interval",
             "5",
             "--finalizer-timeout",
@@ -64,7 +66,7 @@ def test_flags_fill_the_config() -> None:
         "http://0.0.0.0:8080/healthz",
         0,
     )
-    assert (config.peering, config.priority) == ("spark-dlq", 10)
+    assert (config.peering, config.priority, config.peering_lifetime) == ("spark-dlq", 10, 20)
     assert (config.resync_interval, config.finalizer_timeout) == (5.0, 30.0)
 
 
@@ -86,6 +88,16 @@ def test_standalone_overrides_a_peering_from_the_environment() -> None:
     config = config_from_args(["run", "-A", "--standalone"], environ={"SPARK_DLQ_PEERING": "spark-dlq"})
     assert config.all_namespaces
     assert config.peering is None
+
+
+def test_peering_lifetime_defaults_to_15_and_refuses_less_than_10(capsys: pytest.CaptureFixture[str]) -> None:
+    assert config_from_args(["run", "-A"], environ={}).peering_lifetime == 15
+    assert (
+        config_from_args(["run", "-A"], environ={"SPARK_DLQ_PEERING_LIFETIME": "30"}).peering_lifetime == 30
+    )
+    with pytest.raises(SystemExit):
+        config_from_args(["run", "-A", "--peering-lifetime", "5"], environ={})
+    assert "'5' is not a valid number of seconds, at least 10" in capsys.readouterr().err
 
 
 def test_kafka_config_file_is_read(tmp_path: Path) -> None:
