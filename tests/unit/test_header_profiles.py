@@ -2,7 +2,8 @@
 and encodings, on retry records and dead letters, replaced (never appended) on each attempt.
 
 The names and encodings are checked against the real libraries in
-tests/integration/interop/ (Spring Kafka and Kafka Connect jars, the pulsar-client wheel)."""
+tests/integration/engine/test_interop.py (Spring Kafka, Kafka Connect and Pulsar jars, the
+pulsar-client wheel)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def test_a_dead_letter_carries_every_profile_in_each_tool_s_encoding() -> None:
     assert got["__connect.errors.exception.stacktrace"] == got["dlq.error.stacktrace"]
     # Pulsar: properties, text.
     assert got["REAL_TOPIC"] == b"orders"
-    assert got["ORIGIN_MESSAGE_IDY_TIME"] == f"3:{2**40}".encode()
+    assert got["ORIGIN_MESSAGE_IDY_TIME"] == got["ORIGIN_MESSAGE_ID"] == f"3:{2**40}".encode()
     assert got["RECONSUMETIMES"] == b"1"
     assert not {"DELAY_TIME", "RETRY_TOPIC"} & set(got)
     # The static headers still come after the dlq.* ones.
@@ -178,3 +179,25 @@ def test_forged_origin_headers_give_zero_in_spring_s_binary_encoding_only() -> N
     assert got["kafka_dlt-original-partition"] == struct.pack(">i", 0)
     assert got["kafka_dlt-original-offset"] == struct.pack(">q", 0)
     assert (got["dlq.original.partition"], got["__connect.errors.offset"]) == (b"99999999999", b"x")
+
+
+def test_readers_take_ours_then_spring_s_then_connect_s() -> None:
+    spring = [
+        ("kafka_dlt-original-topic", b"orders"),
+        ("kafka_dlt-original-partition", struct.pack(">i", 2)),
+        ("kafka_dlt-original-offset", struct.pack(">q", 41)),
+        ("kafka_dlt-exception-fqcn", b"org.springframework.kafka.listener.ListenerExecutionFailedException"),
+        ("kafka_dlt-exception-cause-fqcn", b"java.lang.IllegalStateException"),
+    ]
+    connect = [("__connect.errors.topic", b"payments"), ("__connect.errors.offset", b"7")]
+    assert h.read_text(spring, h.READ_ORIGINAL_TOPIC) == "orders"
+    assert h.read_number(spring, h.READ_ORIGINAL_PARTITION) == 2
+    assert h.read_number(spring, h.READ_ORIGINAL_OFFSET) == 41
+    assert h.read_text(spring, h.READ_ERROR_CLASS) == "java.lang.IllegalStateException"  # the cause
+    assert h.read_text(connect, h.READ_ORIGINAL_TOPIC) == "payments"
+    assert h.read_number(connect, h.READ_ORIGINAL_OFFSET) == 7
+    assert h.read_number(connect, h.READ_ORIGINAL_PARTITION) is None
+    ours_first = [("dlq.original.offset", b"3"), *spring]
+    assert h.read_number(ours_first, h.READ_ORIGINAL_OFFSET) == 3
+    # A Spring binary header of the wrong width is skipped, not misread.
+    assert h.read_number([("kafka_dlt-original-offset", b"\x01")], h.READ_ORIGINAL_OFFSET) is None

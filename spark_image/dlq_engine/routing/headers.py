@@ -63,6 +63,10 @@ SPRING_ORIGINAL_OFFSET: Final = "kafka_dlt-original-offset"
 SPRING_ORIGINAL_TIMESTAMP: Final = "kafka_dlt-original-timestamp"
 SPRING_ORIGINAL_CONSUMER_GROUP: Final = "kafka_dlt-original-consumer-group"
 SPRING_EXCEPTION_FQCN: Final = "kafka_dlt-exception-fqcn"
+#: Read, never written: Spring's listener container hands the recoverer its
+#: ListenerExecutionFailedException, so the fqcn above names that wrapper and this one the
+#: listener's own error.
+SPRING_EXCEPTION_CAUSE_FQCN: Final = "kafka_dlt-exception-cause-fqcn"
 SPRING_EXCEPTION_MESSAGE: Final = "kafka_dlt-exception-message"
 SPRING_EXCEPTION_STACKTRACE: Final = "kafka_dlt-exception-stacktrace"
 SPRING_RETRY_ATTEMPTS: Final = "retry_topic-attempts"
@@ -79,10 +83,12 @@ CONNECT_EXCEPTION_CLASS: Final = "__connect.errors.exception.class.name"
 CONNECT_EXCEPTION_MESSAGE: Final = "__connect.errors.exception.message"
 CONNECT_EXCEPTION_STACKTRACE: Final = "__connect.errors.exception.stacktrace"
 #: Apache Pulsar's Java client: ``RetryMessageUtil`` property names (the misspelt
-#: ``ORIGIN_MESSAGE_IDY_TIME`` is its ``SYSTEM_PROPERTY_ORIGIN_MESSAGE_ID``), UTF-8 strings. The
-#: origin message id is written as ``<partition>:<offset>`` (a Kafka record's identity).
+#: ``ORIGIN_MESSAGE_IDY_TIME`` is its ``SYSTEM_PROPERTY_ORIGIN_MESSAGE_ID``, which its dead
+#: letters carry beside ``PROPERTY_ORIGIN_MESSAGE_ID``, the one the C++ and Python clients
+#: write), UTF-8 strings. The origin message id is ``<partition>:<offset>``.
 PULSAR_REAL_TOPIC: Final = "REAL_TOPIC"
 PULSAR_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_IDY_TIME"
+PULSAR_ORIGIN_MESSAGE_ID_NEW: Final = "ORIGIN_MESSAGE_ID"
 PULSAR_RECONSUME_TIMES: Final = "RECONSUMETIMES"
 PULSAR_DELAY_TIME: Final = "DELAY_TIME"
 PULSAR_RETRY_TOPIC: Final = "RETRY_TOPIC"
@@ -102,6 +108,7 @@ OWNED_NAMES: Final[Mapping[HeaderProfile, tuple[str, ...]]] = {
     "pulsar": (
         PULSAR_REAL_TOPIC,
         PULSAR_ORIGIN_MESSAGE_ID,
+        PULSAR_ORIGIN_MESSAGE_ID_NEW,
         PULSAR_RECONSUME_TIMES,
         PULSAR_DELAY_TIME,
         PULSAR_RETRY_TOPIC,
@@ -114,6 +121,56 @@ def owned(profiles: Sequence[HeaderProfile]) -> tuple[tuple[str, ...], tuple[str
     prefixes = tuple(p for profile in profiles for p in OWNED_PREFIXES[profile])
     names = tuple(n for profile in profiles for n in OWNED_NAMES[profile])
     return prefixes, names
+
+
+#: Where a reader of dead letters (the redrive, the triage CLI) finds each fact, tried in this
+#: order: ours, then Spring's DeadLetterPublishingRecoverer's, then Kafka Connect's
+#: DeadLetterQueueReporter's, so that it reads their dead-letter topics too. A number source is
+#: (name, width): width 0 for decimal text, 4 or 8 for Spring's big-endian binary.
+READ_ORIGINAL_TOPIC: Final = (ORIGINAL_TOPIC, SPRING_ORIGINAL_TOPIC, CONNECT_TOPIC)
+READ_ORIGINAL_PARTITION: Final = (
+    (ORIGINAL_PARTITION, 0),
+    (SPRING_ORIGINAL_PARTITION, 4),
+    (CONNECT_PARTITION, 0),
+)
+READ_ORIGINAL_OFFSET: Final = ((ORIGINAL_OFFSET, 0), (SPRING_ORIGINAL_OFFSET, 8), (CONNECT_OFFSET, 0))
+READ_ORIGINAL_TIMESTAMP: Final = ((ORIGINAL_TIMESTAMP, 0), (SPRING_ORIGINAL_TIMESTAMP, 8))
+READ_ERROR_CLASS: Final = (
+    ERROR_CLASS,
+    SPRING_EXCEPTION_CAUSE_FQCN,
+    SPRING_EXCEPTION_FQCN,
+    CONNECT_EXCEPTION_CLASS,
+)
+READ_ERROR_MESSAGE: Final = (ERROR_MESSAGE, SPRING_EXCEPTION_MESSAGE, CONNECT_EXCEPTION_MESSAGE)
+READ_ERROR_STACKTRACE: Final = (ERROR_STACKTRACE, SPRING_EXCEPTION_STACKTRACE, CONNECT_EXCEPTION_STACKTRACE)
+
+
+def read_text(headers: Sequence[tuple[str, bytes | None]], names: Sequence[str]) -> str | None:
+    """The first of ``names`` present (its first value), as text; None when none is."""
+    for name in names:
+        value = first_header(list(headers), name)
+        if value is not None:
+            return value.decode("utf-8", "replace")
+    return None
+
+
+def read_number(
+    headers: Sequence[tuple[str, bytes | None]], sources: Sequence[tuple[str, int]]
+) -> int | None:
+    """The first of ``sources`` present and readable, as an int (``READ_ORIGINAL_OFFSET``)."""
+    for name, width in sources:
+        value = first_header(list(headers), name)
+        if value is None:
+            continue
+        if width:
+            if len(value) == width:
+                return int.from_bytes(value, "big", signed=True)
+            continue
+        try:
+            return int(value.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+    return None
 
 
 def java_big_integer(value: int) -> bytes:
@@ -194,6 +251,7 @@ def failure_headers(
             written += _utf8(
                 (PULSAR_REAL_TOPIC, origin[ORIGINAL_TOPIC]),
                 (PULSAR_ORIGIN_MESSAGE_ID, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
+                (PULSAR_ORIGIN_MESSAGE_ID_NEW, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
                 (PULSAR_RECONSUME_TIMES, str(attempt)),
                 *(
                     [
