@@ -83,6 +83,24 @@ def engine_jar() -> Path:
     return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"
 
 
+def interop() -> Path:
+    """The interop program (``tests/interop/java``) and the Spring Kafka, Kafka Connect and
+    Pulsar client jars it runs on, built by ``interop.sh`` into a folder named by a hash of its
+    pom, its sources and the three versions: ``interop.jar`` and ``libs/``."""
+    sources = REPO_ROOT / "tests" / "interop" / "java"
+    files = sorted(
+        [sources / "pom.xml", *sources.glob("src/**/*.java")], key=lambda p: p.relative_to(sources).as_posix()
+    )
+    lines = "".join(
+        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(sources).as_posix()}\n"
+        for path in files
+    )
+    v = versions()
+    lines += f"{v['KAFKA_VERSION']} {v['SPRING_KAFKA_VERSION']} {v['PULSAR_CLIENT_VERSION']}\n"
+    folder = cache_dir() / "interop" / hashlib.sha256(lines.encode()).hexdigest()[:12]
+    return _need(folder / ".complete", "the interop program", "interop.sh").parent
+
+
 def spark_operator() -> Path:
     """The Kubeflow spark-operator built from its Go module by ``spark_operator.sh``: its
     ``bin/spark-operator``, ``chart/`` and ``crds/``."""

@@ -319,11 +319,16 @@ class DeadLetter:
 
     @property
     def error_class(self) -> str | None:
-        return _text(self.header(h.ERROR_CLASS))
+        """``dlq.error.class``, or Spring's or Kafka Connect's (h.READ_ERROR_CLASS)."""
+        return h.read_text(self.headers, h.READ_ERROR_CLASS)
 
     @property
     def error_message(self) -> str | None:
-        return _text(self.header(h.ERROR_MESSAGE))
+        return h.read_text(self.headers, h.READ_ERROR_MESSAGE)
+
+    @property
+    def stacktrace(self) -> str | None:
+        return h.read_text(self.headers, h.READ_ERROR_STACKTRACE)
 
     @property
     def attempt(self) -> int | None:
@@ -335,13 +340,14 @@ class DeadLetter:
 
     @property
     def original(self) -> str | None:
-        """``topic/partition/offset`` where the message was first read."""
-        topic = _text(self.header(h.ORIGINAL_TOPIC))
+        """``topic/partition/offset`` where the message was first read: from the ``dlq.original.*``
+        headers, or Spring's or Kafka Connect's (``h.READ_ORIGINAL_*``)."""
+        topic = h.read_text(self.headers, h.READ_ORIGINAL_TOPIC)
         if topic is None:
             return None
-        partition = _text(self.header(h.ORIGINAL_PARTITION)) or "?"
-        offset = _text(self.header(h.ORIGINAL_OFFSET)) or "?"
-        return f"{topic}/{partition}/{offset}"
+        partition = h.read_number(self.headers, h.READ_ORIGINAL_PARTITION)
+        offset = h.read_number(self.headers, h.READ_ORIGINAL_OFFSET)
+        return f"{topic}/{'?' if partition is None else partition}/{'?' if offset is None else offset}"
 
     def summary(self) -> DeadLetter:
         """The same dead letter without its value, to keep many in memory."""
@@ -853,7 +859,7 @@ def show_text(letter: DeadLetter, *, topic: str) -> str:
     lines.append("Error message:")
     lines.append(_indent(message) if message else "  " + NONE)
     lines.append("Headers:")
-    shown = [(name, raw) for name, raw in letter.headers if name != h.ERROR_STACKTRACE]
+    shown = [(name, raw) for name, raw in letter.headers if name not in h.READ_ERROR_STACKTRACE]
     if shown:
         size = max(len(name) for name, _ in shown) + 1
         for name, raw in shown:
@@ -863,7 +869,7 @@ def show_text(letter: DeadLetter, *, topic: str) -> str:
     kind, body = value_text(letter.value)
     lines.append(f"Value ({kind}):")
     lines.append(_indent(body))
-    trace = _text(letter.header(h.ERROR_STACKTRACE))
+    trace = letter.stacktrace
     lines.append("Stack trace:")
     lines.append(_indent(trace.rstrip("\n")) if trace else "  " + NONE)
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dlq_engine.model import PolicyError, parse_policy, to_spec
+from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES
 from spark_dlq_devtools.paths import kubernetes_bin
 
 GROUP = "sparkdlq.io"
@@ -88,6 +89,9 @@ def crd_defaults_of(document: dict[str, Any]) -> dict[str, Any]:
     spec = to_spec(parse_policy(document))
     for section in ("retry", "deadLetter"):
         spec[section]["topic"] = (document["spec"].get(section) or {}).get("topic") or ""
+    # The model leaves headerProfiles out at its default (config hashes of older policies stay);
+    # the CRD stores the default.
+    spec["deadLetter"].setdefault("headerProfiles", list(DEFAULT_HEADER_PROFILES))
     return spec
 
 
@@ -155,6 +159,7 @@ def full_spec() -> dict[str, Any]:
             "topic": "orders-dead",
             "includeStackTrace": False,
             "headers": {"team": "billing", "x-source": "orders"},
+            "headerProfiles": ["spark-dlq", "spring", "connect", "pulsar"],
         },
         "errorWindow": {"size": 100, "threshold": 0.5},
         "topics": {
@@ -471,6 +476,25 @@ INVALID = [
         "spec.deadLetter.headers",
         "Forbidden: header names must not start with 'dlq.': those headers are written by the engine",
         id="dead-letter-header-in-engine-namespace",
+    ),
+    pytest.param(
+        {"deadLetter": {"headerProfiles": ["spark-dlq", "kafka-ui"]}},
+        "spec.deadLetter.headerProfiles[1]",
+        'Unsupported value: "kafka-ui": supported values: "spark-dlq", "spring", "connect", "pulsar"',
+        id="unknown-header-profile",
+    ),
+    pytest.param(
+        {"deadLetter": {"headerProfiles": ["spark-dlq", "spring", "spring"]}},
+        "spec.deadLetter.headerProfiles",
+        'Invalid value: "array": must not list a profile twice',
+        id="header-profile-twice",
+    ),
+    pytest.param(
+        {"deadLetter": {"headerProfiles": ["connect"]}},
+        "spec.deadLetter.headerProfiles",
+        'Invalid value: "array": must include spark-dlq (the engine, the redrive and the triage CLI '
+        "read the dlq.* headers)",
+        id="header-profiles-without-spark-dlq",
     ),
     pytest.param(
         {"deadLetter": {"strategy": "ignore", "table": {"path": "/data/dl"}}},

@@ -18,12 +18,14 @@ import yaml
 
 from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_spec
 from dlq_engine.model.policy import (
+    DEFAULT_HEADER_PROFILES,
     KAFKA_TOPIC_MAX_LENGTH,
     KAFKA_TOPIC_PATTERN,
     MAX_TABLE_PATH_LENGTH,
     BackoffType,
     DeadLetterStrategy,
     DeadLetterTableFormat,
+    HeaderProfile,
     ProcessorMode,
     Provisioner,
     StartingOffsets,
@@ -122,6 +124,7 @@ def full() -> dict[str, Any]:
                 "topic": "orders-dead",
                 "includeStackTrace": False,
                 "headers": {"team": "billing"},
+                "headerProfiles": ["spark-dlq", "spring", "connect", "pulsar"],
                 "table": {"format": "parquet", "path": "s3a://bucket/dead-letters/orders"},
             },
             "errorWindow": {"size": 10, "threshold": 0.5},
@@ -328,6 +331,9 @@ def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], pat
     expected = to_spec(parse_policy(document))
     # The model derives these two names; the CRD leaves them empty for it to do so.
     expected["retry"]["topic"] = expected["deadLetter"]["topic"] = ""
+    # The model leaves headerProfiles out at its default, so that policies written before the
+    # field existed keep their config hash; the CRD fills in the same default.
+    expected["deadLetter"].setdefault("headerProfiles", list(DEFAULT_HEADER_PROFILES))
     assert defaulted == expected
 
 
@@ -349,6 +355,12 @@ def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
 )
 def test_enums_are_the_model_choices(spec_schema: dict[str, Any], path: str, literal: Any) -> None:
     assert node(spec_schema, path)["enum"] == list(get_args(literal))
+
+
+def test_header_profiles_are_the_model_profiles(spec_schema: dict[str, Any]) -> None:
+    field = node(spec_schema, "deadLetter.headerProfiles")
+    assert field["items"]["enum"] == list(get_args(HeaderProfile))
+    assert field["maxItems"] == len(get_args(HeaderProfile))
 
 
 @pytest.mark.parametrize("path", TOPIC_FIELDS)

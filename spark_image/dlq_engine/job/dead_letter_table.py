@@ -25,6 +25,7 @@ path-based writes (Delta 4.0 refuses them otherwise): ``job.session`` sets them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -82,6 +83,28 @@ def header_time(name: str, headers: str = "headers") -> Column:
     0 .. 9999-12-31 (``timestamp_millis`` would overflow and fail the batch)."""
     millis = header_number(name, "bigint", headers)
     return F.when(millis.between(0, MAX_DELIVER_AT), F.timestamp_millis(millis))
+
+
+def first_text(names: Sequence[str], headers: str = "headers") -> Column:
+    """``header_text`` of the first of ``names`` present (``routing.headers.READ_*``)."""
+    return F.coalesce(*(header_text(name, headers) for name in names))
+
+
+def first_number(sources: Sequence[tuple[str, int]], kind: str, headers: str = "headers") -> Column:
+    """``routing.headers.read_number`` in Spark: the first of ``sources`` present and readable,
+    decimal text (width 0) or a big-endian binary number of ``width`` bytes, as ``kind``."""
+    values = []
+    for name, width in sources:
+        if not width:
+            values.append(header_number(name, kind, headers))
+            continue
+        raw = f"get(filter({headers}, h -> h.key = '{name}'), 0).value"
+        # conv reads the hex digits as unsigned: a negative number (never a record position)
+        # comes out too large for ``kind`` and try_cast makes it null.
+        values.append(
+            F.expr(f"CASE WHEN length({raw}) = {width} THEN try_cast(conv(hex({raw}), 16, 10) AS {kind}) END")
+        )
+    return F.coalesce(*values)
 
 
 def own_headers(headers: str = "headers") -> Column:

@@ -27,11 +27,19 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dlq_engine.job.dead_letter_table import header_number, header_text, header_time, own_headers
+from dlq_engine.job.dead_letter_table import (
+    first_number,
+    first_text,
+    header_number,
+    header_text,
+    header_time,
+    own_headers,
+)
 from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
 from dlq_engine.job.preflight import admin_client
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import DeadLetterRedrive
+from dlq_engine.processing.batches import MAX_DELIVER_AT
 from dlq_engine.routing import headers as h
 
 #: How many matched dead letters a dry run shows.
@@ -57,7 +65,9 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
     where the dead letter is, where the message came from, why it failed; the same names and
     types as the dead-letter table's (``dead_letter_table.COLUMNS``), so one SQL filter serves
     both. ``headers`` is the map of the message's own headers (no ``dlq.*``; of a repeated
-    name, the first)."""
+    name, the first). Origin and error are read from Spring's or Kafka Connect's dead-letter
+    headers where the ``dlq.*`` ones are absent (``routing.headers.READ_*``), so a redrive reads
+    their dead-letter topics too."""
     return records.select(
         F.col("topic"),
         F.col("partition"),
@@ -67,13 +77,13 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
         F.col("value"),
         own_headers().alias("headers"),
         F.col("headers").alias("kafka_headers"),
-        header_text(h.ORIGINAL_TOPIC).alias("original_topic"),
-        header_number(h.ORIGINAL_PARTITION, "int").alias("original_partition"),
-        header_number(h.ORIGINAL_OFFSET, "bigint").alias("original_offset"),
-        header_time(h.ORIGINAL_TIMESTAMP).alias("original_timestamp"),
-        header_text(h.ERROR_CLASS).alias("error_class"),
-        header_text(h.ERROR_MESSAGE).alias("error_message"),
-        header_text(h.ERROR_STACKTRACE).alias("stacktrace"),
+        first_text(h.READ_ORIGINAL_TOPIC).alias("original_topic"),
+        first_number(h.READ_ORIGINAL_PARTITION, "int").alias("original_partition"),
+        first_number(h.READ_ORIGINAL_OFFSET, "bigint").alias("original_offset"),
+        _time(first_number(h.READ_ORIGINAL_TIMESTAMP, "bigint")).alias("original_timestamp"),
+        first_text(h.READ_ERROR_CLASS).alias("error_class"),
+        first_text(h.READ_ERROR_MESSAGE).alias("error_message"),
+        first_text(h.READ_ERROR_STACKTRACE).alias("stacktrace"),
         header_text(h.REASON).alias("reason"),
         F.coalesce(header_number(h.ATTEMPT, "int"), F.lit(0)).alias("attempts"),
         header_time(h.FIRST_FAILURE_AT).alias("first_failure_at"),
@@ -83,6 +93,11 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
         header_text(h.SUBSCRIPTION).alias("subscription"),
         F.coalesce(header_number(h.REDRIVE_COUNT, "int"), F.lit(0)).alias("redrive_count"),
     )
+
+
+def _time(millis: Column) -> Column:
+    """Epoch milliseconds as a timestamp, as ``header_time`` does for one header."""
+    return F.when(millis.between(0, MAX_DELIVER_AT), F.timestamp_millis(millis))
 
 
 def selected(frame: DataFrame, redrive: DeadLetterRedrive) -> Column:
@@ -139,9 +154,15 @@ def outgoing(
     def pair(name: str, value: Column) -> Column:
         return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
 
+    # The origin as read (from Spring's or Connect's headers when the dlq.* ones are absent).
     carried = [
-        pair(name, header_text(name, "kafka_headers"))
-        for name in (h.ORIGINAL_TOPIC, h.ORIGINAL_PARTITION, h.ORIGINAL_OFFSET, h.ORIGINAL_TIMESTAMP)
+        pair(h.ORIGINAL_TOPIC, F.col("original_topic")),
+        pair(h.ORIGINAL_PARTITION, F.col("original_partition").cast("string")),
+        pair(h.ORIGINAL_OFFSET, F.col("original_offset").cast("string")),
+        pair(
+            h.ORIGINAL_TIMESTAMP,
+            first_number(h.READ_ORIGINAL_TIMESTAMP, "bigint", "kafka_headers").cast("string"),
+        ),
     ]
     added = [
         pair(h.REDRIVE_COUNT, (F.col("redrive_count") + 1).cast("string")),

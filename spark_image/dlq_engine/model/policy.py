@@ -35,6 +35,9 @@ BackoffType = Literal["fixed", "exponential", "levels"]
 DeadLetterStrategy = Literal["topic", "ignore", "stop"]
 DeadLetterTableFormat = Literal["delta", "parquet"]
 Provisioner = Literal["auto", "admin", "strimzi"]
+#: Whose header names and encodings dead letters and retry records carry the failure's facts in
+#: (``deadLetter.headerProfiles``; routing/headers.py writes them).
+HeaderProfile = Literal["spark-dlq", "spring", "connect", "pulsar"]
 #: Each enum's values, for parsers, CLIs and the CRD test (tests/unit/test_crd_schema.py).
 STARTING_OFFSETS: Final[tuple[StartingOffsets, ...]] = get_args(StartingOffsets)
 PROCESSOR_MODES: Final[tuple[ProcessorMode, ...]] = get_args(ProcessorMode)
@@ -42,6 +45,11 @@ BACKOFF_TYPES: Final[tuple[BackoffType, ...]] = get_args(BackoffType)
 DEAD_LETTER_STRATEGIES: Final[tuple[DeadLetterStrategy, ...]] = get_args(DeadLetterStrategy)
 DEAD_LETTER_TABLE_FORMATS: Final[tuple[DeadLetterTableFormat, ...]] = get_args(DeadLetterTableFormat)
 PROVISIONERS: Final[tuple[Provisioner, ...]] = get_args(Provisioner)
+HEADER_PROFILES: Final[tuple[HeaderProfile, ...]] = get_args(HeaderProfile)
+#: The engine reads its own ``dlq.*`` headers back (attempt, due time, origin), and the redrive,
+#: the triage CLI and the dead-letter table read them from dead letters: every list includes it.
+REQUIRED_HEADER_PROFILE: Final[HeaderProfile] = "spark-dlq"
+DEFAULT_HEADER_PROFILES: Final[tuple[HeaderProfile, ...]] = (REQUIRED_HEADER_PROFILE,)
 
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef`` and where the
 #: engine reads it: one file per Kafka client property (``security.protocol``, ...).
@@ -171,6 +179,8 @@ class DeadLetter:
     topic: str = ""
     include_stack_trace: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: The header profiles written on dead letters and retry records, in this order.
+    header_profiles: tuple[HeaderProfile, ...] = DEFAULT_HEADER_PROFILES
     #: Only with strategy ``topic`` (the table holds what the dead-letter topic receives).
     table: DeadLetterTable | None = None
 
@@ -641,6 +651,7 @@ def _parse_dead_letter(f: _Fields) -> DeadLetter:
         topic=_topic(f, "topic"),
         include_stack_trace=f.boolean("includeStackTrace", True),
         headers=headers,
+        header_profiles=_parse_header_profiles(f),
         table=_parse_table(f) if f.get("table") is not _MISSING else None,
     )
     if dead_letter.table is not None and dead_letter.strategy != "topic":
@@ -651,6 +662,30 @@ def _parse_dead_letter(f: _Fields) -> DeadLetter:
         )
     f.done()
     return dead_letter
+
+
+def _parse_header_profiles(f: _Fields) -> tuple[HeaderProfile, ...]:
+    raw = f.get("headerProfiles")
+    if raw is _MISSING or not isinstance(raw, list):
+        f.string_list("headerProfiles")  # names what is wrong with a value that is not a list
+        return DEFAULT_HEADER_PROFILES
+    path = f.at("headerProfiles")
+    profiles: list[HeaderProfile] = []
+    for index, name in enumerate(f.string_list("headerProfiles")):
+        if name not in HEADER_PROFILES:
+            options = ", ".join(HEADER_PROFILES)
+            f.fail(f"{path}[{index}]", f"must be one of {options}, got {name!r}")
+        elif name in profiles:
+            f.fail(f"{path}[{index}]", f"{name!r} is listed twice")
+        else:
+            profiles.append(name)
+    if REQUIRED_HEADER_PROFILE not in profiles:
+        f.fail(
+            path,
+            f"must include {REQUIRED_HEADER_PROFILE!r} (the engine, the redrive and the triage CLI "
+            f"read the dlq.* headers), got {list(profiles)}",
+        )
+    return tuple(profiles)
 
 
 def _parse_table(dead_letter: _Fields) -> DeadLetterTable:
@@ -863,6 +898,12 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.dead_letter_topic,
             "includeStackTrace": policy.dead_letter.include_stack_trace,
             "headers": dict(sorted(policy.dead_letter.headers.items())),
+            # Only when not the default, so that policies without it keep their config hash.
+            **(
+                {"headerProfiles": list(policy.dead_letter.header_profiles)}
+                if policy.dead_letter.header_profiles != DEFAULT_HEADER_PROFILES
+                else {}
+            ),
             # Only when set, so that policies without it keep their config hash.
             **({"table": _table_spec(policy.dead_letter.table)} if policy.dead_letter.table else {}),
         },

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dlq_engine.model.durations import format_ms
-from dlq_engine.model.policy import BackoffSpec, DeadLetterPolicy
+from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES, BackoffSpec, DeadLetterPolicy, HeaderProfile
 from dlq_engine.model.processor_api import Message
 from dlq_engine.processing.time_limit import Raised, map_with_limit
 from dlq_engine.routing import headers as h
@@ -86,6 +86,7 @@ class RoutingSettings:
     rule_limits: tuple[int, ...] = ()
     rule_backoffs: tuple[BackoffSpec, ...] = ()
     static_headers: tuple[tuple[str, str], ...] = ()
+    header_profiles: tuple[HeaderProfile, ...] = DEFAULT_HEADER_PROFILES
     timeout_ms: int = 0  # processor.timeout; 0: none
     #: A retry routed more than this after its ``dlq.deliver.at`` counts as released late.
     late_after_ms: int = 0
@@ -111,6 +112,7 @@ class RoutingSettings:
             rule_limits=tuple(rule.max_redeliver_count for rule in policy.retry.rules),
             rule_backoffs=tuple(rule.backoff for rule in policy.retry.rules),
             static_headers=tuple(sorted(policy.dead_letter.headers.items())),
+            header_profiles=policy.dead_letter.header_profiles,
             timeout_ms=policy.processor.timeout_ms,
             late_after_ms=late_after_ms(policy.spark.trigger_ms),
         )
@@ -152,7 +154,7 @@ def route_batch(
     retry_topic = settings.retry_topic
     from_retry = [t == retry_topic for t in topics]
     header_column = batch.column("headers")
-    flat = _FlatHeaders.of(header_column)
+    flat = _FlatHeaders.of(header_column, settings.header_profiles)
     header_dicts, retry_headers = _headers(flat, from_retry)
     attempts = [_attempt(pairs) if pairs is not None else 0 for pairs in retry_headers]
     new = _new_message
@@ -230,8 +232,8 @@ def route_batch(
 def _written_headers(
     column: pa.Array, flat: _FlatHeaders, changed: Mapping[int, Sequence[tuple[str, bytes]]]
 ) -> pa.Array:
-    """The headers each record is written with: its own less any ``dlq.*`` header (a record
-    leaves with this attempt's ``dlq.*`` headers or none), then ``changed[row]`` for the rows
+    """The headers each record is written with: its own less any ``dlq.*`` header or other
+    listed profile's header (``flat.stale``: a record leaves with this attempt's or none), then ``changed[row]`` for the rows
     that failed. The input array itself when no row changes, as in a batch of successes;
     otherwise only the rows that change are rebuilt (from flat key and value lists) and put in
     place with one ``take``."""
@@ -243,13 +245,14 @@ def _written_headers(
     if valid is not None:
         wanted.update(i for i, present in enumerate(valid) if not present)
     rows = sorted(wanted)
+    dropped = set(stale)
     keys: list[str] = []
     values: list[bytes | None] = []
     offsets = [0]
     for i in rows:
         if valid is None or valid[i]:
             for j in range(bounds[i], bounds[i + 1]):
-                if not names[j].startswith(h.PREFIX):
+                if j not in dropped:
                     keys.append(names[j])
                     values.append(contents[j])
         for key, value in changed.get(i, ()):
@@ -281,10 +284,12 @@ class _FlatHeaders:
     contents: list[bytes | None]
     bounds: list[int]
     valid: list[bool] | None
-    stale: list[int]  # the entries whose key starts with ``dlq.`` (headers.PREFIX)
+    stale: list[int]  # the entries written by a listed profile (``dlq.*``, ...; headers.owned)
 
     @classmethod
-    def of(cls, column: pa.Array) -> _FlatHeaders:
+    def of(
+        cls, column: pa.Array, profiles: Sequence[HeaderProfile] = DEFAULT_HEADER_PROFILES
+    ) -> _FlatHeaders:
         # A sliced column (release_when_due yields slices) keeps its parent's whole child array
         # and absolute offsets: read only this slice's entries, and count from its first.
         offsets = column.offsets.to_pylist()
@@ -294,7 +299,13 @@ class _FlatHeaders:
         if len(entries):
             key_array, value_array = entries.flatten()
             names, contents = key_array.to_pylist(), value_array.to_pylist()
+            prefixes, exact = h.owned(profiles)
+            # ``dlq.*`` always: every policy lists spark-dlq (policy.REQUIRED_HEADER_PROFILE).
             ours = pc.starts_with(key_array, pattern=h.PREFIX)
+            for prefix in (p for p in prefixes if p != h.PREFIX):
+                ours = pc.or_(ours, pc.starts_with(key_array, pattern=prefix))
+            if exact:
+                ours = pc.or_(ours, pc.is_in(key_array, value_set=pa.array(exact, key_array.type)))
             stale = pc.indices_nonzero(ours).to_pylist() if pc.any(ours).as_py() else []
         else:
             names, contents, stale = [], [], []
@@ -571,6 +582,8 @@ def _failed(
         reason=decision.reason,
         static=dict(settings.static_headers) if decision.route is not Route.RETRY else None,
         rule=f"retry.rules[{failure.rule}]" if failure.rule >= 0 else None,
+        profiles=settings.header_profiles,
+        retry_topic=settings.retry_topic,
     )
 
 

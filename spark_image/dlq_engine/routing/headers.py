@@ -1,15 +1,20 @@
-"""The ``dlq.*`` headers written on retry and dead-letter records (docs/reference.md, section 3).
+"""The ``dlq.*`` headers written on retry and dead-letter records (docs/reference.md, section 3),
+and the same facts under other tools' names and encodings (``deadLetter.headerProfiles``).
 
 A record keeps its original headers; every ``dlq.*`` header from an earlier attempt is
 replaced, never appended, so a record does not grow as it goes round the retry topic. The
 ``dlq.original.*`` and ``dlq.first.failure.at`` headers are carried over from the first
-failure, so they always name where the message was first read.
+failure, so they always name where the message was first read. The same holds for the headers
+of every listed profile (``OWNED``): they are written from the ``dlq.*`` facts, never read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import struct
+from collections.abc import Mapping, Sequence
 from typing import Final
+
+from dlq_engine.model.policy import HeaderProfile
 
 PREFIX: Final = "dlq."
 ORIGINAL_TOPIC: Final = "dlq.original.topic"
@@ -53,6 +58,131 @@ CARRIED: Final = (
     REDRIVE_AT,
 )
 
+#: Spring for Apache Kafka: ``KafkaHeaders.DLT_*`` (written by its DeadLetterPublishingRecoverer)
+#: and ``RetryTopicHeaders.DEFAULT_HEADER_*`` (its non-blocking retry topics). Partition and
+#: attempts are 4-byte big-endian ints, offset and timestamp 8-byte big-endian longs, the
+#: backoff and original timestamps ``BigInteger.toByteArray()`` (minimal two's complement).
+SPRING_ORIGINAL_TOPIC: Final = "kafka_dlt-original-topic"
+SPRING_ORIGINAL_PARTITION: Final = "kafka_dlt-original-partition"
+SPRING_ORIGINAL_OFFSET: Final = "kafka_dlt-original-offset"
+SPRING_ORIGINAL_TIMESTAMP: Final = "kafka_dlt-original-timestamp"
+SPRING_ORIGINAL_CONSUMER_GROUP: Final = "kafka_dlt-original-consumer-group"
+SPRING_EXCEPTION_FQCN: Final = "kafka_dlt-exception-fqcn"
+#: Read, never written: Spring's listener container hands the recoverer its
+#: ListenerExecutionFailedException, so the fqcn above names that wrapper and this one the
+#: listener's own error.
+SPRING_EXCEPTION_CAUSE_FQCN: Final = "kafka_dlt-exception-cause-fqcn"
+SPRING_EXCEPTION_MESSAGE: Final = "kafka_dlt-exception-message"
+SPRING_EXCEPTION_STACKTRACE: Final = "kafka_dlt-exception-stacktrace"
+SPRING_RETRY_ATTEMPTS: Final = "retry_topic-attempts"
+SPRING_RETRY_BACKOFF_TIMESTAMP: Final = "retry_topic-backoff-timestamp"
+SPRING_RETRY_ORIGINAL_TIMESTAMP: Final = "retry_topic-original-timestamp"
+#: Kafka Connect: ``DeadLetterQueueReporter.ERROR_HEADER_*`` under its ``__connect.errors``
+#: prefix, every value a UTF-8 string (partition and offset in decimal).
+CONNECT_PREFIX: Final = "__connect.errors."
+CONNECT_TOPIC: Final = "__connect.errors.topic"
+CONNECT_PARTITION: Final = "__connect.errors.partition"
+CONNECT_OFFSET: Final = "__connect.errors.offset"
+CONNECT_CONNECTOR_NAME: Final = "__connect.errors.connector.name"
+CONNECT_EXCEPTION_CLASS: Final = "__connect.errors.exception.class.name"
+CONNECT_EXCEPTION_MESSAGE: Final = "__connect.errors.exception.message"
+CONNECT_EXCEPTION_STACKTRACE: Final = "__connect.errors.exception.stacktrace"
+#: Apache Pulsar's Java client: ``RetryMessageUtil`` property names (the misspelt
+#: ``ORIGIN_MESSAGE_IDY_TIME`` is its ``SYSTEM_PROPERTY_ORIGIN_MESSAGE_ID``, which its dead
+#: letters carry beside ``PROPERTY_ORIGIN_MESSAGE_ID``, the one the C++ and Python clients
+#: write), UTF-8 strings. The origin message id is ``<partition>:<offset>``.
+PULSAR_REAL_TOPIC: Final = "REAL_TOPIC"
+PULSAR_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_IDY_TIME"
+PULSAR_ORIGIN_MESSAGE_ID_NEW: Final = "ORIGIN_MESSAGE_ID"
+PULSAR_RECONSUME_TIMES: Final = "RECONSUMETIMES"
+PULSAR_DELAY_TIME: Final = "DELAY_TIME"
+PULSAR_RETRY_TOPIC: Final = "RETRY_TOPIC"
+
+#: The header names each profile writes, as prefixes (spring, connect) or exact names (pulsar):
+#: a listed profile's headers from an earlier attempt are dropped before the new ones are written.
+OWNED_PREFIXES: Final[Mapping[HeaderProfile, tuple[str, ...]]] = {
+    "spark-dlq": (PREFIX,),
+    "spring": ("kafka_dlt-", "retry_topic-"),
+    "connect": (CONNECT_PREFIX,),
+    "pulsar": (),
+}
+OWNED_NAMES: Final[Mapping[HeaderProfile, tuple[str, ...]]] = {
+    "spark-dlq": (),
+    "spring": (),
+    "connect": (),
+    "pulsar": (
+        PULSAR_REAL_TOPIC,
+        PULSAR_ORIGIN_MESSAGE_ID,
+        PULSAR_ORIGIN_MESSAGE_ID_NEW,
+        PULSAR_RECONSUME_TIMES,
+        PULSAR_DELAY_TIME,
+        PULSAR_RETRY_TOPIC,
+    ),
+}
+
+
+def owned(profiles: Sequence[HeaderProfile]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The prefixes and exact names of the headers the listed profiles write."""
+    prefixes = tuple(p for profile in profiles for p in OWNED_PREFIXES[profile])
+    names = tuple(n for profile in profiles for n in OWNED_NAMES[profile])
+    return prefixes, names
+
+
+#: Where a reader of dead letters (the redrive, the triage CLI) finds each fact, tried in this
+#: order: ours, then Spring's DeadLetterPublishingRecoverer's, then Kafka Connect's
+#: DeadLetterQueueReporter's, so that it reads their dead-letter topics too. A number source is
+#: (name, width): width 0 for decimal text, 4 or 8 for Spring's big-endian binary.
+READ_ORIGINAL_TOPIC: Final = (ORIGINAL_TOPIC, SPRING_ORIGINAL_TOPIC, CONNECT_TOPIC)
+READ_ORIGINAL_PARTITION: Final = (
+    (ORIGINAL_PARTITION, 0),
+    (SPRING_ORIGINAL_PARTITION, 4),
+    (CONNECT_PARTITION, 0),
+)
+READ_ORIGINAL_OFFSET: Final = ((ORIGINAL_OFFSET, 0), (SPRING_ORIGINAL_OFFSET, 8), (CONNECT_OFFSET, 0))
+READ_ORIGINAL_TIMESTAMP: Final = ((ORIGINAL_TIMESTAMP, 0), (SPRING_ORIGINAL_TIMESTAMP, 8))
+READ_ERROR_CLASS: Final = (
+    ERROR_CLASS,
+    SPRING_EXCEPTION_CAUSE_FQCN,
+    SPRING_EXCEPTION_FQCN,
+    CONNECT_EXCEPTION_CLASS,
+)
+READ_ERROR_MESSAGE: Final = (ERROR_MESSAGE, SPRING_EXCEPTION_MESSAGE, CONNECT_EXCEPTION_MESSAGE)
+READ_ERROR_STACKTRACE: Final = (ERROR_STACKTRACE, SPRING_EXCEPTION_STACKTRACE, CONNECT_EXCEPTION_STACKTRACE)
+
+
+def read_text(headers: Sequence[tuple[str, bytes | None]], names: Sequence[str]) -> str | None:
+    """The first of ``names`` present (its first value), as text; None when none is."""
+    for name in names:
+        value = first_header(list(headers), name)
+        if value is not None:
+            return value.decode("utf-8", "replace")
+    return None
+
+
+def read_number(
+    headers: Sequence[tuple[str, bytes | None]], sources: Sequence[tuple[str, int]]
+) -> int | None:
+    """The first of ``sources`` present and readable, as an int (``READ_ORIGINAL_OFFSET``)."""
+    for name, width in sources:
+        value = first_header(list(headers), name)
+        if value is None:
+            continue
+        if width:
+            if len(value) == width:
+                return int.from_bytes(value, "big", signed=True)
+            continue
+        try:
+            return int(value.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+    return None
+
+
+def java_big_integer(value: int) -> bytes:
+    """``BigInteger.valueOf(value).toByteArray()``: minimal big-endian two's complement."""
+    return value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+
+
 #: Error messages are bounded so one failure cannot make a record too large for the broker.
 MAX_MESSAGE_CHARS: Final = 2_000
 
@@ -79,8 +209,12 @@ def failure_headers(
     reason: str | None = None,
     static: Mapping[str, str] | None = None,
     rule: str | None = None,
+    profiles: Sequence[HeaderProfile] = ("spark-dlq",),
+    retry_topic: str = "",
 ) -> list[tuple[str, bytes]]:
-    """The ``dlq.*`` headers (and static dead-letter headers) for one failed message.
+    """The ``dlq.*`` headers (and static dead-letter headers) for one failed message, then
+    those of each other listed profile, in the list's order. A retry record is one with a
+    ``deliver_at``.
 
     ``origin`` holds the carried headers (``CARRIED``) as they should be written.
     """
@@ -103,4 +237,80 @@ def failure_headers(
         values.append((RULE, rule))
     for key, value in sorted((static or {}).items()):
         values.append((key, value))
-    return [(k, v.encode("utf-8", "replace")) for k, v in values]
+    written = [(k, v.encode("utf-8", "replace")) for k, v in values]
+    message = error_message[:MAX_MESSAGE_CHARS]
+    for profile in profiles:
+        if profile == "spring":
+            written += _spring(origin, attempt, error_class, message, stacktrace, subscription, deliver_at)
+        elif profile == "connect":
+            written += _utf8(
+                (CONNECT_TOPIC, origin[ORIGINAL_TOPIC]),
+                (CONNECT_PARTITION, origin[ORIGINAL_PARTITION]),
+                (CONNECT_OFFSET, origin[ORIGINAL_OFFSET]),
+                (CONNECT_CONNECTOR_NAME, policy),
+                (CONNECT_EXCEPTION_CLASS, error_class),
+                (CONNECT_EXCEPTION_MESSAGE, message),
+                *([(CONNECT_EXCEPTION_STACKTRACE, stacktrace)] if stacktrace else []),
+            )
+        elif profile == "pulsar":
+            written += _utf8(
+                (PULSAR_REAL_TOPIC, origin[ORIGINAL_TOPIC]),
+                (PULSAR_ORIGIN_MESSAGE_ID, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
+                (PULSAR_ORIGIN_MESSAGE_ID_NEW, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
+                (PULSAR_RECONSUME_TIMES, str(attempt)),
+                *(
+                    [
+                        (PULSAR_DELAY_TIME, str(max(deliver_at - failed_at, 0))),
+                        (PULSAR_RETRY_TOPIC, retry_topic),
+                    ]
+                    if deliver_at is not None
+                    else []
+                ),
+            )
+    return written
+
+
+def _utf8(*pairs: tuple[str, str]) -> list[tuple[str, bytes]]:
+    return [(k, v.encode("utf-8", "replace")) for k, v in pairs]
+
+
+def _spring(
+    origin: Mapping[str, str],
+    attempt: int,
+    error_class: str,
+    message: str,
+    stacktrace: str | None,
+    subscription: str,
+    deliver_at: int | None,
+) -> list[tuple[str, bytes]]:
+    """Spring's dead-letter headers, binary where Spring writes them binary (``_int``)."""
+    timestamp = _int(origin.get(ORIGINAL_TIMESTAMP))
+    written = [
+        *_utf8((SPRING_ORIGINAL_TOPIC, origin[ORIGINAL_TOPIC])),
+        (SPRING_ORIGINAL_PARTITION, struct.pack(">i", _int(origin[ORIGINAL_PARTITION], 32))),
+        (SPRING_ORIGINAL_OFFSET, struct.pack(">q", _int(origin[ORIGINAL_OFFSET]))),
+        (SPRING_ORIGINAL_TIMESTAMP, struct.pack(">q", timestamp)),
+        *_utf8(
+            (SPRING_ORIGINAL_CONSUMER_GROUP, subscription),
+            (SPRING_EXCEPTION_FQCN, error_class),
+            (SPRING_EXCEPTION_MESSAGE, message),
+            *([(SPRING_EXCEPTION_STACKTRACE, stacktrace)] if stacktrace else []),
+        ),
+    ]
+    if deliver_at is not None:
+        written += [
+            (SPRING_RETRY_ATTEMPTS, struct.pack(">i", min(attempt, 2**31 - 1))),
+            (SPRING_RETRY_BACKOFF_TIMESTAMP, java_big_integer(deliver_at)),
+            (SPRING_RETRY_ORIGINAL_TIMESTAMP, java_big_integer(timestamp)),
+        ]
+    return written
+
+
+def _int(text: str | None, bits: int = 64) -> int:
+    """A carried decimal header as a signed ``bits``-bit int; 0 when absent, unreadable or out
+    of range (a forged header must not fail the record: its ``dlq.*`` twin keeps the text)."""
+    try:
+        value = int(text or "0")
+    except ValueError:
+        return 0
+    return value if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else 0
