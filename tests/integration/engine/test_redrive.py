@@ -248,12 +248,13 @@ def test_cancel_stops_after_the_chunk_and_a_rerun_resumes(
         names["dlq"],
         [dead_letter(i, reason="exhausted", error_class="ValueError") for i in range(60)],
     )
-    redrive = redrive_of(ratePerSecond=20)
+    redrive = redrive_of(ratePerSecond=10)
     job = Redrive(spark, policy, redrive, checkpoint=tmp_path)
     result: list[Progress] = []
     runner = threading.Thread(target=lambda: result.append(job.run()))
     runner.start()
-    time.sleep(1.5)
+    # Cancelled once its first chunk is on the topic: at 10 per second the rest takes seconds.
+    assert read_all(bootstrap_servers, names["retry"], expect=1, timeout=120)
     job.stop()
     runner.join(60)
     [cancelled] = result
