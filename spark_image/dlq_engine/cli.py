@@ -4,7 +4,8 @@
 
 ``-f`` takes the very YAML a user applies to Kubernetes. A bad file gets one line per problem,
 naming the field and line, and exit status 2. Exit status: 0 clean stop, 1 the query failed,
-2 bad policy or processor, 3 the ``stop`` strategy stopped the job, 4 the error window did.
+2 bad policy or processor, 3 the ``stop`` strategy stopped the job, 4 the error window did,
+5 another engine holds the checkpoint (``dlq_engine.exits``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import sys
 import time
 from collections.abc import Sequence
 
-from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_FAILED
+from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_CHECKPOINT_LOCKED, EXIT_FAILED
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR
+
+#: ``dlq_engine.job.checkpoint_lock.DEFAULT_LEASE_S`` (not imported here: that loads PySpark).
+DEFAULT_LEASE_S = 30.0
 
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
@@ -55,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
         default=METRICS_LINGER_S,
         help="when the query failed, keep serving metrics this many seconds before exiting, so "
         "that a scrape sees the failure (default %(default)s)",
+    )
+    run.add_argument(
+        "--checkpoint-lease",
+        type=float,
+        default=DEFAULT_LEASE_S,
+        help="seconds an engine's lease on its checkpoint lasts unrenewed: a second engine on the "
+        "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
+        "(default %(default)s)",
     )
     run.add_argument(
         "--kafka-client-dir",
@@ -97,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(policy: object, args: argparse.Namespace) -> int:
+    from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import RunOptions, client_properties
@@ -124,6 +137,11 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     except ProcessorLoadError as error:
         print(f"dlq-engine: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.checkpoint_lease <= 0:
+        print(
+            f"dlq-engine: --checkpoint-lease must be positive, got {args.checkpoint_lease}", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
     options = RunOptions(
         checkpoint=location, once=args.once, kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR
     )
@@ -132,7 +150,13 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         metrics = EngineMetrics(policy)
         metrics.serve(args.metrics_port)
     spark = build_session(policy, master=args.master)
+    lock = CheckpointLock(spark, location, lease_s=args.checkpoint_lease)
     try:
+        try:
+            lock.acquire()
+        except CheckpointLocked as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
         try:
             engine_class(spark, JVM_DELAY_STAGE)
             check_table(spark, policy)
@@ -145,6 +169,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED
         run = Run(spark, policy, options, metrics)
+        lock.keep_renewed(run.lose_lease)
         install_sigterm(run)
         if metrics is not None:
             metrics.watch(spark, location, client_properties(options.kafka_client_dir))
@@ -155,6 +180,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             time.sleep(args.metrics_linger)
         return status
     finally:
+        lock.release()
         if metrics is not None:
             metrics.close()
         spark.stop()

@@ -24,7 +24,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_FAILED, EXIT_OK, EXIT_STOP_STRATEGY
+from dlq_engine.exits import (
+    EXIT_CHECKPOINT_LOCKED,
+    EXIT_ERROR_WINDOW,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STOP_STRATEGY,
+)
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
@@ -110,6 +116,8 @@ class Run:
         self.window = FailureWindow(policy.error_window.size, policy.error_window.threshold)
         self.metrics = metrics
         self.stop_reason: str | None = None
+        #: Why the checkpoint's lease was lost (the query is stopped then), None while held.
+        self.lease_lost: str | None = None
         self.once_done = False
         self.query: StreamingQuery | None = None
         self._last_progress: tuple[int, str] | None = None  # (batchId, timestamp) accounted last
@@ -128,6 +136,11 @@ class Run:
                 f"(threshold {self.policy.error_window.threshold:.0%})"
             )
             self.stop()
+
+    def lose_lease(self, reason: str) -> None:
+        """Another engine took the checkpoint over: stop at once, before it is written twice."""
+        self.lease_lost = reason
+        self.stop()
 
     def start(self) -> StreamingQuery:
         self.query = start(self.spark, self.policy, self.options)
@@ -191,6 +204,9 @@ class Run:
             except Exception:  # noqa: BLE001 - the reason is read from query.exception()
                 terminated = True
             self._drain_progress()
+        if self.lease_lost is not None:
+            print(f"dlq-engine: stopped: {self.lease_lost}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
         if self.stop_reason is not None:
             print(f"dlq-engine: stopped: {self.stop_reason}", file=sys.stderr)
             return EXIT_ERROR_WINDOW
