@@ -69,6 +69,19 @@ def _parser() -> argparse.ArgumentParser:
         "(default %(default)s)",
     )
     run.add_argument(
+        "--heartbeat-configmap",
+        metavar="NAMESPACE/NAME",
+        help="report the query's liveness every --heartbeat-interval seconds in this ConfigMap's "
+        "annotation sparkdlq.io/heartbeat, through the Kubernetes API (the operator passes its "
+        "policy's ConfigMap; default: no heartbeat)",
+    )
+    run.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=10.0,
+        help="seconds between heartbeats (default %(default)s)",
+    )
+    run.add_argument(
         "--kafka-client-dir",
         default=None,
         help="Kafka client properties, one file each (default: the mounted "
@@ -111,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(policy: object, args: argparse.Namespace) -> int:
     from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
+    from dlq_engine.job.heartbeat import Heartbeat, HeartbeatError
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import RunOptions, client_properties
     from dlq_engine.job.preflight import (
@@ -145,6 +159,16 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     options = RunOptions(
         checkpoint=location, once=args.once, kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR
     )
+    runs: list[Run] = []  # the run, once there is one (the heartbeat and the lease look at it)
+    heartbeat: Heartbeat | None = None
+    if args.heartbeat_configmap:
+        try:
+            heartbeat = Heartbeat(
+                args.heartbeat_configmap, lambda: runs[0].liveness(), interval=args.heartbeat_interval
+            )
+        except HeartbeatError as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     metrics = None
     if args.metrics_port:
         metrics = EngineMetrics(policy)
@@ -157,6 +181,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         except CheckpointLocked as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_CHECKPOINT_LOCKED
+        lock.keep_renewed(lambda reason: runs[0].lose_lease(reason) if runs else None)
         try:
             engine_class(spark, JVM_DELAY_STAGE)
             check_table(spark, policy)
@@ -169,17 +194,24 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED
         run = Run(spark, policy, options, metrics)
-        lock.keep_renewed(run.lose_lease)
+        runs.append(run)
+        if lock.lost is not None:
+            print(f"dlq-engine: stopped: {lock.lost}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
         install_sigterm(run)
         if metrics is not None:
             metrics.watch(spark, location, client_properties(options.kafka_client_dir))
         run.start()
+        if heartbeat is not None:
+            heartbeat.start()
         status = run.wait()
         print(f"dlq-engine: {run.totals.summary()}", file=sys.stderr if status else sys.stdout)
         if metrics is not None and status == EXIT_FAILED and args.metrics_linger > 0:
             time.sleep(args.metrics_linger)
         return status
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()
         lock.release()
         if metrics is not None:
             metrics.close()

@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from dlq_engine.exits import (
     EXIT_OK,
     EXIT_STOP_STRATEGY,
 )
+from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
@@ -123,6 +125,10 @@ class Run:
         self._last_progress: tuple[int, str] | None = None  # (batchId, timestamp) accounted last
         self._empty_batches = 0
         self._stop_requested = False
+        #: When the query last reported progress (a batch, or Spark's idle report), on this
+        #: clock; its start before the first. Read by the heartbeat's thread.
+        self.last_progress_at = time.time()
+        self.last_batch_id: int | None = None
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
@@ -144,7 +150,15 @@ class Run:
 
     def start(self) -> StreamingQuery:
         self.query = start(self.spark, self.policy, self.options)
+        self.last_progress_at = time.time()
+        if self._stop_requested:  # stopped (the lease lost) while the query was being started
+            self.query.stop()
         return self.query
+
+    def liveness(self) -> Liveness:
+        query = self.query
+        active = bool(query is not None and query.isActive and not self._stop_requested)
+        return Liveness(query_active=active, last_progress=self.last_progress_at, batch_id=self.last_batch_id)
 
     def _drain_progress(self) -> None:
         """Account for every batch progress not seen yet."""
@@ -187,6 +201,8 @@ class Run:
         if not fresh:
             return []
         self._last_progress = _progress_key(fresh[0])
+        self.last_progress_at = time.time()
+        self.last_batch_id = self._last_progress[0]
         return [StreamingQueryProgress.fromJObject(p) for p in reversed(fresh)]
 
     def stop(self) -> None:
