@@ -106,9 +106,10 @@ class Services:
 
     #: Follow-up checks of SparkApplications, by (namespace, name): one pending at a time.
     _timers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
-    #: The submission the supervisor resubmitted for a stalled engine, by (namespace, name) of
-    #: the application: not again until the spark-operator has submitted a new one.
-    stall_restarts: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: The submission the operator last resubmitted (failed, or its engine stalled), by
+    #: (namespace, name) of the application: not again until the spark-operator has submitted a
+    #: new one (the application's events in between still show the old one).
+    resubmitted: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def check_later(
         self, app: Mapping[str, Any], delay: float, check: Callable[[Obj], Awaitable[None]]
@@ -698,6 +699,10 @@ async def _follow_up(services: Services, app: Mapping[str, Any], *, owner: Owner
 
 async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner) -> None:
     metadata, status = app.get("metadata") or {}, app.get("status") or {}
+    key = (str(metadata.get("namespace")), str(metadata.get("name")))
+    submission = render.application_state(app)[1]
+    if services.resubmitted.get(key) == submission:  # done; the spark-operator is on it
+        return
     patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
     try:
         await services.api.patch(SPARK_APPLICATIONS, str(metadata["namespace"]), str(metadata["name"]), patch)
@@ -705,6 +710,7 @@ async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner)
         if error.status in (404, 409):  # gone, or moved on: its next event is handled anew
             return
         raise
+    services.resubmitted[key] = submission
     state = render.application_state(app)[0]
     if state == "FAILED":
         count = int(render.resubmission(app)["spec"]["driver"]["annotations"][render.RESUBMIT_ANNOTATION])
@@ -747,7 +753,7 @@ async def supervise(services: Services, *, owner: Owner, app: Obj | None, config
     )
     if stalled is not None:
         submission = render.application_state(app)[1]
-        if services.stall_restarts.get(key) == submission:  # resubmitted; the spark-operator is on it
+        if services.resubmitted.get(key) == submission:  # resubmitted; the spark-operator is on it
             return
         patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
         try:
@@ -756,7 +762,7 @@ async def supervise(services: Services, *, owner: Owner, app: Obj | None, config
             if error.status in (404, 409):  # gone, or moved on since it was listed: next round
                 return
             raise
-        services.stall_restarts[key] = submission
+        services.resubmitted[key] = submission
         async with services.lock(owner.uid):
             await write_status(
                 services,
@@ -790,6 +796,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
     which creates it again unless the policy is suspended, invalid or being deleted."""
     metadata = app.get("metadata") or {}
     services.job_states.pop((str(metadata.get("namespace")), str(metadata.get("name"))), None)
+    services.resubmitted.pop((str(metadata.get("namespace")), str(metadata.get("name"))), None)
     owner = policy_owner(app)
     if owner is None:
         return
