@@ -169,6 +169,8 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         except HeartbeatError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        if heartbeat.unavailable is not None:
+            print(f"dlq-engine: running without a heartbeat: {heartbeat.unavailable}", file=sys.stderr)
     metrics = None
     if args.metrics_port:
         metrics = EngineMetrics(policy)

@@ -13,7 +13,8 @@ report: projected tokens rotate) and its CA, at ``KUBERNETES_SERVICE_HOST``; a l
 (the development stand-in) is given a folder with ``token``, ``ca.crt`` and ``namespace`` in
 ``SPARK_DLQ_SERVICEACCOUNT_DIR``. Only the standard library is used: the engine image has no
 Kubernetes client. A report that fails is logged and the next one tried; the heartbeat never
-stops the engine.
+stops the engine, and a driver with no Kubernetes API at all (a local run) runs without one,
+with a warning on stderr.
 """
 
 from __future__ import annotations
@@ -80,10 +81,12 @@ class Heartbeat:
         account = Path(os.environ.get("SPARK_DLQ_SERVICEACCOUNT_DIR") or SERVICE_ACCOUNT_DIR)
         host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        #: Why no heartbeat can be sent from here (no Kubernetes API: a local run), else None.
+        self.unavailable: str | None = None
         if not host or not (account / "token").is_file():
-            raise HeartbeatError(
-                f"--heartbeat-configmap needs the Kubernetes API: KUBERNETES_SERVICE_HOST is "
-                f"{host or 'not set'}, and {account / 'token'} is {'there' if (account / 'token').is_file() else 'missing'}"
+            self.unavailable = (
+                f"KUBERNETES_SERVICE_HOST is {host or 'not set'} and {account / 'token'} is "
+                f"{'there' if (account / 'token').is_file() else 'missing'}"
             )
         self.url = f"https://{host if ':' not in host else f'[{host}]'}:{port}/api/v1/namespaces/{namespace}/configmaps/{name}"
         self._token = account / "token"
@@ -114,6 +117,10 @@ class Heartbeat:
             response.read()
 
     def start(self) -> None:
+        if self.unavailable is not None:
+            log.warning("no heartbeat to %s: %s", self.url, self.unavailable)
+            return
+
         def loop() -> None:
             import time
 
