@@ -57,7 +57,7 @@ class OperatorConfig:
     #: The supervisor: a RUNNING driver whose heartbeat reports no progress of its query for
     #: longer than this is resubmitted; 0 turns that off.
     stall_timeout: float = 300.0
-    #: An application stuck without a running driver (no state, SUBMITTED, PENDING_RERUN) this
+    #: An application stuck without a running driver (SUBMITTED, PENDING_RERUN) this
     #: long after its last submission gets JobRunning DriverPending naming the pod's reason.
     pending_timeout: float = 300.0
     #: Overrides ``auto`` in every policy's ``spec.topics.provisioner`` (an explicit admin or

@@ -616,16 +616,17 @@ def engine_stalled(
     )
 
 
-#: Application states in which a driver is on its way but not running yet.
-_WAITING: Final = frozenset({"", "SUBMITTED", "PENDING_RERUN"})
+#: Application states in which a driver is on its way but not running yet. No state at all is
+#: the spark-operator's silence, which ``unnoticed`` reports (NotPickedUp).
+_WAITING: Final = frozenset({"SUBMITTED", "PENDING_RERUN"})
 
 
 def driver_pending(
     app: Mapping[str, Any], pod: Mapping[str, Any] | None, *, now: datetime.datetime, bound: float
 ) -> ConditionState | None:
-    """JobRunning for an application stuck in submission (no state, SUBMITTED, PENDING_RERUN)
-    longer than ``bound`` seconds since its last submission (else its creation), naming why its
-    driver pod waits (ImagePullBackOff, Unschedulable, ...); else None."""
+    """JobRunning for an application stuck in submission (SUBMITTED, PENDING_RERUN) longer than
+    ``bound`` seconds since its last submission (else its creation), naming why its driver pod
+    waits (ImagePullBackOff, Unschedulable, ...); else None."""
     state, _, _ = application_state(app)
     if state not in _WAITING:
         return None
@@ -641,7 +642,7 @@ def driver_pending(
     return ConditionState(
         "False",
         "DriverPending",
-        f"the Spark application is in state {state or 'none'} since "
+        f"the Spark application is in state {state} since "
         f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, more than {bound:.0f}s: {why}",
     )
 

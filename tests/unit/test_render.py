@@ -765,3 +765,8 @@ def test_driver_pending_names_the_pods_reason(
         found.message
         == f"the Spark application is in state {state} since {_at(400)}, more than 300s: {expected}"
     )
+
+
+def test_no_state_at_all_is_left_to_the_not_picked_up_hint() -> None:
+    app = running_app(submitted_ago=400, state="")
+    assert render.driver_pending(app, None, now=NOW, bound=300) is None
