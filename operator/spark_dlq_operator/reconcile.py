@@ -694,6 +694,13 @@ async def _follow_up(services: Services, app: Mapping[str, Any], *, owner: Owner
             due = config.spark_operator_timeout - (now - created).total_seconds()
             due = due if due > 0 else None
     if due is not None:
+        logger.info(
+            "SparkApplication %s/%s (%s): looked at again in %.1fs",
+            (app.get("metadata") or {}).get("namespace"),
+            (app.get("metadata") or {}).get("name"),
+            render.application_state(app)[0] or "no state",
+            due + 0.5,
+        )
         services.check_later(app, due + 0.5, lambda fresh: update_job_status(services, fresh))
 
 
@@ -702,12 +709,14 @@ async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner)
     key = (str(metadata.get("namespace")), str(metadata.get("name")))
     submission = render.application_state(app)[1]
     if services.resubmitted.get(key) == submission:  # done; the spark-operator is on it
+        logger.info("SparkApplication %s/%s: submission %s was resubmitted already", *key, submission)
         return
     patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
     try:
         await services.api.patch(SPARK_APPLICATIONS, str(metadata["namespace"]), str(metadata["name"]), patch)
     except ApiError as error:
         if error.status in (404, 409):  # gone, or moved on: its next event is handled anew
+            logger.info("SparkApplication %s/%s: not resubmitted: %s", *key, error)
             return
         raise
     services.resubmitted[key] = submission
@@ -734,7 +743,8 @@ async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner)
 
 async def supervise(services: Services, *, owner: Owner, app: Obj | None, config_map: Obj | None) -> None:
     """What the spark-operator does not catch, looked at once per resync round for a policy's
-    application (as listed in that round): a RUNNING driver whose heartbeat (on ``config_map``)
+    application (as listed in that round): a failed application due for resubmission (as its
+    watcher would have done), a RUNNING driver whose heartbeat (on ``config_map``)
     reports no progress for ``stall_timeout`` is resubmitted, with JobRunning EngineStalled and
     a Warning event; an application stuck without a running driver for ``pending_timeout`` gets
     JobRunning DriverPending naming its driver pod's reason, and a Warning event."""
@@ -746,6 +756,13 @@ async def supervise(services: Services, *, owner: Owner, app: Obj | None, config
     config = services.config
     metadata = app.get("metadata") or {}
     key = (str(metadata.get("namespace")), str(metadata.get("name")))
+    now = datetime.datetime.now(datetime.UTC)
+    due = render.resubmit_due(app, cap=config.restart_backoff_cap, now=now)
+    if due is not None and due <= 0:
+        # The application's own events and timers resubmit it on time; this round is the net
+        # under a missed one (the resourceVersion guards against a stale listing).
+        await _resubmit(services, app, owner=owner)
+        return
     stalled = (
         render.engine_stalled(app, config_map, bound=config.stall_timeout)
         if config.stall_timeout > 0
@@ -770,7 +787,6 @@ async def supervise(services: Services, *, owner: Owner, app: Obj | None, config
                 lambda _: Observation(job=stalled, restarted=True, restart_reason="EngineStalled"),
             )
         return
-    now = datetime.datetime.now(datetime.UTC)
     if render.driver_pending(app, None, now=now, bound=config.pending_timeout) is None:
         return
     pod_name = ((app.get("status") or {}).get("driverInfo") or {}).get("podName")
