@@ -149,6 +149,20 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="longest wait, in seconds after its last submission, before a failed Spark "
         "application is resubmitted (default %(default)s)",
     )
+    spark.add_argument(
+        "--stall-timeout",
+        type=_typed(float, "STALL_TIMEOUT"),
+        default=env("STALL_TIMEOUT", "300"),
+        help="seconds a running driver may report no progress of its query before its Spark "
+        "application is resubmitted; 0: never (default %(default)s)",
+    )
+    spark.add_argument(
+        "--pending-timeout",
+        type=_typed(float, "PENDING_TIMEOUT"),
+        default=env("PENDING_TIMEOUT", "300"),
+        help="seconds a Spark application may wait for a running driver after its submission "
+        "before the policy reports why (the driver pod's reason) (default %(default)s)",
+    )
     topics = run.add_argument_group("topics")
     topics.add_argument(
         "--provisioner",
@@ -261,6 +275,8 @@ def _parse(
         spark_job_namespaces=tuple(n.strip() for n in args.spark_job_namespaces.split(",") if n.strip()),
         spark_operator_timeout=args.spark_operator_timeout,
         restart_backoff_cap=args.restart_backoff_cap,
+        stall_timeout=args.stall_timeout,
+        pending_timeout=args.pending_timeout,
         provisioner=args.provisioner,
         liveness=args.liveness,
         metrics_port=args.metrics_port,

@@ -54,6 +54,12 @@ class OperatorConfig:
     #: after the last submission, the operator resubmits a failed application itself (which
     #: resets the spark-operator's counters).
     restart_backoff_cap: float = 300.0
+    #: The supervisor: a RUNNING driver whose heartbeat reports no progress of its query for
+    #: longer than this is resubmitted; 0 turns that off.
+    stall_timeout: float = 300.0
+    #: An application stuck without a running driver (SUBMITTED, PENDING_RERUN) this
+    #: long after its last submission gets JobRunning DriverPending naming the pod's reason.
+    pending_timeout: float = 300.0
     #: Overrides ``auto`` in every policy's ``spec.topics.provisioner`` (an explicit admin or
     #: strimzi in a policy still wins).
     provisioner: Provisioner = "auto"

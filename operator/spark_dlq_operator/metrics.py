@@ -65,7 +65,8 @@ PHASE_TRANSITIONS = Counter(
 JOB_RESTARTS = Counter(
     "spark_dlq_operator_job_restarts_total",
     "Restarts of a policy's Spark job: cause config (the operator resubmitted it for a new "
-    "configuration) or failure (it left Running by itself: failed, or restarting).",
+    "configuration) or failure (it left Running by itself: failed, or restarting; or the "
+    "operator resubmitted it because its driver reported no progress).",
     ["policy", "cause"],
 )
 #: The phases of ``status.phase`` (docs/reference.md, section 1), each reported even at zero.
@@ -162,9 +163,10 @@ def status_written(namespace: str, name: str, old: Mapping[str, Any], new: Mappi
             JOB_RESTARTS.labels(policy, cause)
     if old.get("phase") and old.get("phase") != new.get("phase"):
         PHASE_TRANSITIONS.labels(policy).inc()
-    config_restarts = int(new.get("restartCount") or 0) - int(old.get("restartCount") or 0)
-    if config_restarts > 0:
-        JOB_RESTARTS.labels(policy, "config").inc(config_restarts)
+    restarts = int(new.get("restartCount") or 0) - int(old.get("restartCount") or 0)
+    if restarts > 0:
+        cause = "failure" if new.get("lastRestartReason") == "EngineStalled" else "config"
+        JOB_RESTARTS.labels(policy, cause).inc(restarts)
         return
     was, now = _condition(old, "JobRunning"), _condition(new, "JobRunning")
     if was.get("status") == "True" and now.get("reason") in ("Restarting", "Failed"):

@@ -29,6 +29,7 @@ from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import (
     CONFIG_MAPS,
+    PODS,
     POLICIES,
     SPARK_APPLICATIONS,
     ApiError,
@@ -60,6 +61,8 @@ _WARNING_REASONS: Final = frozenset(
         "SparkApplicationRefused",
         "NamespaceNotWatched",
         "NotPickedUp",
+        "EngineStalled",
+        "DriverPending",
     }
 )
 
@@ -103,6 +106,10 @@ class Services:
 
     #: Follow-up checks of SparkApplications, by (namespace, name): one pending at a time.
     _timers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
+    #: The submission the operator last resubmitted (failed, or its engine stalled), by
+    #: (namespace, name) of the application: not again until the spark-operator has submitted a
+    #: new one (the application's events in between still show the old one).
+    resubmitted: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def check_later(
         self, app: Mapping[str, Any], delay: float, check: Callable[[Obj], Awaitable[None]]
@@ -687,26 +694,117 @@ async def _follow_up(services: Services, app: Mapping[str, Any], *, owner: Owner
             due = config.spark_operator_timeout - (now - created).total_seconds()
             due = due if due > 0 else None
     if due is not None:
+        logger.info(
+            "SparkApplication %s/%s (%s): looked at again in %.1fs",
+            (app.get("metadata") or {}).get("namespace"),
+            (app.get("metadata") or {}).get("name"),
+            render.application_state(app)[0] or "no state",
+            due + 0.5,
+        )
         services.check_later(app, due + 0.5, lambda fresh: update_job_status(services, fresh))
 
 
 async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner) -> None:
     metadata, status = app.get("metadata") or {}, app.get("status") or {}
+    key = (str(metadata.get("namespace")), str(metadata.get("name")))
+    submission = render.application_state(app)[1]
+    if services.resubmitted.get(key) == submission:  # done; the spark-operator is on it
+        logger.info("SparkApplication %s/%s: submission %s was resubmitted already", *key, submission)
+        return
     patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
     try:
         await services.api.patch(SPARK_APPLICATIONS, str(metadata["namespace"]), str(metadata["name"]), patch)
     except ApiError as error:
         if error.status in (404, 409):  # gone, or moved on: its next event is handled anew
+            logger.info("SparkApplication %s/%s: not resubmitted: %s", *key, error)
             return
         raise
-    await services.events.info(
-        owner,
-        "SparkApplicationResubmitted",
-        f"SparkApplication {metadata['name']} failed ({render.application_state(app)[0]}) after "
-        f"{status.get('submissionAttempts')} submissions over its life, and the spark-operator "
-        f"would wait longer than {services.config.restart_backoff_cap:.0f}s to submit it again: "
-        "resubmitted now",
+    services.resubmitted[key] = submission
+    state = render.application_state(app)[0]
+    if state == "FAILED":
+        count = int(render.resubmission(app)["spec"]["driver"]["annotations"][render.RESUBMIT_ANNOTATION])
+        why = (
+            f"SparkApplication {metadata['name']} FAILED, which the spark-operator does not retry: "
+            f"resubmitted (resubmission {count}; the next waits twice as long, at most "
+            f"{services.config.restart_backoff_cap:.0f}s)"
+        )
+    else:
+        why = (
+            f"SparkApplication {metadata['name']} failed ({state}) after "
+            f"{status.get('submissionAttempts')} submissions over its life, and the spark-operator "
+            f"would wait longer than {services.config.restart_backoff_cap:.0f}s to submit it again: "
+            "resubmitted now"
+        )
+    await services.events.info(owner, "SparkApplicationResubmitted", why)
+
+
+# --- the supervisor ----------------------------------------------------------------------------
+
+
+async def supervise(services: Services, *, owner: Owner, app: Obj | None, config_map: Obj | None) -> None:
+    """What the spark-operator does not catch, looked at once per resync round for a policy's
+    application (as listed in that round): a failed application due for resubmission (as its
+    watcher would have done), a RUNNING driver whose heartbeat (on ``config_map``)
+    reports no progress for ``stall_timeout`` is resubmitted, with JobRunning EngineStalled and
+    a Warning event; an application stuck without a running driver for ``pending_timeout`` gets
+    JobRunning DriverPending naming its driver pod's reason, and a Warning event."""
+    if app is None or not _managed(app):
+        return
+    controller = policy_owner(app)
+    if controller is None or controller.uid != owner.uid:
+        return
+    config = services.config
+    metadata = app.get("metadata") or {}
+    key = (str(metadata.get("namespace")), str(metadata.get("name")))
+    now = datetime.datetime.now(datetime.UTC)
+    due = render.resubmit_due(app, cap=config.restart_backoff_cap, now=now)
+    if due is not None and due <= 0:
+        # The application's own events and timers resubmit it on time; this round is the net
+        # under a missed one (the resourceVersion guards against a stale listing).
+        await _resubmit(services, app, owner=owner)
+        return
+    stalled = (
+        render.engine_stalled(app, config_map, bound=config.stall_timeout)
+        if config.stall_timeout > 0
+        else None
     )
+    if stalled is not None:
+        submission = render.application_state(app)[1]
+        if services.resubmitted.get(key) == submission:  # resubmitted; the spark-operator is on it
+            return
+        patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
+        try:
+            await services.api.patch(SPARK_APPLICATIONS, *key, patch)
+        except ApiError as error:
+            if error.status in (404, 409):  # gone, or moved on since it was listed: next round
+                return
+            raise
+        services.resubmitted[key] = submission
+        async with services.lock(owner.uid):
+            await write_status(
+                services,
+                owner,
+                lambda _: Observation(job=stalled, restarted=True, restart_reason="EngineStalled"),
+            )
+        return
+    if render.driver_pending(app, None, now=now, bound=config.pending_timeout) is None:
+        return
+    pod_name = ((app.get("status") or {}).get("driverInfo") or {}).get("podName")
+    pod = await services.api.get(PODS, key[0], str(pod_name)) if pod_name else None
+    pending = render.driver_pending(app, pod, now=now, bound=config.pending_timeout)
+    if pending is None:
+        return
+
+    def observe(old: Mapping[str, Any]) -> Observation:
+        current: Mapping[str, Any] = next(
+            (c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), {}
+        )
+        if current.get("reason") in ("Suspended", "Conflict", "SparkApplicationRefused"):
+            return Observation()
+        return Observation(job=pending)
+
+    async with services.lock(owner.uid):
+        await write_status(services, owner, observe)
 
 
 async def repair_deleted_application(services: Services, app: Mapping[str, Any]) -> None:
@@ -714,6 +812,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
     which creates it again unless the policy is suspended, invalid or being deleted."""
     metadata = app.get("metadata") or {}
     services.job_states.pop((str(metadata.get("namespace")), str(metadata.get("name"))), None)
+    services.resubmitted.pop((str(metadata.get("namespace")), str(metadata.get("name"))), None)
     owner = policy_owner(app)
     if owner is None:
         return

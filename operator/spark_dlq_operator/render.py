@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import datetime
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
 #: The driver's container port for the engine's Prometheus ``/metrics`` (``dlq-engine run``
 #: reads it from ``SPARK_DLQ_METRICS_PORT``), named as the chart's PodMonitor selects it.
+#: On the policy's ConfigMap: the driver's liveness report (``dlq_engine.job.heartbeat``).
+HEARTBEAT_ANNOTATION: Final = "sparkdlq.io/heartbeat"
 ENGINE_METRICS_PORT: Final = 9091
 ENGINE_METRICS_PORT_NAME: Final = "metrics"
 
@@ -264,6 +267,8 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                 f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
                 "--checkpoint",
                 checkpoint_location(policy, config),
+                "--heartbeat-configmap",
+                f"{policy.namespace}/{config_map_name(policy.name)}",
             ],
             "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
             "restartPolicy": restart_policy(config),
@@ -505,10 +510,24 @@ def resubmit_due(app: Mapping[str, Any], *, cap: float, now: datetime.datetime) 
     """Seconds until the operator should resubmit a failed application itself, or None when the
     spark-operator resubmits it within ``cap`` seconds of its last submission (or it is not
     failing). The spark-operator waits its retry interval times the submissions so far, over the
-    application's life (``TimeUntilNextRetryDue``), so the wait has no bound of its own."""
+    application's life (``TimeUntilNextRetryDue``), so the wait has no bound of its own.
+
+    FAILED is final for the spark-operator (a restart policy other than the operator's ``Always``,
+    or a spark-operator that gave up): the operator resubmits it after its retry interval
+    doubled for each of the operator's own resubmissions so far (``RESUBMIT_ANNOTATION``), at
+    most ``cap`` seconds, from when it ended."""
     status = app.get("status") or {}
     state, _, _ = application_state(app)
     policy = (app.get("spec") or {}).get("restartPolicy") or {}
+    if state == "FAILED":
+        driver = (app.get("spec") or {}).get("driver") or {}
+        resubmitted = int((driver.get("annotations") or {}).get(RESUBMIT_ANNOTATION) or 0)
+        base = float(policy.get("onFailureRetryInterval") or 10)
+        wait = min(cap, base * 2.0 ** min(resubmitted, 30))
+        ended = time_of(status.get("terminationTime")) or time_of(status.get("lastSubmissionAttemptTime"))
+        if ended is None:
+            return 0.0
+        return max(0.0, wait - (now - ended).total_seconds())
     if state == "FAILING":
         interval = policy.get("onFailureRetryInterval")
     elif state == "SUBMISSION_FAILED":
@@ -542,6 +561,112 @@ def time_of(value: object) -> datetime.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
+# --- the supervisor: what the spark-operator does not catch -------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The driver's last liveness report (times as the driver's clock has them)."""
+
+    time: datetime.datetime
+    query_active: bool
+    last_progress: datetime.datetime
+
+
+def heartbeat_of(config_map: Mapping[str, Any] | None) -> Heartbeat | None:
+    """The heartbeat on a policy's ConfigMap, None when there is none or it is unreadable."""
+    annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(HEARTBEAT_ANNOTATION)
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        at, progress = time_of(raw["time"]), time_of(raw["lastProgressTime"])
+        active = raw["queryActive"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if at is None or progress is None or not isinstance(active, bool):
+        return None
+    return Heartbeat(at, active, progress)
+
+
+def engine_stalled(
+    app: Mapping[str, Any], config_map: Mapping[str, Any] | None, *, bound: float
+) -> ConditionState | None:
+    """JobRunning for a RUNNING application whose driver reports that its query made no progress
+    for longer than ``bound`` seconds (dead, or stuck in a micro-batch), else None. Only a
+    heartbeat of the current submission counts (one sent after it was submitted): a driver
+    that never reported is not judged."""
+    state, _, _ = application_state(app)
+    beat = heartbeat_of(config_map)
+    submitted = time_of((app.get("status") or {}).get("lastSubmissionAttemptTime"))
+    if state != "RUNNING" or beat is None or (submitted is not None and beat.time < submitted):
+        return None
+    idle = (beat.time - beat.last_progress).total_seconds()
+    if idle <= bound:
+        return None
+    query = "active" if beat.query_active else "not active"
+    return ConditionState(
+        "False",
+        "EngineStalled",
+        f"the driver reports no progress of its query ({query}) since "
+        f"{beat.last_progress.strftime('%Y-%m-%dT%H:%M:%SZ')}, {idle:.0f}s before its heartbeat at "
+        f"{beat.time.strftime('%Y-%m-%dT%H:%M:%SZ')} (bound {bound:.0f}s): the Spark application is "
+        "resubmitted and resumes from its checkpoint",
+    )
+
+
+#: Application states in which a driver is on its way but not running yet. No state at all is
+#: the spark-operator's silence, which ``unnoticed`` reports (NotPickedUp).
+_WAITING: Final = frozenset({"SUBMITTED", "PENDING_RERUN"})
+
+
+def driver_pending(
+    app: Mapping[str, Any], pod: Mapping[str, Any] | None, *, now: datetime.datetime, bound: float
+) -> ConditionState | None:
+    """JobRunning for an application stuck in submission (SUBMITTED, PENDING_RERUN) longer than
+    ``bound`` seconds since its last submission (else its creation), naming why its driver pod
+    waits (ImagePullBackOff, Unschedulable, ...); else None."""
+    state, _, _ = application_state(app)
+    if state not in _WAITING:
+        return None
+    status, metadata = app.get("status") or {}, app.get("metadata") or {}
+    since = time_of(status.get("lastSubmissionAttemptTime")) or time_of(metadata.get("creationTimestamp"))
+    if since is None or (now - since).total_seconds() <= bound:
+        return None
+    pod_name = (status.get("driverInfo") or {}).get("podName")
+    if pod is None:
+        why = f"driver pod {pod_name} does not exist" if pod_name else "no driver pod yet"
+    else:
+        why = f"driver pod {pod_name}: {pod_waiting_reason(pod)}"
+    return ConditionState(
+        "False",
+        "DriverPending",
+        f"the Spark application is in state {state} since "
+        f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, more than {bound:.0f}s: {why}",
+    )
+
+
+def pod_waiting_reason(pod: Mapping[str, Any]) -> str:
+    """Why a pod is not running: a container's waiting reason and message, else an unmet pod
+    condition (Unschedulable), else its phase."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting["reason"] not in ("ContainerCreating", "PodInitializing"):
+            message = waiting.get("message")
+            return f"container {container.get('name')} is waiting: {waiting['reason']}" + (
+                f": {message}" if message else ""
+            )
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "False" and condition.get("reason"):
+            message = condition.get("message")
+            return f"{condition.get('type')} is False: {condition['reason']}" + (
+                f": {message}" if message else ""
+            )
+    return f"phase {status.get('phase') or 'unknown'}"
+
+
 JOB_SUSPENDED: Final = ConditionState("False", "Suspended", "spec.suspend is true: the job is stopped")
 #: JobRunning right after the operator creates the SparkApplication: what the application's own
 #: first event (no state yet) maps to, so that event finds nothing to write.
@@ -565,6 +690,8 @@ class Observation:
     spark_application: str | None = None
     config_hash: str | None = None
     restarted: bool = False
+    #: Why the job was restarted: ``ConfigChanged`` (the default) or ``EngineStalled``.
+    restart_reason: str = "ConfigChanged"
 
 
 def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -> dict[str, Any]:
@@ -627,6 +754,7 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     if observation.restarted:
         status["restartCount"] = int(status["restartCount"]) + 1
         status["lastRestartTime"] = now
+        status["lastRestartReason"] = observation.restart_reason
     return status
 
 

@@ -92,7 +92,10 @@ class Resync:
             )
             async with limit:
                 try:
-                    return await self._reconcile(body, seen)
+                    done = await self._reconcile(body, seen)
+                    if done:
+                        await self._supervise(body, seen)
+                    return done
                 finally:
                     metrics.RESYNC_PENDING.dec()
 
@@ -124,6 +127,15 @@ class Resync:
             logger.exception("resync of %s/%s failed", owner.namespace, owner.name)
             return False
         return True
+
+    async def _supervise(self, body: Obj, seen: reconcile.Seen) -> None:
+        owner = reconcile.owner_of(body)
+        try:
+            await reconcile.supervise(
+                self._services, owner=owner, app=seen.application, config_map=seen.config_map
+            )
+        except Exception:  # logged; the next round looks again
+            logger.exception("supervising %s/%s failed", owner.namespace, owner.name)
 
     async def _active(self) -> bool:
         services = self._services

@@ -4,7 +4,8 @@
 
 ``-f`` takes the very YAML a user applies to Kubernetes. A bad file gets one line per problem,
 naming the field and line, and exit status 2. Exit status: 0 clean stop, 1 the query failed,
-2 bad policy or processor, 3 the ``stop`` strategy stopped the job, 4 the error window did.
+2 bad policy or processor, 3 the ``stop`` strategy stopped the job, 4 the error window did,
+5 another engine holds the checkpoint (``dlq_engine.exits``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import sys
 import time
 from collections.abc import Sequence
 
-from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_FAILED
+from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_CHECKPOINT_LOCKED, EXIT_FAILED
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR
+
+#: ``dlq_engine.job.checkpoint_lock.DEFAULT_LEASE_S`` (not imported here: that loads PySpark).
+DEFAULT_LEASE_S = 30.0
 
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
@@ -55,6 +59,27 @@ def _parser() -> argparse.ArgumentParser:
         default=METRICS_LINGER_S,
         help="when the query failed, keep serving metrics this many seconds before exiting, so "
         "that a scrape sees the failure (default %(default)s)",
+    )
+    run.add_argument(
+        "--checkpoint-lease",
+        type=float,
+        default=DEFAULT_LEASE_S,
+        help="seconds an engine's lease on its checkpoint lasts unrenewed: a second engine on the "
+        "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
+        "(default %(default)s)",
+    )
+    run.add_argument(
+        "--heartbeat-configmap",
+        metavar="NAMESPACE/NAME",
+        help="report the query's liveness every --heartbeat-interval seconds in this ConfigMap's "
+        "annotation sparkdlq.io/heartbeat, through the Kubernetes API (the operator passes its "
+        "policy's ConfigMap; default: no heartbeat)",
+    )
+    run.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=10.0,
+        help="seconds between heartbeats (default %(default)s)",
     )
     run.add_argument(
         "--kafka-client-dir",
@@ -97,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(policy: object, args: argparse.Namespace) -> int:
+    from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
+    from dlq_engine.job.heartbeat import Heartbeat, HeartbeatError
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import RunOptions, client_properties
     from dlq_engine.job.preflight import (
@@ -124,15 +151,39 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     except ProcessorLoadError as error:
         print(f"dlq-engine: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.checkpoint_lease <= 0:
+        print(
+            f"dlq-engine: --checkpoint-lease must be positive, got {args.checkpoint_lease}", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
     options = RunOptions(
         checkpoint=location, once=args.once, kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR
     )
+    runs: list[Run] = []  # the run, once there is one (the heartbeat and the lease look at it)
+    heartbeat: Heartbeat | None = None
+    if args.heartbeat_configmap:
+        try:
+            heartbeat = Heartbeat(
+                args.heartbeat_configmap, lambda: runs[0].liveness(), interval=args.heartbeat_interval
+            )
+        except HeartbeatError as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if heartbeat.unavailable is not None:
+            print(f"dlq-engine: running without a heartbeat: {heartbeat.unavailable}", file=sys.stderr)
     metrics = None
     if args.metrics_port:
         metrics = EngineMetrics(policy)
         metrics.serve(args.metrics_port)
     spark = build_session(policy, master=args.master)
+    lock = CheckpointLock(spark, location, lease_s=args.checkpoint_lease)
     try:
+        try:
+            lock.acquire()
+        except CheckpointLocked as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
+        lock.keep_renewed(lambda reason: runs[0].lose_lease(reason) if runs else None)
         try:
             engine_class(spark, JVM_DELAY_STAGE)
             check_table(spark, policy)
@@ -145,16 +196,25 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED
         run = Run(spark, policy, options, metrics)
+        runs.append(run)
+        if lock.lost is not None:
+            print(f"dlq-engine: stopped: {lock.lost}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
         install_sigterm(run)
         if metrics is not None:
             metrics.watch(spark, location, client_properties(options.kafka_client_dir))
         run.start()
+        if heartbeat is not None:
+            heartbeat.start()
         status = run.wait()
         print(f"dlq-engine: {run.totals.summary()}", file=sys.stderr if status else sys.stdout)
         if metrics is not None and status == EXIT_FAILED and args.metrics_linger > 0:
             time.sleep(args.metrics_linger)
         return status
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()
+        lock.release()
         if metrics is not None:
             metrics.close()
         spark.stop()

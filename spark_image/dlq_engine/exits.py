@@ -13,3 +13,6 @@ EXIT_BAD_INPUT: Final = 2
 EXIT_STOP_STRATEGY: Final = 3
 #: The error window (``spec.errorWindow``) stopped the job.
 EXIT_ERROR_WINDOW: Final = 4
+#: Another engine holds the checkpoint's lease (or took it over from this one): never two
+#: drivers on one checkpoint.
+EXIT_CHECKPOINT_LOCKED: Final = 5

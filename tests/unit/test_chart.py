@@ -123,6 +123,8 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         "SPARK_DLQ_METRICS_PORT": "9090",
         "SPARK_DLQ_RESYNC_INTERVAL": "60",
         "SPARK_DLQ_FINALIZER_TIMEOUT": "300",
+        "SPARK_DLQ_STALL_TIMEOUT": "300",
+        "SPARK_DLQ_PENDING_TIMEOUT": "300",
     }
     assert "SPARK_DLQ_PEERING" not in env
     assert pod_spec(objects)["serviceAccountName"] == FULLNAME
@@ -151,6 +153,7 @@ def test_env_is_what_the_operator_cli_reads() -> None:
     assert config.peering is None
     assert config.metrics_port == 9090
     assert config.resync_interval == 60
+    assert (config.stall_timeout, config.pending_timeout) == (300, 300)
 
 
 def test_liveness_probe_is_kopfs_endpoint() -> None:

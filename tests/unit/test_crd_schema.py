@@ -250,6 +250,7 @@ def test_status_schema(root: dict[str, Any]) -> None:
         "configHash",
         "restartCount",
         "lastRestartTime",
+        "lastRestartReason",
     }
     assert status["properties"]["phase"]["enum"] == [
         "Pending",

@@ -86,3 +86,13 @@ def test_policies_not_listed_by_a_resync_are_forgotten(policy: str) -> None:
 )
 def test_api_errors_are_labelled_by_resource(path: str, resource: str) -> None:
     assert _resource(path) == resource
+
+
+def test_a_stalled_engines_restart_is_counted_as_failure(policy: str) -> None:
+    label = f"ns/{policy}"
+    running = status("Running", ready=True, job=("True", "Running"), restarts=0)
+    stalled = status("Pending", job=("False", "EngineStalled"), restarts=1)
+    stalled["lastRestartReason"] = "EngineStalled"
+    metrics.status_written("ns", policy, running, stalled)
+    assert sample("spark_dlq_operator_job_restarts_total", policy=label, cause="failure") == 1
+    assert sample("spark_dlq_operator_job_restarts_total", policy=label, cause="config") == 0

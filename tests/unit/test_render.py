@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from typing import Any
 
@@ -142,6 +143,8 @@ def test_spark_application_spec() -> None:
             "/etc/spark-dlq/policy/policy.yaml",
             "--checkpoint",
             "s3a://cp/dlq/payments/orders-billing",
+            "--heartbeat-configmap",
+            "payments/orders-billing-policy",
         ],
         "sparkConf": {"spark.sql.shuffle.partitions": "4"},
         "restartPolicy": {
@@ -452,6 +455,11 @@ def failing(state: str, *, attempts: int, seconds_ago: float, interval: int = 10
     }
 
 
+def resubmitted(app: dict[str, Any], times: int) -> dict[str, Any]:
+    app["spec"]["driver"] = {"annotations": {render.RESUBMIT_ANNOTATION: str(times)}}
+    return app
+
+
 @pytest.mark.parametrize(
     ("app", "due"),
     [
@@ -460,7 +468,10 @@ def failing(state: str, *, attempts: int, seconds_ago: float, interval: int = 10
         pytest.param(failing("FAILING", attempts=31, seconds_ago=400), 0.0, id="past-cap-due-now"),
         pytest.param(failing("SUBMISSION_FAILED", attempts=40, seconds_ago=0), 300.0, id="submission-failed"),
         pytest.param(failing("RUNNING", attempts=99, seconds_ago=0), None, id="running"),
-        pytest.param(failing("FAILED", attempts=99, seconds_ago=0), None, id="failed-for-good"),
+        pytest.param(failing("FAILED", attempts=99, seconds_ago=4), 6.0, id="failed-first-interval"),
+        pytest.param(failing("FAILED", attempts=1, seconds_ago=400), 0.0, id="failed-due-now"),
+        pytest.param(resubmitted(failing("FAILED", attempts=1, seconds_ago=0), 3), 80.0, id="failed-doubles"),
+        pytest.param(resubmitted(failing("FAILED", attempts=1, seconds_ago=0), 9), 300.0, id="failed-capped"),
     ],
 )
 def test_resubmit_due_caps_the_spark_operators_growing_wait(app: dict[str, Any], due: float | None) -> None:
@@ -608,3 +619,154 @@ def test_next_status_leaves_unobserved_fields_alone() -> None:
 def test_phase(topics: ConditionState, job: ConditionState | None, phase: str) -> None:
     observation = Observation(generation=1, topics=topics, job=job)
     assert render.next_status({}, observation, now=NOW)["phase"] == phase
+
+
+# --- the supervisor ----------------------------------------------------------------------------
+
+
+def _at(seconds_ago: float) -> str:
+    return (NOW - datetime.timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def running_app(*, submitted_ago: float, state: str = "RUNNING") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "a", "namespace": "n", "creationTimestamp": _at(submitted_ago + 60)},
+        "status": {
+            "applicationState": {"state": state},
+            "submissionID": "s1",
+            "lastSubmissionAttemptTime": _at(submitted_ago),
+            "driverInfo": {"podName": "a-driver"},
+        },
+    }
+
+
+def beat(*, at_ago: float, progress_ago: float, active: bool = True) -> dict[str, Any]:
+    document = {
+        "time": _at(at_ago),
+        "queryActive": active,
+        "lastProgressTime": _at(progress_ago),
+        "batchId": 7,
+    }
+    return {"metadata": {"annotations": {render.HEARTBEAT_ANNOTATION: json.dumps(document)}}}
+
+
+@pytest.mark.parametrize(
+    ("app", "config_map", "reason"),
+    [
+        pytest.param(running_app(submitted_ago=900), beat(at_ago=5, progress_ago=20), None, id="progressing"),
+        pytest.param(
+            running_app(submitted_ago=900), beat(at_ago=5, progress_ago=400), "EngineStalled", id="stalled"
+        ),
+        pytest.param(
+            running_app(submitted_ago=900),
+            beat(at_ago=5, progress_ago=400, active=False),
+            "EngineStalled",
+            id="query-dead",
+        ),
+        pytest.param(
+            running_app(submitted_ago=100), beat(at_ago=200, progress_ago=900), None, id="previous-driver"
+        ),
+        pytest.param(running_app(submitted_ago=900), None, None, id="never-reported"),
+        pytest.param(
+            running_app(submitted_ago=900, state="SUBMITTED"),
+            beat(at_ago=5, progress_ago=400),
+            None,
+            id="not-running",
+        ),
+        pytest.param(
+            running_app(submitted_ago=900),
+            {"metadata": {"annotations": {render.HEARTBEAT_ANNOTATION: "{not json"}}},
+            None,
+            id="unreadable",
+        ),
+    ],
+)
+def test_engine_stalled_judges_only_this_submissions_heartbeat(
+    app: dict[str, Any], config_map: dict[str, Any] | None, reason: str | None
+) -> None:
+    found = render.engine_stalled(app, config_map, bound=300)
+    assert (found.reason if found else None) == reason
+    if found is not None:
+        assert "(bound 300s)" in found.message
+
+
+def test_a_stalled_message_names_the_last_progress_and_the_query_state() -> None:
+    found = render.engine_stalled(
+        running_app(submitted_ago=900), beat(at_ago=5, progress_ago=400, active=False), bound=300
+    )
+    assert found is not None
+    assert found.message.startswith(
+        f"the driver reports no progress of its query (not active) since {_at(400)}"
+    )
+    assert "395s before its heartbeat" in found.message
+
+
+IMAGE_PULL_POD = {
+    "status": {
+        "phase": "Pending",
+        "containerStatuses": [
+            {
+                "name": "spark-kubernetes-driver",
+                "state": {
+                    "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "x:1"'}
+                },
+            }
+        ],
+    }
+}
+UNSCHEDULABLE_POD = {
+    "status": {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
+        ],
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("app", "pod", "expected"),
+    [
+        pytest.param(
+            running_app(submitted_ago=400, state="SUBMITTED"),
+            IMAGE_PULL_POD,
+            'driver pod a-driver: container spark-kubernetes-driver is waiting: ImagePullBackOff: Back-off pulling image "x:1"',
+            id="image-pull",
+        ),
+        pytest.param(
+            running_app(submitted_ago=400, state="PENDING_RERUN"),
+            UNSCHEDULABLE_POD,
+            "driver pod a-driver: PodScheduled is False: Unschedulable: 0/3 nodes",
+            id="unschedulable",
+        ),
+        pytest.param(
+            running_app(submitted_ago=400, state="SUBMITTED"),
+            None,
+            "driver pod a-driver does not exist",
+            id="no-pod",
+        ),
+        pytest.param(
+            running_app(submitted_ago=100, state="SUBMITTED"), IMAGE_PULL_POD, None, id="within-bound"
+        ),
+        pytest.param(running_app(submitted_ago=400), IMAGE_PULL_POD, None, id="running"),
+    ],
+)
+def test_driver_pending_names_the_pods_reason(
+    app: dict[str, Any], pod: dict[str, Any] | None, expected: str | None
+) -> None:
+    found = render.driver_pending(app, pod, now=NOW, bound=300)
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    assert found.reason == "DriverPending"
+    state = app["status"]["applicationState"]["state"]
+    assert (
+        found.message
+        == f"the Spark application is in state {state} since {_at(400)}, more than 300s: {expected}"
+    )
+
+
+def test_no_state_at_all_is_left_to_the_not_picked_up_hint() -> None:
+    app = running_app(submitted_ago=400, state="")
+    assert render.driver_pending(app, None, now=NOW, bound=300) is None

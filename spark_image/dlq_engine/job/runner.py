@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_FAILED, EXIT_OK, EXIT_STOP_STRATEGY
+from dlq_engine.exits import (
+    EXIT_CHECKPOINT_LOCKED,
+    EXIT_ERROR_WINDOW,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STOP_STRATEGY,
+)
+from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
@@ -110,11 +118,17 @@ class Run:
         self.window = FailureWindow(policy.error_window.size, policy.error_window.threshold)
         self.metrics = metrics
         self.stop_reason: str | None = None
+        #: Why the checkpoint's lease was lost (the query is stopped then), None while held.
+        self.lease_lost: str | None = None
         self.once_done = False
         self.query: StreamingQuery | None = None
         self._last_progress: tuple[int, str] | None = None  # (batchId, timestamp) accounted last
         self._empty_batches = 0
         self._stop_requested = False
+        #: When the query last reported progress (a batch, or Spark's idle report), on this
+        #: clock; its start before the first. Read by the heartbeat's thread.
+        self.last_progress_at = time.time()
+        self.last_batch_id: int | None = None
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
@@ -129,9 +143,22 @@ class Run:
             )
             self.stop()
 
+    def lose_lease(self, reason: str) -> None:
+        """Another engine took the checkpoint over: stop at once, before it is written twice."""
+        self.lease_lost = reason
+        self.stop()
+
     def start(self) -> StreamingQuery:
         self.query = start(self.spark, self.policy, self.options)
+        self.last_progress_at = time.time()
+        if self._stop_requested:  # stopped (the lease lost) while the query was being started
+            self.query.stop()
         return self.query
+
+    def liveness(self) -> Liveness:
+        query = self.query
+        active = bool(query is not None and query.isActive and not self._stop_requested)
+        return Liveness(query_active=active, last_progress=self.last_progress_at, batch_id=self.last_batch_id)
 
     def _drain_progress(self) -> None:
         """Account for every batch progress not seen yet."""
@@ -174,6 +201,8 @@ class Run:
         if not fresh:
             return []
         self._last_progress = _progress_key(fresh[0])
+        self.last_progress_at = time.time()
+        self.last_batch_id = self._last_progress[0]
         return [StreamingQueryProgress.fromJObject(p) for p in reversed(fresh)]
 
     def stop(self) -> None:
@@ -191,6 +220,9 @@ class Run:
             except Exception:  # noqa: BLE001 - the reason is read from query.exception()
                 terminated = True
             self._drain_progress()
+        if self.lease_lost is not None:
+            print(f"dlq-engine: stopped: {self.lease_lost}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
         if self.stop_reason is not None:
             print(f"dlq-engine: stopped: {self.stop_reason}", file=sys.stderr)
             return EXIT_ERROR_WINDOW

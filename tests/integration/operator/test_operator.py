@@ -115,6 +115,8 @@ def test_create_provisions_topics_configmap_and_application(
         "/etc/spark-dlq/policy/policy.yaml",
         "--checkpoint",
         f"s3a://checkpoints/dlq/{namespace}/billing",
+        "--heartbeat-configmap",
+        f"{namespace}/billing-policy",
     ]
     assert {"name": "kafka-client", "secret": {"secretName": "kafka-client"}} in spec["driver"]["template"][
         "spec"

@@ -1,0 +1,80 @@
+"""Never two engines on one checkpoint: the lease in ``<checkpoint>/dlq-engine.lock``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlq_engine import cli
+from dlq_engine.exits import EXIT_CHECKPOINT_LOCKED, EXIT_OK
+from dlq_engine.job.checkpoint_lock import DEFAULT_LEASE_S, LOCK_FILE, CheckpointLock, CheckpointLocked
+from tests.helpers import produce, read_all
+from tests.integration.engine.test_cli import ENGINE, _env, _write_policy
+
+
+def test_the_lease_refuses_a_live_owner_and_passes_on_when_it_runs_out(spark: Any, tmp_path: Path) -> None:
+    checkpoint = str(tmp_path / "cp")
+    first = CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1)
+    first.acquire()
+    held = json.loads((tmp_path / "cp" / LOCK_FILE).read_text())
+    assert (held["host"], held["pid"], held["leaseSeconds"]) == (socket.gethostname(), os.getpid(), 3)
+
+    second = CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1)
+    with pytest.raises(CheckpointLocked, match=rf"is in use by another engine pid {os.getpid()} on host"):
+        second.acquire()
+    assert first.renew()
+    # The first engine stops renewing (as a killed driver would): after its lease the second
+    # takes over, and the first learns it lost at its next renewal.
+    time.sleep(3.5)
+    second.acquire()
+    assert json.loads((tmp_path / "cp" / LOCK_FILE).read_text())["token"] == second.mine.token
+    lost: list[str] = []
+    first.lease_s = 0.3
+    first.keep_renewed(lost.append)
+    deadline = time.monotonic() + 5
+    while not lost and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(lost) == 1
+    assert lost[0].startswith(f"the checkpoint lease was taken over by engine pid {os.getpid()}")
+    first.release()  # not its lease any more: the file stays
+    assert (tmp_path / "cp" / LOCK_FILE).exists()
+    second.release()
+    assert not (tmp_path / "cp" / LOCK_FILE).exists()
+    assert cli.DEFAULT_LEASE_S == DEFAULT_LEASE_S
+
+
+def test_a_second_engine_on_the_same_checkpoint_is_refused(
+    tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
+) -> None:
+    names = {k: make_topic(k) for k in ("source", "retry", "dlq", "output")}
+    produce(bootstrap_servers, names["source"], [(b"1", b"ok:a")])
+    path = _write_policy(tmp_path, names, bootstrap_servers)
+    command = [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert len(read_all(bootstrap_servers, names["output"], expect=1, timeout=180)) == 1
+        second = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=180)
+        assert second.returncode == EXIT_CHECKPOINT_LOCKED, second.stderr[-2000:]
+        refusal = [line for line in second.stderr.splitlines() if line.startswith("dlq-engine:")]
+        assert len(refusal) == 1
+        assert f"is in use by another engine pid {first.pid} on host {socket.gethostname()}" in refusal[0]
+        assert first.poll() is None
+        # The first engine still routes, alone: the record is output once.
+        produce(bootstrap_servers, names["source"], [(b"2", b"ok:b")])
+        assert len(read_all(bootstrap_servers, names["output"], expect=2, timeout=120, settle=2)) == 2
+        first.send_signal(signal.SIGTERM)
+        _, stderr = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == EXIT_OK, stderr[-2000:]
+    assert not (tmp_path / "cp" / LOCK_FILE).exists()
