@@ -281,6 +281,10 @@ def start_engine(policy: Path, checkpoint: Path, log: Path) -> Service:
             "local[2]",
             "--checkpoint",
             str(checkpoint),
+            # A killed engine's successor waits out its lease on the checkpoint: a short one
+            # keeps the restarts of a crash run quick.
+            "--checkpoint-lease",
+            "6",
         ],
         log=log,
         env=env,

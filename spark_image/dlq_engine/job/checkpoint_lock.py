@@ -12,7 +12,10 @@ volume, HDFS, an object store).
   plus ``leaseSeconds`` is past, on this clock) -> overwrite it. Either way the claim is read
   back after ``settle`` seconds and holds only if it still carries this engine's token, so of
   two engines claiming at once (a file system whose create is not exclusive) only the last
-  writer goes on. A live lease of another owner -> ``CheckpointLocked`` naming it.
+  writer goes on. A lease of another owner that has not run out yet: wait, reading the file;
+  if its owner renews it meanwhile, the owner lives -> ``CheckpointLocked`` naming it (within
+  about a third of a lease); if it runs out unrenewed, the owner is gone (a killed driver) ->
+  take it over. So a crashed engine's successor starts within one lease instead of failing.
 - Renew: every third of the lease, a thread reads the file and rewrites it with a new
   ``renewed``. When the file carries another token (this lease ran out and was taken over),
   or when no renewal succeeded for a whole lease, the lease is lost: ``on_lost`` is called
@@ -116,6 +119,7 @@ class CheckpointLock:
         *,
         lease_s: float = DEFAULT_LEASE_S,
         settle_s: float = DEFAULT_SETTLE_S,
+        wait: bool = True,
     ) -> None:
         if lease_s <= 0:
             raise ValueError(f"the checkpoint lease must be positive, got {lease_s}")
@@ -127,6 +131,9 @@ class CheckpointLock:
         self._fs = self._jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         self.lease_s = lease_s
         self.settle_s = settle_s
+        #: Whether ``acquire`` waits to see if another owner's lease is renewed or runs out
+        #: (else it refuses at once while the lease lasts).
+        self.wait = wait
         host = socket.gethostname()
         self.mine = Holder(
             f"{host}:{os.getpid()}:{uuid.uuid4().hex[:12]}", host, os.getpid(), 0.0, 0.0, lease_s
@@ -184,7 +191,8 @@ class CheckpointLock:
         now = time.time()
         current = self.read()
         if current is not None and current.token != self.mine.token and not current.expired(now):
-            raise CheckpointLocked(self._refusal(current, now))
+            current = self._outlive(current)
+            now = time.time()
         claim = Holder(self.mine.token, self.mine.host, self.mine.pid, now, now, self.lease_s)
         if current is None:
             if not self._write(claim, overwrite=False):  # created by another engine just now
@@ -206,6 +214,24 @@ class CheckpointLock:
                 else f"{self.path} vanished while claimed"
             )
         self.mine = claim
+
+    def _outlive(self, holder: Holder) -> Holder | None:
+        """Wait until ``holder``'s lease is gone or has run out (return what the file holds
+        then); raise ``CheckpointLocked`` as soon as it is renewed or taken by another."""
+        if not self.wait:
+            raise CheckpointLocked(self._refusal(holder, time.time()))
+        poll = min(1.0, holder.lease_s / 10)
+        log.warning(
+            "checkpoint lease held by %s: waiting to see it renewed or run out", holder.describe(time.time())
+        )
+        while True:
+            time.sleep(poll)
+            now = time.time()
+            current = self.read()
+            if current is None or current.expired(now):
+                return current
+            if current.token != holder.token or current.renewed != holder.renewed:
+                raise CheckpointLocked(self._refusal(current, now))
 
     def _refusal(self, holder: Holder, now: float) -> str:
         return (

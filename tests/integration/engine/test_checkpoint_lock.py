@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,14 +29,22 @@ def test_the_lease_refuses_a_live_owner_and_passes_on_when_it_runs_out(spark: An
     held = json.loads((tmp_path / "cp" / LOCK_FILE).read_text())
     assert (held["host"], held["pid"], held["leaseSeconds"]) == (socket.gethostname(), os.getpid(), 3)
 
-    second = CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1)
-    with pytest.raises(CheckpointLocked, match=rf"is in use by another engine pid {os.getpid()} on host"):
-        second.acquire()
+    refused = rf"is in use by another engine pid {os.getpid()} on host"
+    with pytest.raises(CheckpointLocked, match=refused):
+        CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1, wait=False).acquire()
+    # A second engine that waits is refused as soon as it sees the owner renew its lease.
+    renewal = threading.Timer(1.0, first.renew)
+    renewal.start()
+    with pytest.raises(CheckpointLocked, match=refused):
+        CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1).acquire()
+    renewal.join()
+    # The first engine stops renewing (as a killed driver would): the second waits out the
+    # lease and takes over, and the first learns it lost at its next renewal.
     assert first.renew()
-    # The first engine stops renewing (as a killed driver would): after its lease the second
-    # takes over, and the first learns it lost at its next renewal.
-    time.sleep(3.5)
+    second = CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1)
+    began = time.monotonic()
     second.acquire()
+    assert time.monotonic() - began >= 2.5
     assert json.loads((tmp_path / "cp" / LOCK_FILE).read_text())["token"] == second.mine.token
     lost: list[str] = []
     first.lease_s = 0.3
@@ -59,6 +68,7 @@ def test_a_second_engine_on_the_same_checkpoint_is_refused(
     produce(bootstrap_servers, names["source"], [(b"1", b"ok:a")])
     path = _write_policy(tmp_path, names, bootstrap_servers)
     command = [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")]
+    command += ["--checkpoint-lease", "6"]  # the second engine sees a renewal within 2 s
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     try:
         assert len(read_all(bootstrap_servers, names["output"], expect=1, timeout=180)) == 1
