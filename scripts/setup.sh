@@ -16,6 +16,7 @@ start=$SECONDS
 venv="$(bash "$here/setup/python.sh")"
 bash "$here/setup/jars.sh"
 bash "$here/setup/engine_jar.sh"
+bash "$here/setup/peers.sh"
 bash "$here/setup/kubernetes.sh"
 bash "$here/setup/helm.sh"
 bash "$here/setup/argocd_health.sh"
