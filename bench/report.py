@@ -281,8 +281,35 @@ def _peers_section(data: dict[str, Any], image: str) -> list[str]:
             f"{_fmt(peers.get('spring_kafka', {}).get('rate'))} | {_fmt(peers.get('kafka_connect', {}).get('rate'))} | "
             f"{' / '.join(_fmt(c, 1) for c in cpus)} |"
         )
-    lines += ["", f"![peers]({image})", ""]
+    lines += ["", *_peer_verdicts(data), "", f"![peers]({image})", ""]
     return lines
+
+
+def _peer_verdicts(data: dict[str, Any]) -> list[str]:
+    """Per mix and peer, where the peer wins against the engine's better mode, in plain words."""
+    out = [
+        "Where a peer wins (against the engine's faster mode of the mix, by messages/s; and by CPU µs per "
+        "message against its cheaper mode):",
+        "",
+    ]
+    for mix in data["mixes"]:
+        row = data["summary"]["by_mix"][mix]
+        engine, engine_cpu = row["engine"], row["engine_cpu_us"]
+        if not engine:
+            continue
+        best = max(engine.values())
+        cheapest = min(engine_cpu.values())
+        for kind, peer in row.get("peers", {}).items():
+            by_rate = peer["rate"] / best if best else 0.0
+            by_cpu = cheapest / peer["cpu_us"] if peer["cpu_us"] else 0.0
+            wins = [w for w, ok in (("messages/s", by_rate > 1), ("CPU per message", by_cpu > 1)) if ok]
+            verdict = f"**the peer wins on {' and '.join(wins)}**" if wins else "the engine wins on both"
+            out.append(
+                f"- {mix}, {PEER_LABELS[kind]}: {by_rate:.2f}x the engine's messages/s, "
+                f"{by_cpu:.2f}x its CPU efficiency: {verdict}"
+                f"{'' if peer['correct'] else '; its routing was **wrong**'}."
+            )
+    return out
 
 
 def _throughput_section(data: dict[str, Any], image: str) -> list[str]:
