@@ -40,9 +40,17 @@ from bench.processors import MIXES
 from spark_dlq_devtools.paths import bench_peer
 
 PEERS = ("spring", "connect")
+#: Every peer the benchmark can run: the two above, and Spring Kafka with its error handler's
+#: ``seekAfterError`` off (Spring's default is on: after a failed record it seeks the partition
+#: back and fetches the rest of the poll's records again).
+ALL_PEERS = ("spring", "spring-no-seek", "connect")
 JVM_OPTIONS = ("-Xmx1g", "-XX:+UseG1GC")
 #: What each peer's dead-letter records must carry (the failure's class, in its own header).
-DLT_HEADER = {"spring": "kafka_exception-fqcn", "connect": "__connect.errors.exception.class.name"}
+DLT_HEADER = {
+    "spring": "kafka_exception-fqcn",
+    "spring-no-seek": "kafka_exception-fqcn",
+    "connect": "__connect.errors.exception.class.name",
+}
 
 
 class Meter(Protocol):
@@ -136,6 +144,7 @@ def spring_command(
     n: int,
     max_redeliver: int,
     backoff_ms: int,
+    seek_after_error: bool = True,
 ) -> list[str]:
     transient, poison = MIXES[mix]
     args = {
@@ -149,6 +158,7 @@ def spring_command(
         "transient": transient,
         "poison": poison,
         "n": n,
+        "seek-after-error": str(seek_after_error).lower(),
     }
     return [
         _java(), *JVM_OPTIONS, "-cp", _classpath("spring"),
@@ -315,17 +325,17 @@ def peer_run(
     """One run of peer ``name`` over the ``n`` messages of ``source``: seconds, rate, the CPU
     seconds of the peer (and of ``meter``'s processes) over the timed span, and the routing's
     accounting."""
-    if name not in PEERS:
-        raise ValueError(f"unknown peer {name!r}; known: {', '.join(PEERS)}")
+    if name not in ALL_PEERS:
+        raise ValueError(f"unknown peer {name!r}; known: {', '.join(ALL_PEERS)}")
     workdir.mkdir(parents=True, exist_ok=True)
     run = unique(name).removeprefix("bench-")
     output = unique(f"{name}-out")
-    if name == "spring":
+    if name.startswith("spring"):
         dlq = f"{source}-dlt-{run}"
         create_topics(bootstrap, [output], partitions)
         command = spring_command(
             bootstrap, source=source, output=output, run=run, partitions=partitions, mix=mix, n=n,
-            max_redeliver=max_redeliver, backoff_ms=backoff_ms,
+            max_redeliver=max_redeliver, backoff_ms=backoff_ms, seek_after_error=name != "spring-no-seek",
         )  # fmt: skip
     else:
         dlq = unique("connect-dlq")

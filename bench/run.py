@@ -59,7 +59,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default="batch,message", help="engine modes (batch, message)")
     p.add_argument("--warmup-n", type=int, default=200_000, help="messages in the warm-up topic")
     p.add_argument("--rounds", type=int, default=2, help="rounds of copy and engine runs per mix")
-    p.add_argument("--peers", default="spring,connect", help="the peers of the peers benchmark")
+    p.add_argument(
+        "--peers",
+        default="spring,spring-no-seek,connect",
+        help="the peers of the peers benchmark, of spring, spring-no-seek, connect",
+    )
     p.add_argument(
         "--peer-mixes",
         default="0%,1%+0.1%",

@@ -38,7 +38,7 @@ from bench.spark_runs import engine_first_pass, spark_copy
 
 HEADLINE_MIX = "1%+0.1%"
 #: The kind of a peer's runs in the results.
-PEER_KINDS = {"spring": "spring_kafka", "connect": "kafka_connect"}
+PEER_KINDS = {"spring": "spring_kafka", "spring-no-seek": "spring_kafka_no_seek", "connect": "kafka_connect"}
 TARGETS = {"batch_vs_copy": 0.8, "message_vs_copy": 0.5, "engine_vs_hand_loop": 2.0}
 
 
@@ -144,7 +144,7 @@ def run(
     peers: list[str] | None = None,
 ) -> dict[str, Any]:
     """Every run of benchmark 1; ``warmup_n=0`` skips the warm-up (the smoke test does);
-    ``peers`` (of ``spring``, ``connect``) adds those peers to every round."""
+    ``peers`` (of ``spring``, ``spring-no-seek``, ``connect``) adds those peers to every round."""
     peers = peers or []
     unknown = [p for p in peers if p not in PEER_KINDS]
     if unknown:

@@ -12,7 +12,6 @@ import org.springframework.beans.factory.annotation.Value;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.kafka.annotation.EnableKafka;
-import org.springframework.kafka.annotation.EnableKafkaRetryTopic;
 import org.springframework.kafka.config.ConcurrentKafkaListenerContainerFactory;
 import org.springframework.kafka.core.ConsumerFactory;
 import org.springframework.kafka.core.DefaultKafkaConsumerFactory;
@@ -21,15 +20,28 @@ import org.springframework.kafka.core.KafkaAdmin;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.listener.ConsumerAwareRebalanceListener;
+import org.springframework.kafka.retrytopic.RetryTopicConfigurationSupport;
 import org.springframework.scheduling.TaskScheduler;
 import org.springframework.scheduling.concurrent.ThreadPoolTaskScheduler;
 
 /** The Kafka clients of the peer: byte-array records, acks=all producers, one consumer thread
- * per source partition. */
+ * per source partition; and the retry topic feature (what {@code @EnableKafkaRetryTopic} sets
+ * up), with its error handler's {@code seekAfterError} from {@code peer.seek-after-error}
+ * (default true, Spring's own default). */
 @Configuration
 @EnableKafka
-@EnableKafkaRetryTopic
-public class PeerConfig {
+public class PeerConfig extends RetryTopicConfigurationSupport {
+  private final boolean seekAfterError;
+
+  public PeerConfig(@Value("${peer.seek-after-error:true}") boolean seekAfterError) {
+    this.seekAfterError = seekAfterError;
+  }
+
+  @Override
+  protected void configureCustomizers(CustomizersConfigurer customizers) {
+    customizers.customizeErrorHandler(handler -> handler.setSeekAfterError(seekAfterError));
+  }
+
   @Bean
   public KafkaAdmin kafkaAdmin(@Value("${peer.bootstrap}") String bootstrap) {
     return new KafkaAdmin(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap));

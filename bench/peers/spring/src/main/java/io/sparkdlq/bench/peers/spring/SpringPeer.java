@@ -13,7 +13,8 @@ import org.springframework.core.env.MapPropertySource;
  * {@code bootstrap}, {@code source}, {@code output}, {@code run} (a suffix for the group and the
  * retry and dead-letter topics), {@code partitions} (consumer threads and the retry topic's
  * partitions), {@code attempts}, {@code backoff-ms}, {@code transient} and {@code poison} (the
- * failure mix's bucket bounds), {@code n} (source messages, for the first-pass line).
+ * failure mix's bucket bounds), {@code n} (source messages, for the first-pass line), and
+ * optionally {@code seek-after-error} (true or false, see {@link PeerConfig}).
  *
  * <p>Lines on stdout, for the benchmark: {@code ASSIGNED <epoch ms>} when a source partition is
  * assigned, {@code FIRST_PASS <epoch ms>} when the n-th source message has had its first
