@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.common import RESULTS
 
-NAMES = ("meta", "routing", "throughput", "memory", "scaling", "precision", "operator")
+NAMES = ("meta", "routing", "throughput", "peers", "memory", "scaling", "precision", "operator")
 
 
 def load(results: Path = RESULTS) -> dict[str, Any]:
@@ -148,6 +148,180 @@ def plot_memory(data: dict[str, Any], path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The document
+
+
+PEER_LABELS = {
+    "spring_kafka": "Spring Kafka @RetryableTopic",
+    "spring_kafka_no_seek": "Spring Kafka, seekAfterError off",
+    "kafka_connect": "Kafka Connect sink, DLQ on",
+}
+
+
+def _peer_kinds(data: dict[str, Any]) -> list[str]:
+    """The peers' kinds present in a result, in ``PEER_LABELS``' order."""
+    present = {r["kind"] for r in data["runs"]}
+    return [kind for kind in PEER_LABELS if kind in present]
+
+
+def plot_peers(data: dict[str, Any], path: Path) -> None:
+    """Messages/s and CPU µs per message of the Spark copy, the engine and each peer, per mix."""
+    plt = _pyplot()
+    summary = data["summary"]
+    mixes = data["mixes"]
+    series: list[tuple[str, Callable[[str], Any], Callable[[str], Any]]] = [
+        (
+            "Spark copy (ceiling)",
+            lambda m: summary["by_mix"][m].get("spark_copy"),
+            lambda m: summary["by_mix"][m].get("spark_copy_cpu_us"),
+        ),
+        *[
+            (
+                f"engine {mode}",
+                lambda m, mode=mode: summary["by_mix"][m]["engine"].get(mode),
+                lambda m, mode=mode: summary["by_mix"][m]["engine_cpu_us"].get(mode),
+            )
+            for mode in data["modes"]
+        ],
+        *[
+            (
+                PEER_LABELS[kind],
+                lambda m, kind=kind: summary["by_mix"][m].get("peers", {}).get(kind, {}).get("rate"),
+                lambda m, kind=kind: summary["by_mix"][m].get("peers", {}).get(kind, {}).get("cpu_us"),
+            )
+            for kind in _peer_kinds(data)
+        ],
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(series)
+    for ax, pick, unit in (
+        (axes[0], 1, "messages / second"),
+        (axes[1], 2, "CPU µs per message (all processes)"),
+    ):
+        for i, (label, rate, cpu_us) in enumerate(series):
+            get = rate if pick == 1 else cpu_us
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(mixes))]
+            ys = [get(m) or 0 for m in mixes]
+            bars = ax.bar(xs, ys, width, label=label)
+            labels = [(f"{y / 1000:.0f}k" if pick == 1 else f"{y:.0f}") if y else "" for y in ys]
+            ax.bar_label(bars, labels=labels, fontsize=7)
+        ax.set_xticks(range(len(mixes)), [f"failures {m}" for m in mixes])
+        ax.set_ylabel(unit)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)
+    axes[0].set_title(f"Throughput, {data['n']:,} messages, {data['partitions']} partitions")
+    axes[1].set_title("CPU per message (lower is better)")
+    axes[0].legend(fontsize=7, loc="upper center", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _peers_section(data: dict[str, Any], image: str) -> list[str]:
+    s = data["summary"]
+    kinds = _peer_kinds(data)
+    lines = [
+        "## 1b. Peers: Spring Kafka and Kafka Connect beside the engine",
+        "",
+        f"One run, {data['n']:,} messages in a source topic of {data['partitions']} partitions, in "
+        f"{data.get('rounds', 1)} round(s) per failure mix of: the plain Spark copy, the engine in each "
+        "mode, then each peer in its own JVM (built by `scripts/setup/peers.sh` from `bench/peers/`). "
+        "The peers run the same processor (transient messages fail their first delivery, poison ones "
+        "always fail) with the same fixed 200 ms back-off and 3 deliveries at most:",
+        "",
+        "- Spring Kafka: a `@KafkaListener` with `@RetryableTopic` (one retry topic, the poison exception "
+        "excluded from retries so it goes straight to the DLT), one consumer thread per partition, "
+        "successes sent to the output topic with `KafkaTemplate` (not awaited before the commit); "
+        "Spring's defaults otherwise, and, as `spring-no-seek` where it was run, the same with the error "
+        "handler's `seekAfterError` off (by default it seeks back after a failed record and fetches the "
+        "rest of the poll's records again);",
+        "- Kafka Connect: a standalone worker (connect-runtime) with a sink connector that publishes to "
+        "the output topic (every send awaited before each offset commit) and a transform that throws a "
+        "`RetriableException` for a transient message and a `DataException` for a poison one; "
+        "`errors.tolerance=all`, `errors.retry.timeout`, `errors.retry.delay.max.ms=200`, the DLQ topic "
+        "with context headers.",
+        "",
+        "A peer's run is timed from its first source partition's assignment (its JVM's start is left "
+        "out) until the output and dead-letter topics hold every expected message, retries included; its "
+        "CPU is every process's (the peer's JVM, the broker, Spark's idle JVM, the bench process) over "
+        "that span. The engine's figure is its first pass (as in section 1), so its redeliveries are not "
+        "in it; for Spring Kafka the first pass is given too. Then both topics are read back: each "
+        "message must be in the output topic, or, if poison, in the dead-letter topic with its error "
+        "header, once. The engine rows show its first pass's counts (outputs, and dead letters so far: the poison messages are still being retried)."
+        "",
+        "| run | failures | round | messages/s | seconds | first pass s | CPU µs per message | outputs | "
+        "dead | duplicates | missing | routing |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in data["runs"]:
+        label = PEER_LABELS.get(r["kind"]) or (
+            f"engine, mode {r['mode']}" if r["kind"] == "engine" else "plain Spark copy"
+        )
+        c = r.get("counts") or {}
+        if r["kind"] in PEER_LABELS:
+            routed = (
+                f"{_fmt(c['output'])} | {_fmt(c['dead'])} | "
+                f"{c['output_duplicates'] + c['dead_duplicates']} | {c['missing_output'] + c['missing_dead']} | "
+                f"{'correct' if c['correct'] else '**wrong**'}"
+            )
+        elif r["kind"] == "engine":
+            routed = f"{_fmt(c.get('output'))} | {_fmt(c.get('dead'))} | - | - | -"
+        else:
+            routed = "- | - | - | - | -"
+        first = r.get("first_pass_seconds")
+        lines.append(
+            f"| {label} | {r['group']} | {r['round'] + 1} | {_fmt(r['rate'])} | {r['seconds']:.2f} | "
+            f"{'-' if first is None else f'{first:.2f}'} | {_fmt(r['cpu_us_per_message'], 1)} | {routed} |"
+        )
+    lines += [
+        "",
+        "Fastest run of each kind per mix, messages/s, and its lowest CPU µs per message:",
+        "",
+        "| failures | Spark copy | engine batch | engine message | "
+        + " | ".join(PEER_LABELS[k] for k in kinds)
+        + " |",
+        "| --- " * (4 + len(kinds)) + "|",
+    ]
+    for mix in data["mixes"]:
+        row = s["by_mix"][mix]
+        peers = row.get("peers", {})
+        engine, engine_cpu = row["engine"], row["engine_cpu_us"]
+        cells = [
+            (row["spark_copy"], row.get("spark_copy_cpu_us")),
+            (engine.get("batch"), engine_cpu.get("batch")),
+            (engine.get("message"), engine_cpu.get("message")),
+            *((peers.get(k, {}).get("rate"), peers.get(k, {}).get("cpu_us")) for k in kinds),
+        ]
+        lines.append(
+            f"| {mix} | " + " | ".join(f"{_fmt(rate)} ({_fmt(cpu, 1)} µs)" for rate, cpu in cells) + " |"
+        )
+    lines += ["", *_peer_verdicts(data), "", f"![peers]({image})", ""]
+    return lines
+
+
+def _peer_verdicts(data: dict[str, Any]) -> list[str]:
+    """Per mix and peer, where the peer wins against the engine's better mode, in plain words."""
+    out = [
+        "Where a peer wins (against the engine's faster mode of the mix, by messages/s; and by CPU µs per "
+        "message against its cheaper mode):",
+        "",
+    ]
+    for mix in data["mixes"]:
+        row = data["summary"]["by_mix"][mix]
+        engine, engine_cpu = row["engine"], row["engine_cpu_us"]
+        if not engine:
+            continue
+        best = max(engine.values())
+        cheapest = min(engine_cpu.values())
+        for kind, peer in row.get("peers", {}).items():
+            by_rate = peer["rate"] / best if best else 0.0
+            by_cpu = cheapest / peer["cpu_us"] if peer["cpu_us"] else 0.0
+            wins = [w for w, ok in (("messages/s", by_rate > 1), ("CPU per message", by_cpu > 1)) if ok]
+            verdict = f"**the peer wins on {' and '.join(wins)}**" if wins else "the engine wins on both"
+            out.append(
+                f"- {mix}, {PEER_LABELS[kind]}: {by_rate:.2f}x the engine's messages/s, "
+                f"{by_cpu:.2f}x its CPU efficiency: {verdict}"
+                f"{'' if peer['correct'] else '; its routing was **wrong**'}."
+            )
+    return out
 
 
 def _throughput_section(data: dict[str, Any], image: str) -> list[str]:
@@ -387,6 +561,9 @@ def write(doc: Path, results: Path = RESULTS, *, analysis: Path | None = None) -
     if "throughput" in data:
         plot_throughput(data["throughput"], images / "throughput.png")
         lines += _throughput_section(data["throughput"], f"{rel}/throughput.png")
+    if "peers" in data:
+        plot_peers(data["peers"], images / "peers.png")
+        lines += _peers_section(data["peers"], f"{rel}/peers.png")
     if "routing" in data:
         lines += _routing_section(data["routing"])
     if "scaling" in data:

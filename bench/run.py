@@ -7,6 +7,8 @@ be running. Benchmarks, in order:
 
 0. routing: the Python routing code alone on Arrow batches (no Spark, CPU time);
 1. throughput (and 4, memory, sampled during it) on one ``local[2]`` session;
+1b. peers: the Spring Kafka and Kafka Connect peers in rounds beside the engine and the Spark
+   copy (benchmark 1's runs, without the confluent-kafka baselines), on the same session;
 2. retry precision on the same session;
 3. scaling, one subprocess per (cores, partitions) point;
 4. operator: ``bench/operator_scale.py`` in its own process, after the broker is stopped (it
@@ -46,7 +48,7 @@ from dlq_engine.model.durations import parse_duration_ms
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.paths import REPO_ROOT, work_dir
 
-BENCHMARKS = ("routing", "throughput", "precision", "scaling", "operator")
+BENCHMARKS = ("routing", "throughput", "peers", "precision", "scaling", "operator")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,6 +59,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default="batch,message", help="engine modes (batch, message)")
     p.add_argument("--warmup-n", type=int, default=200_000, help="messages in the warm-up topic")
     p.add_argument("--rounds", type=int, default=2, help="rounds of copy and engine runs per mix")
+    p.add_argument(
+        "--peers",
+        default="spring,spring-no-seek,connect",
+        help="the peers of the peers benchmark, of spring, spring-no-seek, connect",
+    )
+    p.add_argument(
+        "--peer-mixes",
+        default="0%,1%+0.1%",
+        help="failure mixes of the peers benchmark (Kafka Connect retries in place: at 10%% of "
+        "1,000,000 messages, 100,000 back-offs of 200 ms on 2 tasks, hours)",
+    )
+    p.add_argument("--peer-n", type=int, default=None, help="messages in the peers benchmark (default --n)")
     p.add_argument("--no-baselines", action="store_true", help="skip the confluent-kafka baselines")
     p.add_argument("--scaling-n", type=int, default=500_000, help="messages per scaling point")
     p.add_argument("--scaling-cores", default="1,2")
@@ -90,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--only: unknown benchmark(s) {sorted(unknown)}; choose from {BENCHMARKS}")
     mixes = _list(args.mixes)
-    for mix in mixes:
+    for mix in [*mixes, *_list(args.peer_mixes)]:
         if mix not in MIXES:
             raise SystemExit(f"--mixes: unknown mix {mix!r}; choose from {list(MIXES)}")
     modes = _list(args.modes)
@@ -108,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         result = routing.run(mixes)
         write_json(args.results, "routing", result)
         print_routing(result)
-    if {"throughput", "precision", "scaling"} & set(only):
+    if {"throughput", "peers", "precision", "scaling"} & set(only):
         on_broker(args, only, mixes, modes)
     if "operator" in only:
         operator_scale(args.results / "operator.json", args.note)
@@ -128,7 +142,7 @@ def on_broker(args: argparse.Namespace, only: list[str], mixes: list[str], modes
     broker.start()
     bootstrap = broker.bootstrap_servers
     try:
-        if "throughput" in only or "precision" in only:
+        if {"throughput", "peers", "precision"} & set(only):
             spark = bench_session("local[2]", driver_memory=args.driver_memory)
             try:
                 if "throughput" in only:
@@ -155,6 +169,23 @@ def on_broker(args: argparse.Namespace, only: list[str], mixes: list[str], modes
                     write_json(args.results, "memory", memory)
                     print_throughput(result)
                     print_memory(memory)
+                if "peers" in only:
+                    result = throughput.run(
+                        spark,
+                        bootstrap,
+                        n=args.peer_n or args.n,
+                        partitions=args.partitions,
+                        mixes=_list(args.peer_mixes),
+                        modes=modes,
+                        warmup_n=args.warmup_n,
+                        workdir=workdir,
+                        baselines=False,
+                        rounds=args.rounds,
+                        broker_pid=broker.service.pid if broker.service else None,
+                        peers=_list(args.peers),
+                    )
+                    write_json(args.results, "peers", result)
+                    print_throughput(result)
                 if "precision" in only:
                     trigger_ms = parse_duration_ms(args.trigger)
                     result = precision.run(
@@ -233,6 +264,11 @@ def print_throughput(result: dict[str, Any]) -> None:
             print(f"engine {mode:<8} {mix:<8} {value:>12,.0f} msg/s")
         if row["hand_loop"]:
             print(f"hand loop {mix:<14} {row['hand_loop']:>12,.0f} msg/s")
+        for kind, peer in row.get("peers", {}).items():
+            print(
+                f"{kind:<15} {mix:<8} {peer['rate']:>12,.0f} msg/s  {peer['cpu_us']:.1f} CPU-us/msg  "
+                f"routing {'correct' if peer['correct'] else 'WRONG'}"
+            )
         for name, value in row["ratios"].items():
             met = row["targets_met"].get(name)
             flag = "" if met is None else ("  target met" if met else "  TARGET NOT MET")

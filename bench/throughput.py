@@ -10,6 +10,8 @@ SparkSession is warmed first (a copy and an engine run per mode on a small topic
    (available-now), the ceiling for any Spark router, then the engine in ``mode: batch`` and
    ``mode: message`` (the first pass over the N source messages, with a short fixed backoff so
    retries do not dominate), in the reverse order every other round;
+   then, with ``peers``, the Spring Kafka and Kafka Connect peers (``bench/peer_runs.py``),
+   each in its own JVM, timed and CPU-metered the same way, their routing accounted for;
 2. after the rounds, the hand-written confluent-kafka loop with the same processor;
 3. after the last mix, the raw confluent-kafka copy.
 
@@ -30,10 +32,13 @@ from typing import Any
 from bench.common import create_topics, fill_topic, jvm_pid, log, rate, unique
 from bench.handloop import hand_loop, raw_copy
 from bench.memory import CpuSampler
+from bench.peer_runs import peer_run
 from bench.processors import MIXES, entrypoint
 from bench.spark_runs import engine_first_pass, spark_copy
 
 HEADLINE_MIX = "1%+0.1%"
+#: The kind of a peer's runs in the results.
+PEER_KINDS = {"spring": "spring_kafka", "spring-no-seek": "spring_kafka_no_seek", "connect": "kafka_connect"}
 TARGETS = {"batch_vs_copy": 0.8, "message_vs_copy": 0.5, "engine_vs_hand_loop": 2.0}
 
 
@@ -136,8 +141,14 @@ def run(
     baselines: bool = True,
     broker_pid: int | None = None,
     rounds: int = 2,
+    peers: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Every run of benchmark 1; ``warmup_n=0`` skips the warm-up (the smoke test does)."""
+    """Every run of benchmark 1; ``warmup_n=0`` skips the warm-up (the smoke test does);
+    ``peers`` (of ``spring``, ``spring-no-seek``, ``connect``) adds those peers to every round."""
+    peers = peers or []
+    unknown = [p for p in peers if p not in PEER_KINDS]
+    if unknown:
+        raise ValueError(f"unknown peer(s) {unknown}; known: {', '.join(PEER_KINDS)}")
     checkpoints = Checkpoints(workdir / "checkpoints")
     cpu = CpuMeter(jvm_pid(spark), broker_pid)
     source = prepare_source(bootstrap, n, partitions)
@@ -151,7 +162,9 @@ def run(
     def record(
         kind: str, group: str, mix: str | None, mode: str | None, round_: int, result: dict[str, Any]
     ) -> None:
-        used = cpu.since_mark()
+        # A peer's run meters its own span (from its partitions' assignment to the last message
+        # routed), leaving out its JVM's start and the reading back of its topics.
+        used = result.get("cpu_seconds") or cpu.since_mark()
         row = {
             "kind": kind,
             "group": group,
@@ -163,6 +176,9 @@ def run(
             "rate": round(rate(n, result["seconds"]), 1),
             "counts": result.get("counts"),
             "batches": result.get("batches"),
+            **(
+                {"first_pass_seconds": result["first_pass_seconds"]} if "first_pass_seconds" in result else {}
+            ),
             "cpu_seconds": used,
             "cpu_us_per_message": round(sum(used.values()) / n * 1e6, 2),
         }
@@ -194,6 +210,18 @@ def run(
                     spark, bootstrap, source, n, partitions, mode, mix, checkpoints.new(f"engine-{mode}")
                 )
                 record("engine", mix, mix, mode, round_, result)
+            for peer in peers:
+                result = peer_run(
+                    peer,
+                    bootstrap,
+                    source,
+                    n,
+                    partitions=partitions,
+                    mix=mix,
+                    workdir=workdir / "peers",
+                    meter=cpu,
+                )
+                record(PEER_KINDS[peer], mix, mix, None, round_, result)
         if baselines:
             names = {k: unique(k) for k in ("hand-retry", "hand-dlq", "hand-out")}
             create_topics(bootstrap, names.values(), partitions)
@@ -221,6 +249,7 @@ def run(
         "modes": modes,
         "warmup_n": warmup_n,
         "rounds": rounds,
+        "peers": peers,
         "runs": runs,
         "summary": summarise(runs, mixes, modes),
     }
@@ -273,6 +302,22 @@ def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) ->
             targets["engine_vs_hand_loop"] = ratios["engine_vs_hand_loop"] >= TARGETS["engine_vs_hand_loop"]
         row["ratios"] = ratios
         row["targets_met"] = targets
+        peer_rows = {}
+        for kind in PEER_KINDS.values():
+            mine = [r for r in group if r["kind"] == kind]
+            if mine:
+                fastest = _fastest(mine)
+                assert fastest is not None
+                peer_rows[kind] = {
+                    "rate": fastest["rate"],
+                    "cpu_us": min(r["cpu_us_per_message"] for r in mine),
+                    "correct": all(r["counts"]["correct"] for r in mine),
+                    "duplicates": max(
+                        r["counts"]["output_duplicates"] + r["counts"]["dead_duplicates"] for r in mine
+                    ),
+                }
+        if peer_rows:
+            row["peers"] = peer_rows
         by_mix[mix] = row
     return {
         "spark_copy": max(copies, default=0.0),

@@ -101,6 +101,36 @@ def interop() -> Path:
     return _need(folder / ".complete", "the interop program", "interop.sh").parent
 
 
+#: The Maven properties each benchmark peer is built with (scripts/setup/peers.sh), in its order:
+#: property -> the versions.env key that gives its value.
+BENCH_PEER_PROPERTIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "spring": (
+        ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
+        ("kafka.version", "KAFKA_VERSION"),
+        ("slf4j.version", "SLF4J_VERSION"),
+    ),
+    "connect": (("kafka.version", "KAFKA_VERSION"),),
+}
+
+
+def bench_peer(name: str) -> Path:
+    """A benchmark peer (``bench/peers/<name>``) built by ``peers.sh``: its folder, with
+    ``peer.jar`` and ``lib/``, named by a hash of its pom, its sources and its versions."""
+    if name not in BENCH_PEER_PROPERTIES:
+        raise ValueError(f"unknown benchmark peer {name!r}; known: {', '.join(BENCH_PEER_PROPERTIES)}")
+    sources = REPO_ROOT / "bench" / "peers" / name
+    files = ["pom.xml", *(p.relative_to(sources).as_posix() for p in sources.glob("src/**/*.java"))]
+    lines = "".join(
+        f"{hashlib.sha256((sources / f).read_bytes()).hexdigest()}  {f}\n"
+        for f in sorted(files, key=lambda f: f.encode())
+    )
+    pinned = versions()
+    lines += "".join(f"-D{prop}={pinned[key]}\n" for prop, key in BENCH_PEER_PROPERTIES[name])
+    digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
+    folder = cache_dir() / "bench-peers" / f"{name}-{digest}"
+    return _need(folder / ".complete", f"the benchmark's {name} peer", "peers.sh").parent
+
+
 def spark_operator() -> Path:
     """The Kubeflow spark-operator built from its Go module by ``spark_operator.sh``: its
     ``bin/spark-operator``, ``chart/`` and ``crds/``."""
