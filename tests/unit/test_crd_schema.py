@@ -151,7 +151,6 @@ def full() -> dict[str, Any]:
             "ordering": {
                 "onDeadLetter": "block",
                 "maxHeldPerKey": 10,
-                "maxHeldTotal": 100,
                 "maxHoldTime": "10m",
                 "onOverflow": "stop",
             },

@@ -34,6 +34,15 @@ RULE: Final = "dlq.rule"
 REDRIVE_COUNT: Final = "dlq.redrive.count"
 REDRIVE_NAME: Final = "dlq.redrive.name"
 REDRIVE_AT: Final = "dlq.redrive.at"
+#: A control record of the retry topic, never handed to the processor. With
+#: ``source.ordering: key``: ``park`` (a later message of a key whose message went to retry,
+#: written unprocessed, with its ``dlq.original.*`` position, to be held behind it), ``release``
+#: and ``block`` (the message at ``dlq.original.partition``/``offset`` of the record's key
+#: succeeded or was dead-lettered: its key goes on, or stays held under ``onDeadLetter: block``).
+CONTROL: Final = "dlq.control"
+CONTROL_PARK: Final = "park"
+CONTROL_RELEASE: Final = "release"
+CONTROL_BLOCK: Final = "block"
 
 #: Carried from the first failure to every later retry and dead letter (the redrive headers
 #: too, so a redriven message that fails again still says how often it was redriven).
