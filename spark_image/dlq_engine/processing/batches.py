@@ -189,7 +189,10 @@ def route_batch(
         for i in range(n)
     ]
     notes = _notes(batch) if settings.ordered else None
-    if notes is None:
+    if settings.ordered and settings.mode == "message" and settings.timeout_ms <= 0:
+        # A key's later messages are not processed once one fails in this task.
+        results, durations = _ordered_results(messages, notes, attempts, settings, processor, stopped or set())
+    elif notes is None:
         results, durations = _results(messages, settings, processor)
     else:
         # Records the ordering stage let go past a bound are not processed.
@@ -267,6 +270,44 @@ def route_batch(
         [*columns, stats.stats_column(n + len(controls), summary)],
         schema=output_schema(batch.schema),
     )
+
+
+def _ordered_results(
+    messages: Sequence[Message],
+    notes: Sequence[str | None] | None,
+    attempts: Sequence[int],
+    settings: RoutingSettings,
+    processor: ProcessFn,
+    stopped: set[bytes],
+) -> tuple[list[Result], np.ndarray]:
+    """``source.ordering: key`` in message mode: the processor called in row order, and not
+    for a message past a bound (its note) or of a key whose earlier message in this task went
+    to retry or was blocked (``_keep_key_order`` parks those, by the same rule); those get a
+    None result, never used. The first ``TIMED_CALLS`` calls are timed."""
+    clock = time.perf_counter
+    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
+    held = set(stopped)
+    results: list[Result] = []
+    durations: list[float] = []
+    for i, message in enumerate(messages):
+        key = message.key
+        if (notes is not None and notes[i] is not None) or (key is not None and key in held):
+            results.append(_overflow(notes[i]) if notes is not None else None)
+            continue
+        if len(durations) < TIMED_CALLS:
+            started = clock()
+            result = result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
+            durations.append(clock() - started)
+        else:
+            result = result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
+        if type(result) is Failure and key is not None:
+            [decision] = decide_all([result], [attempts[i]], settings.rules)
+            if decision.route is Route.RETRY or (
+                settings.block_on_dead_letter and decision.route in (Route.DEAD, Route.IGNORED)
+            ):
+                held.add(key)
+        results.append(result)
+    return results, np.array(durations, dtype=np.float64)
 
 
 def _notes(batch: pa.RecordBatch) -> list[str | None] | None:
