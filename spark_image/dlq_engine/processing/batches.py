@@ -191,7 +191,9 @@ def route_batch(
     notes = _notes(batch) if settings.ordered else None
     if settings.ordered and settings.mode == "message" and settings.timeout_ms <= 0:
         # A key's later messages are not processed once one fails in this task.
-        results, durations = _ordered_results(messages, notes, attempts, settings, processor, stopped or set())
+        results, durations = _ordered_results(
+            messages, notes, attempts, settings, processor, stopped or set()
+        )
     elif notes is None:
         results, durations = _results(messages, settings, processor)
     else:
