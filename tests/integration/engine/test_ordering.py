@@ -55,10 +55,10 @@ def assert_in_key_order(order: dict[str, list[int]], expected: dict[str, list[in
 
 
 def flaky_now_and_then(key: str, i: int) -> str:
-    # The hot key fails every 7th message twice; every key fails its message 2 once; k3's
+    # The hot key fails every 7th message once; every key fails its message 2 once; k3's
     # message 4 is poison (dead-lettered: under skip its key goes on).
     if key == "hot" and i % 7 == 3:
-        return "flaky2"
+        return "flaky1"
     if i == 2:
         return "flaky1"
     if key == "k3" and i == 4:
@@ -71,7 +71,7 @@ def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
 ) -> None:
     names = topics(partitions=2)
     keys = [f"k{i}" for i in range(30)]
-    records = messages(keys, 6, flaky_now_and_then) + messages(["hot"], 60, flaky_now_and_then)
+    records = messages(keys, 6, flaky_now_and_then) + messages(["hot"], 30, flaky_now_and_then)
     produce(bootstrap_servers, names["source"], records[: len(records) // 2])
     running = engine(
         names,
@@ -81,13 +81,13 @@ def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
     )
     produce(bootstrap_servers, names["source"], records[len(records) // 2 :])
     expected_out = sum(1 for _, v in records if not v.endswith(b":dead"))
-    output = read_all(bootstrap_servers, names["output"], expect=expected_out, timeout=120, settle=2)
+    output = read_distinct(bootstrap_servers, names["output"], expected_out, timeout=180)
     state = running.describe()
     counts = dict(running.run.totals.counts)
     running.stop()
 
     expected = {k: [i for i in range(6) if not (k == "k3" and i == 4)] for k in keys}
-    expected["hot"] = list(range(60))
+    expected["hot"] = list(range(30))
     assert_in_key_order(first_seen(output), expected, state)
     dead = read_all(bootstrap_servers, names["dlq"], expect=1, timeout=10)
     assert [(r.key, r.header("dlq.reason")) for r in dead] == [(b"k3", "terminated")]
@@ -147,7 +147,7 @@ def test_key_order_holds_across_sigkills_of_the_engine(
     def flaky(key: str, i: int) -> str:
         return "flaky1" if (key == "hot" and i % 10 == 3) or (key != "hot" and i % 6 == 2) else "ok"
 
-    records = messages(keys, 12, flaky) + messages(["hot"], 40, flaky)
+    records = messages(keys, 12, flaky) + messages(["hot"], 30, flaky)
     # A third of the messages per incarnation, produced after it starts: each incarnation runs a
     # batch with data (a restarted query fires its timers only once one has run).
     third = len(records) // 3
@@ -186,7 +186,7 @@ def test_key_order_holds_across_sigkills_of_the_engine(
     finally:
         last.stop()
     expected = {k: list(range(12)) for k in keys}
-    expected["hot"] = list(range(40))
+    expected["hot"] = list(range(30))
     assert_in_key_order(first_seen(output), expected, log)
 
 
