@@ -155,6 +155,9 @@ public final class OrderByKey extends StatefulProcessor<byte[], Row, Row> {
       return;
     }
     List<Row> all = read(held.get());
+    // A key already holding records has its timer at its oldest record's expiry; the new ones
+    // are younger.
+    boolean fresh = all.isEmpty();
     for (Row row : incoming) {
       all.add(row.isNullAt(heldAtIndex) ? with(row, heldAtIndex, now) : row);
     }
@@ -166,7 +169,9 @@ public final class OrderByKey extends StatefulProcessor<byte[], Row, Row> {
       all = new ArrayList<>(all.subList(0, maxHeldPerKey));
     }
     held.put(all.toArray(new Row[0]));
-    getHandle().registerTimer(oldestHeldAt(all) + maxHoldMs);
+    if (fresh) {
+      getHandle().registerTimer(oldestHeldAt(all) + maxHoldMs);
+    }
   }
 
   @Override
