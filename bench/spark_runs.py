@@ -73,6 +73,7 @@ class EngineRun:
         trigger: str = "500ms",
         max_redeliver: int = 2,
         backoff: dict[str, Any] | None = None,
+        ordering: str = "none",
     ) -> None:
         self.topics = engine_topics(bootstrap, partitions)
         document = policy_document(
@@ -88,6 +89,8 @@ class EngineRun:
             max_redeliver=max_redeliver,
             backoff=backoff or {"type": "fixed", "delay": "200ms"},
         )
+        if ordering != "none":
+            document["spec"]["source"]["ordering"] = ordering
         self.policy = parse_policy(document)
         self.run = Run(spark, self.policy, RunOptions(checkpoint=str(checkpoint)))
         self.status: int | None = None
@@ -156,6 +159,7 @@ def engine_first_pass(
     entrypoint: str,
     checkpoint: Path,
     timeout: float = 1800.0,
+    ordering: str = "none",
 ) -> dict[str, Any]:
     """Messages per second of the engine's first pass over the ``n`` messages of ``source``."""
     engine = EngineRun(
@@ -166,6 +170,7 @@ def engine_first_pass(
         entrypoint=entrypoint,
         mode=mode,
         checkpoint=checkpoint,
+        ordering=ordering,
     )
     try:
         engine.start()

@@ -137,7 +137,12 @@ def test_derived_topics_are_left_empty_for_the_model(kube_api: Any, namespace: s
 def full_spec() -> dict[str, Any]:
     """Every field the model knows, none at its default, in the model's canonical form."""
     return {
-        "source": {"topic": "orders", "subscription": "billing", "startingOffsets": "earliest"},
+        "source": {
+            "topic": "orders",
+            "subscription": "billing",
+            "startingOffsets": "earliest",
+            "ordering": "key",
+        },
         "broker": {"bootstrapServers": "kafka-0:9092,kafka-1:9092", "secretRef": {"name": "kafka-client"}},
         "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
         "output": {"topic": "orders-billed"},
@@ -185,6 +190,12 @@ def full_spec() -> dict[str, Any]:
             "sparkConf": {"spark.sql.shuffle.partitions": "8"},
         },
         "suspend": True,
+        "ordering": {
+            "onDeadLetter": "block",
+            "maxHeldPerKey": 50,
+            "maxHoldTime": "10m",
+            "onOverflow": "stop",
+        },
     }
 
 
@@ -579,6 +590,18 @@ INVALID = [
         "spec.spark.trigger",
         'Invalid value: "string": must be longer than 0',
         id="zero-trigger",
+    ),
+    pytest.param(
+        {"ordering": {"onDeadLetter": "block"}},
+        "spec.ordering",
+        'Invalid value: "object": is only read with spec.source.ordering key',
+        id="ordering-without-key-ordering",
+    ),
+    pytest.param(
+        {"source": {"ordering": "key"}, "ordering": {"maxHoldTime": "0s"}},
+        "spec.ordering.maxHoldTime",
+        'Invalid value: "string": must be longer than 0',
+        id="zero-max-hold-time",
     ),
     pytest.param(
         {"spark": {"executor": {"instances": 0}}},

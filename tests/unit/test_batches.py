@@ -429,3 +429,82 @@ def test_non_retryable_and_terminate_are_never_matched_by_a_rule() -> None:
     assert "dlq.rule" not in row["dlq"]
     [row] = route([{}], raising(Terminate("no")), settings)
     assert (row["route"], row["reason"]) == (Route.DEAD, "terminated")
+
+
+# ---------------------------------------------------------------------------------------------
+# source.ordering: key
+
+ORDERED = dataclasses.replace(SETTINGS, ordered=True)
+
+
+def test_ordered_a_keys_later_messages_are_parked_unprocessed_once_one_goes_to_retry() -> None:
+    seen: list[bytes] = []
+
+    def first_a_fails(message: Message) -> Any:
+        seen.append(message.value)
+        if message.value == b"a0":
+            raise ConnectionError("down")
+        return message.value
+
+    rows = [
+        {"key": b"a", "value": b"a0", "offset": 10},
+        {"key": b"a", "value": b"a1", "offset": 11},
+        {"key": b"b", "value": b"b0", "offset": 12},
+        {"key": None, "value": b"n0", "offset": 13},
+        {"key": b"a", "value": b"a2", "offset": 14},
+    ]
+    out = route_batch(batch(rows), ORDERED, first_a_fails, now_ms=lambda: NOW).to_pylist()
+    assert seen == [b"a0", b"b0", b"n0"]
+    assert [r["route"] for r in out] == [Route.RETRY, Route.PARKED, Route.OUTPUT, Route.OUTPUT, Route.PARKED]
+    parked = {h["key"]: h["value"] for h in out[1]["headers"]}
+    assert parked["dlq.control"] == b"park"
+    assert (parked["dlq.original.topic"], parked["dlq.original.offset"]) == (b"orders", b"11")
+    assert out[1]["value"] == b"a1"
+
+
+def test_ordered_a_done_retry_writes_a_release_naming_its_source_position() -> None:
+    retry = {
+        "key": b"a",
+        "value": b"a0",
+        "topic": SETTINGS.retry_topic,
+        "offset": 3,
+        "headers": [("dlq.attempt", b"1"), ("dlq.original.partition", b"1"), ("dlq.original.offset", b"10")],
+    }
+    out = route_batch(batch([retry]), ORDERED, lambda m: m.value, now_ms=lambda: NOW).to_pylist()
+    assert [(r["route"], r["key"], r["reason"], r["value"]) for r in out] == [
+        (Route.OUTPUT, b"a", None, b"a0"),
+        (Route.CONTROL, b"a", "release", None),
+    ]
+    assert {h["key"]: h["value"] for h in out[1]["headers"]} == {
+        "dlq.control": b"release",
+        "dlq.original.partition": b"1",
+        "dlq.original.offset": b"10",
+    }
+
+
+def test_ordered_block_writes_a_block_record_and_parks_the_rest_of_the_key() -> None:
+    settings = dataclasses.replace(ORDERED, block_on_dead_letter=True)
+    rows = [{"key": b"a", "value": b"x", "offset": 4}, {"key": b"a", "value": b"y", "offset": 5}]
+
+    def poison_x(message: Message) -> Any:
+        if message.value == b"x":
+            raise Terminate("poison")
+        return message.value
+
+    out = route_batch(batch(rows), settings, poison_x, now_ms=lambda: NOW).to_pylist()
+    assert [(r["route"], r["reason"]) for r in out] == [
+        (Route.DEAD, "terminated"),
+        (Route.PARKED, None),
+        (Route.CONTROL, "block"),
+    ]
+
+
+def test_ordered_a_message_past_a_bound_is_dead_lettered_unprocessed_or_stops() -> None:
+    source = batch([{"key": b"a", "value": b"v", "offset": 7}])
+    noted = source.append_column("order_note", pa.array(["more than maxHeldPerKey (3)"], pa.string()))
+    out = route_batch(noted, ORDERED, fail, now_ms=lambda: NOW).to_pylist()
+    assert [(r["route"], r["reason"]) for r in out] == [(Route.DEAD, "ordering-overflow")]
+    headers = {h["key"]: h["value"] for h in out[0]["headers"]}
+    assert headers["dlq.error.class"] == b"OrderingOverflow"
+    with pytest.raises(StopPipeline, match=r"ordering\.onOverflow stop: .*maxHeldPerKey"):
+        route_batch(noted, dataclasses.replace(ORDERED, stop_on_overflow=True), fail, now_ms=lambda: NOW)

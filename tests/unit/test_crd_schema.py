@@ -26,6 +26,9 @@ from dlq_engine.model.policy import (
     DeadLetterStrategy,
     DeadLetterTableFormat,
     HeaderProfile,
+    OnDeadLetter,
+    OnOverflow,
+    OrderingMode,
     ProcessorMode,
     Provisioner,
     StartingOffsets,
@@ -93,6 +96,7 @@ def full() -> dict[str, Any]:
     """Every field the model reads, set (the secret reference is only written when given)."""
     document = minimal()
     document["spec"]["source"]["maxOffsetsPerTrigger"] = 5000
+    document["spec"]["source"]["ordering"] = "key"
     document["spec"].update(
         {
             "broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
@@ -147,6 +151,12 @@ def full() -> dict[str, Any]:
                 "sparkConf": {"spark.ui.enabled": "false"},
             },
             "suspend": True,
+            "ordering": {
+                "onDeadLetter": "block",
+                "maxHeldPerKey": 10,
+                "maxHoldTime": "10m",
+                "onOverflow": "stop",
+            },
         }
     )
     return document
@@ -352,6 +362,9 @@ def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
         pytest.param("deadLetter.strategy", DeadLetterStrategy, id="strategy"),
         pytest.param("deadLetter.table.format", DeadLetterTableFormat, id="table-format"),
         pytest.param("topics.provisioner", Provisioner, id="provisioner"),
+        pytest.param("source.ordering", OrderingMode, id="ordering"),
+        pytest.param("ordering.onDeadLetter", OnDeadLetter, id="on-dead-letter"),
+        pytest.param("ordering.onOverflow", OnOverflow, id="on-overflow"),
     ],
 )
 def test_enums_are_the_model_choices(spec_schema: dict[str, Any], path: str, literal: Any) -> None:
@@ -373,7 +386,13 @@ def test_topic_fields_follow_kafka_rules(spec_schema: dict[str, Any], path: str)
     assert [r["rule"] for r in field["x-kubernetes-validations"]] == ["self != '.' && self != '..'"]
 
 
-DURATION_FIELDS = ("processor.timeout", "retry.backoff.delay", "retry.backoff.maxDelay", "spark.trigger")
+DURATION_FIELDS = (
+    "processor.timeout",
+    "retry.backoff.delay",
+    "retry.backoff.maxDelay",
+    "spark.trigger",
+    "ordering.maxHoldTime",
+)
 
 
 @pytest.mark.parametrize("path", DURATION_FIELDS)

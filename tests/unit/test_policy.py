@@ -1269,7 +1269,12 @@ def test_topic_name_problem(name: str, expected: str | None) -> None:
 
 FULL_OVERRIDES: dict[str, Any] = {
     "metadata.namespace": "billing-prod",
-    "spec.source": {"topic": "orders", "subscription": "billing", "startingOffsets": "earliest"},
+    "spec.source": {
+        "topic": "orders",
+        "subscription": "billing",
+        "startingOffsets": "earliest",
+        "ordering": "key",
+    },
     "spec.broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
     "spec.processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "1m30s"},
     "spec.output": {"topic": "orders-billed"},
@@ -1312,6 +1317,12 @@ FULL_OVERRIDES: dict[str, Any] = {
         "sparkConf": {"spark.sql.shuffle.partitions": 8},
     },
     "spec.suspend": True,
+    "spec.ordering": {
+        "onDeadLetter": "block",
+        "maxHeldPerKey": 7,
+        "maxHoldTime": "30m",
+        "onOverflow": "stop",
+    },
 }
 
 
@@ -1483,3 +1494,83 @@ def test_rules_change_the_config_hash_and_no_rules_keep_it() -> None:
 
     assert config_hash(policy({"spec.retry.rules": []})) == config_hash(policy())
     assert config_hash(policy({"spec.retry.rules": [{"errors": ["X"]}]})) != config_hash(policy())
+
+
+# --------------------------------------------------------------------------------------------
+# Per-key ordering
+
+
+def test_ordering_defaults_to_none_and_is_not_written() -> None:
+    parsed = policy()
+    assert parsed.source.ordering == "none"
+    assert "ordering" not in to_spec(parsed)["source"]
+    assert "ordering" not in to_spec(parsed)
+
+
+def test_ordering_key_writes_the_whole_ordering_section_with_defaults() -> None:
+    parsed = policy({"spec.source.ordering": "key"})
+    spec = to_spec(parsed)
+    assert spec["source"]["ordering"] == "key"
+    assert spec["ordering"] == {
+        "onDeadLetter": "skip",
+        "maxHeldPerKey": 1000,
+        "maxHoldTime": "1h",
+        "onOverflow": "deadLetter",
+    }
+    assert parse_policy({**policy_document(), "spec": spec}) == parsed
+
+
+def test_ordering_section_is_read() -> None:
+    parsed = policy(
+        {
+            "spec.source.ordering": "key",
+            "spec.ordering": {
+                "onDeadLetter": "block",
+                "maxHeldPerKey": 5,
+                "maxHoldTime": "2m",
+                "onOverflow": "stop",
+            },
+        }
+    )
+    assert parsed.ordering.on_dead_letter == "block"
+    assert parsed.ordering.max_held_per_key == 5
+    assert (parsed.ordering.max_hold_ms, parsed.ordering.on_overflow) == (120_000, "stop")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param(
+            {"spec.source.ordering": "fifo"},
+            "spec.source.ordering: must be one of none, key, got 'fifo'",
+            id="unknown-mode",
+        ),
+        pytest.param(
+            {"spec.ordering.onDeadLetter": "skip"},
+            "spec.ordering: is only read with spec.source.ordering key, got 'none'",
+            id="section-without-key-ordering",
+        ),
+        pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.onDeadLetter": "wait"},
+            "spec.ordering.onDeadLetter: must be one of skip, block, got 'wait'",
+            id="on-dead-letter",
+        ),
+        pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.maxHeldPerKey": 0},
+            "spec.ordering.maxHeldPerKey: must be at least 1, got 0",
+            id="held-per-key",
+        ),
+        pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.maxHoldTime": "0s"},
+            "spec.ordering.maxHoldTime: must be longer than 0",
+            id="hold-time-zero",
+        ),
+        pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.onOverflow": "drop"},
+            "spec.ordering.onOverflow: must be one of deadLetter, stop, got 'drop'",
+            id="on-overflow",
+        ),
+    ],
+)
+def test_ordering_refuses(overrides: dict[str, object], expected: str) -> None:
+    assert expected in issues(policy_document(overrides))

@@ -153,6 +153,19 @@ class EngineMetrics:
             registry=registry,
         )
         self.batches = Counter("spark_dlq_batches", "Committed micro-batches", p, registry=registry)
+        # source.ordering: key only (zero otherwise).
+        self.parked = Counter(
+            "spark_dlq_ordering_parked_messages",
+            "Messages parked behind a retry of their key (written to the retry topic unprocessed)",
+            p,
+            registry=registry,
+        )
+        self.blocked = Counter(
+            "spark_dlq_ordering_blocked_keys",
+            "Keys blocked by a dead letter under ordering.onDeadLetter block",
+            p,
+            registry=registry,
+        )
         self.messages_in = Counter(
             "spark_dlq_messages_in",
             "Messages handed to the processor, by where they came from (source: the source "
@@ -270,6 +283,8 @@ class EngineMetrics:
             self.sink_failures.labels(self.policy, topic)
         self.redelivered.labels(self.policy)
         self.batches.labels(self.policy)
+        self.parked.labels(self.policy)
+        self.blocked.labels(self.policy)
         self.released_late.labels(self.policy)
         if self.model is not None and self.model.error_window.size > 0:
             self.window_threshold.labels(self.policy).set(self.model.error_window.threshold)
@@ -298,6 +313,8 @@ class EngineMetrics:
         for name, reason in DEAD_REASONS.items():
             self.dead_letters.labels(self.policy, reason).inc(int(row.get(name) or 0))
         self.redelivered.labels(self.policy).inc(int(row.get("redelivered") or 0))
+        self.parked.labels(self.policy).inc(int(row.get("parked") or 0))
+        self.blocked.labels(self.policy).inc(int(row.get("blocked") or 0))
         if row.get("max_lateness_ms") is not None:
             self.lateness.labels(self.policy).set(int(row["max_lateness_ms"]) / 1000)
         released = sum(int(s["released"]) for s in summaries)

@@ -39,10 +39,11 @@ from dlq_engine.job.delay import (
     hold_until_due,
     lookahead,
 )
+from dlq_engine.job.ordering import ordered_records
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
 from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
-from dlq_engine.routing.headers import CONTROL, WAKE
+from dlq_engine.routing.headers import CONTROL, CONTROL_BLOCK, CONTROL_WAKE
 from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
@@ -54,6 +55,7 @@ DEAD_REASONS = {
     "dead_exhausted": "exhausted",
     "dead_terminated": "terminated",
     "dead_non_retryable": "non-retryable",
+    "dead_ordering_overflow": "ordering-overflow",
 }
 
 
@@ -108,9 +110,15 @@ def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -
 
 
 def read_topic(
-    spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions, topic: str, starting: str
+    spark: SparkSession,
+    policy: DeadLetterPolicy,
+    options: RunOptions,
+    topic: str,
+    starting: str,
+    *,
+    limited: bool = True,
 ) -> DataFrame:
-    limit = policy.source.max_offsets_per_trigger
+    limit = policy.source.max_offsets_per_trigger if limited else 0
     reader = spark.readStream.format("kafka").options(**CONSUMER_DEFAULTS)
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))
@@ -131,11 +139,16 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     ``value`` and ``headers`` to write, the dead-letter ``reason`` and ``lateness_ms``
     (see ``output_schema``)."""
     source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
-    source = source.withColumn(DELIVER_AT_COLUMN, F.lit(None).cast("bigint"))
-    retries = hold_until_due(
-        read_topic(spark, policy, options, policy.retry_topic, "earliest"), lookahead(policy.spark.trigger_ms)
-    )
-    records = source.unionByName(retries)
+    if policy.source.ordering == "key":
+        retry_topic = read_topic(spark, policy, options, policy.retry_topic, "earliest", limited=False)
+        records = ordered_records(source, retry_topic, policy.ordering, lookahead(policy.spark.trigger_ms))
+    else:
+        source = source.withColumn(DELIVER_AT_COLUMN, F.lit(None).cast("bigint"))
+        retries = hold_until_due(
+            read_topic(spark, policy, options, policy.retry_topic, "earliest"),
+            lookahead(policy.spark.trigger_ms),
+        )
+        records = source.unionByName(retries)
 
     settings = RoutingSettings.from_policy(policy)
     entrypoint = policy.processor.entrypoint
@@ -157,12 +170,15 @@ def observed(frame: DataFrame) -> DataFrame:
     route, reason = F.col("route"), F.col("reason")
     return frame.observe(
         METRICS,
-        F.count(F.lit(1)).alias("total"),
+        # Routed messages: not the parked records and control records of source.ordering key.
+        F.count(F.when(route <= int(Route.IGNORED), 1)).alias("total"),
         F.count(F.when(route == int(Route.OUTPUT), 1)).alias("output"),
         F.count(F.when(route == int(Route.ACK), 1)).alias("acked"),
         F.count(F.when(route == int(Route.RETRY), 1)).alias("retried"),
         F.count(F.when(route == int(Route.DEAD), 1)).alias("dead"),
         F.count(F.when(route == int(Route.IGNORED), 1)).alias("ignored"),
+        F.count(F.when(route == int(Route.PARKED), 1)).alias("parked"),
+        F.count(F.when((route == int(Route.CONTROL)) & (reason == CONTROL_BLOCK), 1)).alias("blocked"),
         F.count(F.col("lateness_ms")).alias("redelivered"),
         F.max(F.col("lateness_ms")).alias("max_lateness_ms"),
         F.min(F.col("lateness_ms")).alias("min_lateness_ms"),
@@ -177,7 +193,7 @@ def sink_records(frame: DataFrame, policy: DeadLetterPolicy) -> DataFrame:
     route = F.col("route")
     topic = (
         F.when(route == int(Route.OUTPUT), F.lit(policy.output.topic or None))
-        .when(route == int(Route.RETRY), F.lit(policy.retry_topic))
+        .when(route.isin(int(Route.RETRY), int(Route.PARKED), int(Route.CONTROL)), F.lit(policy.retry_topic))
         .when(route == int(Route.DEAD), F.lit(policy.dead_letter_topic))
     )
     return frame.where(topic.isNotNull()).select(topic.alias("topic"), "key", "value", "headers")
@@ -270,7 +286,7 @@ def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> 
     for the next message to arrive. The control record is new data: the first batch runs, and
     the timers fire from then on. The delay stage drops it."""
     record = spark.createDataFrame(
-        [(policy.retry_topic, WAKE_KEY, b"", [(CONTROL, WAKE)])],
+        [(policy.retry_topic, WAKE_KEY, b"", [(CONTROL, CONTROL_WAKE.encode())])],
         "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>",
     )
     record.write.format("kafka").options(**kafka_options(policy, options), **SINK_OPTIONS).save()

@@ -38,7 +38,18 @@ from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, SinkWrite
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import StopPipeline
 
-COUNTERS = ("total", "output", "acked", "retried", "dead", "ignored", "redelivered", *DEAD_REASONS)
+COUNTERS = (
+    "total",
+    "output",
+    "acked",
+    "retried",
+    "dead",
+    "ignored",
+    "redelivered",
+    "parked",
+    "blocked",
+    *DEAD_REASONS,
+)
 
 
 @dataclass

@@ -38,6 +38,9 @@ Provisioner = Literal["auto", "admin", "strimzi"]
 #: Whose header names and encodings dead letters and retry records carry the failure's facts in
 #: (``deadLetter.headerProfiles``; routing/headers.py writes them).
 HeaderProfile = Literal["spark-dlq", "spring", "connect", "pulsar"]
+OrderingMode = Literal["none", "key"]
+OnDeadLetter = Literal["skip", "block"]
+OnOverflow = Literal["deadLetter", "stop"]
 #: Each enum's values, for parsers, CLIs and the CRD test (tests/unit/test_crd_schema.py).
 STARTING_OFFSETS: Final[tuple[StartingOffsets, ...]] = get_args(StartingOffsets)
 PROCESSOR_MODES: Final[tuple[ProcessorMode, ...]] = get_args(ProcessorMode)
@@ -50,6 +53,9 @@ HEADER_PROFILES: Final[tuple[HeaderProfile, ...]] = get_args(HeaderProfile)
 #: the triage CLI and the dead-letter table read them from dead letters: every list includes it.
 REQUIRED_HEADER_PROFILE: Final[HeaderProfile] = "spark-dlq"
 DEFAULT_HEADER_PROFILES: Final[tuple[HeaderProfile, ...]] = (REQUIRED_HEADER_PROFILE,)
+ORDERING_MODES: Final[tuple[OrderingMode, ...]] = get_args(OrderingMode)
+ON_DEAD_LETTER: Final[tuple[OnDeadLetter, ...]] = get_args(OnDeadLetter)
+ON_OVERFLOW: Final[tuple[OnOverflow, ...]] = get_args(OnOverflow)
 
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef`` and where the
 #: engine reads it: one file per Kafka client property (``security.protocol``, ...).
@@ -97,6 +103,29 @@ class Source:
     #: (Spark's maxOffsetsPerTrigger; 0: no limit). Keeps batches short while a backlog drains,
     #: e.g. after a restart.
     max_offsets_per_trigger: int = 0
+    #: ``key``: the messages of one Kafka key are handled in their source order, a retrying
+    #: message holding the later ones of its key (``Ordering``); null keys stay unordered.
+    ordering: OrderingMode = "none"
+
+
+#: The defaults of ``spec.ordering`` (the CRD says the same).
+DEFAULT_MAX_HELD_PER_KEY: Final = 1_000
+DEFAULT_MAX_HOLD_MS: Final = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    """``spec.ordering``: how ``source.ordering: key`` holds later messages behind a retry."""
+
+    #: ``skip``: a dead-lettered message releases the next one of its key; ``block``: its key
+    #: stays held (its later messages wait, up to the bounds below).
+    on_dead_letter: OnDeadLetter = "skip"
+    #: The most messages held behind one key; the longest one message is held.
+    max_held_per_key: int = DEFAULT_MAX_HELD_PER_KEY
+    max_hold_ms: int = DEFAULT_MAX_HOLD_MS
+    #: What happens to a message beyond a bound: dead-lettered with reason
+    #: ``ordering-overflow``, or the job stops naming the bound.
+    on_overflow: OnOverflow = "deadLetter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +275,7 @@ class DeadLetterPolicy:
     topics: Topics = field(default_factory=Topics)
     spark: Spark = field(default_factory=Spark)
     suspend: bool = False
+    ordering: Ordering = field(default_factory=Ordering)
 
     @property
     def qualified_name(self) -> str:
@@ -461,6 +491,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         subscription=f.string("subscription"),
         starting_offsets=f.choice("startingOffsets", STARTING_OFFSETS, "latest"),
         max_offsets_per_trigger=f.integer("maxOffsetsPerTrigger", 0, minimum=0),
+        ordering=f.choice("ordering", ORDERING_MODES, "none"),
     )
     if source.subscription and not _TOPIC_RE.match(source.subscription):
         f.fail(
@@ -512,6 +543,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     topics = _parse_topics(spec.child("topics"))
     spark = _parse_spark(spec.child("spark"))
     suspend = spec.boolean("suspend", False)
+    ordering = _parse_ordering(spec, source)
     spec.done()
 
     policy = DeadLetterPolicy(
@@ -527,9 +559,36 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         topics=topics,
         spark=spark,
         suspend=suspend,
+        ordering=ordering,
     )
     _check_topic_names_distinct(policy, issues)
     return policy
+
+
+def _parse_ordering(spec: _Fields, source: Source) -> Ordering:
+    present = spec.get("ordering") is not _MISSING
+    f = spec.child("ordering")
+    ordering = Ordering(
+        on_dead_letter=f.choice("onDeadLetter", ON_DEAD_LETTER, "skip"),
+        max_held_per_key=f.integer("maxHeldPerKey", DEFAULT_MAX_HELD_PER_KEY, minimum=1),
+        max_hold_ms=f.duration("maxHoldTime", DEFAULT_MAX_HOLD_MS),
+        on_overflow=f.choice("onOverflow", ON_OVERFLOW, "deadLetter"),
+    )
+    if present and source.ordering != "key":
+        f.fail(f.path, f"is only read with spec.source.ordering key, got {source.ordering!r}")
+    if ordering.max_hold_ms <= 0:
+        f.fail(f.at("maxHoldTime"), "must be longer than 0")
+    f.done()
+    return ordering
+
+
+def _ordering_spec(ordering: Ordering) -> dict[str, Any]:
+    return {
+        "onDeadLetter": ordering.on_dead_letter,
+        "maxHeldPerKey": ordering.max_held_per_key,
+        "maxHoldTime": format_ms(ordering.max_hold_ms),
+        "onOverflow": ordering.on_overflow,
+    }
 
 
 def _parse_retry(f: _Fields) -> RetrySpec:
@@ -864,6 +923,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
                 if policy.source.max_offsets_per_trigger
                 else {}
             ),
+            # Only when key, so that policies without it keep their config hash.
+            **({"ordering": policy.source.ordering} if policy.source.ordering != "none" else {}),
         },
         "broker": {"bootstrapServers": policy.broker.bootstrap_servers},
         "processor": {
@@ -934,6 +995,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
         },
         "suspend": policy.suspend,
+        # Only with source.ordering key (the only case it is read).
+        **({"ordering": _ordering_spec(policy.ordering)} if policy.source.ordering == "key" else {}),
     }
     if policy.broker.secret_ref is not None:
         spec["broker"]["secretRef"] = {"name": policy.broker.secret_ref.name}

@@ -40,6 +40,7 @@ from dlq_engine.routing.outcomes import (
     Route,
     Rules,
     UnsupportedResult,
+    Verdict,
     classify,
     decide_all,
     frozen_names,
@@ -90,6 +91,10 @@ class RoutingSettings:
     timeout_ms: int = 0  # processor.timeout; 0: none
     #: A retry routed more than this after its ``dlq.deliver.at`` counts as released late.
     late_after_ms: int = 0
+    #: ``source.ordering: key``, ``ordering.onDeadLetter: block``, ``ordering.onOverflow: stop``.
+    ordered: bool = False
+    block_on_dead_letter: bool = False
+    stop_on_overflow: bool = False
 
     @property
     def rules(self) -> Rules:
@@ -115,6 +120,9 @@ class RoutingSettings:
             header_profiles=policy.dead_letter.header_profiles,
             timeout_ms=policy.processor.timeout_ms,
             late_after_ms=late_after_ms(policy.spark.trigger_ms),
+            ordered=policy.source.ordering == "key",
+            block_on_dead_letter=policy.ordering.on_dead_letter == "block",
+            stop_on_overflow=policy.ordering.on_overflow == "stop",
         )
 
 
@@ -127,11 +135,21 @@ def late_after_ms(trigger_ms: int) -> int:
 ProcessFn = Callable[..., Any]
 
 
+#: The column of the ordering stage's note on a record it let go past a bound
+#: (``job.ordering``): such a record is dead-lettered with reason ``ordering-overflow``.
+ORDER_NOTE = "order_note"
+OVERFLOW_REASON = "ordering-overflow"
+OVERFLOW_ERROR = "OrderingOverflow"
+
+
 def route_batches(
     batches: Iterable[pa.RecordBatch], settings: RoutingSettings, processor: ProcessFn
 ) -> Iterator[pa.RecordBatch]:
+    # The keys of this task whose message went to retry (or was blocked): their later records
+    # in the task, in any later Arrow batch too, are parked (``source.ordering: key``).
+    stopped: set[bytes] = set()
     for batch in batches:
-        yield route_batch(batch, settings, processor)
+        yield route_batch(batch, settings, processor, stopped=stopped)
 
 
 def route_batch(
@@ -141,6 +159,7 @@ def route_batch(
     *,
     now_ms: Callable[[], int] | None = None,
     rand: Callable[[], float] = random.random,
+    stopped: set[bytes] | None = None,
 ) -> pa.RecordBatch:
     clock = now_ms or _now_ms
     n = batch.num_rows
@@ -171,10 +190,29 @@ def route_batch(
         )
         for i in range(n)
     ]
-    results, durations = _results(messages, settings, processor)
+    notes = _notes(batch) if settings.ordered else None
+    if settings.ordered and settings.mode == "message" and settings.timeout_ms <= 0:
+        # A key's later messages are not processed once one fails in this task.
+        results, durations = _ordered_results(
+            messages, notes, attempts, settings, processor, stopped or set()
+        )
+    elif notes is None:
+        results, durations = _results(messages, settings, processor)
+    else:
+        # Records the ordering stage let go past a bound are not processed.
+        kept = [i for i in range(n) if notes[i] is None]
+        done, durations = _results([messages[i] for i in kept], settings, processor)
+        results = [_overflow(note) for note in notes]
+        for i, result in zip(kept, done, strict=True):
+            results[i] = result
 
     now = clock()
     decisions = decide_all(results, attempts, settings.rules)
+    if notes is not None:
+        decisions = [
+            _overflow_decision(settings, messages[i], note) if note is not None else decisions[i]
+            for i, note in enumerate(notes)
+        ]
     lateness = (
         [_lateness(pairs, now) if pairs is not None else None for pairs in retry_headers]
         if True in from_retry
@@ -188,15 +226,22 @@ def route_batch(
     reasons: list[str | None]
     out_values: list[Result]
     only = decisions[0] if n else ACKNOWLEDGE
-    if (only is PUBLISH or only is ACKNOWLEDGE) and decisions.count(only) == n:
+    controls: list[tuple[bytes, str, str, str]] = []
+    ordering = settings.ordered and (bool(stopped) or True in from_retry or notes is not None)
+    if not ordering and (only is PUBLISH or only is ACKNOWLEDGE) and decisions.count(only) == n:
         routes, reasons = [only.route] * n, [None] * n
         out_values = results if only is PUBLISH else [None] * n
     else:
         routes = [d.route for d in decisions]
         reasons = [d.reason for d in decisions]
         out_values = [r if d is PUBLISH else None for r, d in zip(results, decisions, strict=True)]
+        parked: set[int] = set()
+        if settings.ordered:
+            controls, parked = _keep_key_order(
+                messages, retry_headers, decisions, routes, reasons, out_values, changed, settings, stopped
+            )
         for i, result in enumerate(results):
-            if type(result) is Failure:
+            if type(result) is Failure and i not in parked:
                 out_values[i] = values[i]
                 changed[i] = _failed(
                     messages[i], retry_headers[i], result, decisions[i], attempts[i] + 1, settings, now, rand
@@ -215,18 +260,187 @@ def route_batch(
         from_retry,
         late_after_ms=settings.late_after_ms,
     )
+    columns = [
+        route_column,
+        batch.column("key"),
+        pa.array(out_values, type=pa.binary()),
+        _written_headers(header_column, flat, changed),
+        pa.array(reasons, type=pa.string()),
+        lateness_column,
+    ]
+    if controls:
+        columns = _with_controls(columns, controls, header_column.type)
     return pa.RecordBatch.from_arrays(
-        [
-            route_column,
-            batch.column("key"),
-            pa.array(out_values, type=pa.binary()),
-            _written_headers(header_column, flat, changed),
-            pa.array(reasons, type=pa.string()),
-            lateness_column,
-            stats.stats_column(n, summary),
-        ],
+        [*columns, stats.stats_column(n + len(controls), summary)],
         schema=output_schema(batch.schema),
     )
+
+
+def _ordered_results(
+    messages: Sequence[Message],
+    notes: Sequence[str | None] | None,
+    attempts: Sequence[int],
+    settings: RoutingSettings,
+    processor: ProcessFn,
+    stopped: set[bytes],
+) -> tuple[list[Result], np.ndarray]:
+    """``source.ordering: key`` in message mode: the processor called in row order, and not
+    for a message past a bound (its note) or of a key whose earlier message in this task went
+    to retry or was blocked (``_keep_key_order`` parks those, by the same rule); those get a
+    None result, never used. The first ``TIMED_CALLS`` calls are timed."""
+    clock = time.perf_counter
+    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
+    held = set(stopped)
+    results: list[Result] = []
+    durations: list[float] = []
+    for i, message in enumerate(messages):
+        key = message.key
+        if (notes is not None and notes[i] is not None) or (key is not None and key in held):
+            results.append(_overflow(notes[i]) if notes is not None else None)
+            continue
+        if len(durations) < TIMED_CALLS:
+            started = clock()
+            result = result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
+            durations.append(clock() - started)
+        else:
+            result = result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
+        if type(result) is Failure and key is not None:
+            [decision] = decide_all([result], [attempts[i]], settings.rules)
+            if decision.route is Route.RETRY or (
+                settings.block_on_dead_letter and decision.route in (Route.DEAD, Route.IGNORED)
+            ):
+                held.add(key)
+        results.append(result)
+    return results, np.array(durations, dtype=np.float64)
+
+
+def _notes(batch: pa.RecordBatch) -> list[str | None] | None:
+    """The ordering stage's overflow notes, None when the batch has none."""
+    if ORDER_NOTE not in batch.schema.names:
+        return None
+    column = batch.column(ORDER_NOTE)
+    if column.null_count == len(column):
+        return None
+    notes: list[str | None] = column.to_pylist()
+    return notes
+
+
+def _overflow(note: str | None) -> Result:
+    return Failure(Verdict.TERMINATED, OVERFLOW_ERROR, note or "") if note is not None else None
+
+
+def _overflow_decision(settings: RoutingSettings, message: Message, note: str) -> Decision:
+    """A record past an ordering bound: dead-lettered with reason ``ordering-overflow``, or,
+    under ``onOverflow: stop``, the pipeline stops naming the bound."""
+    if settings.stop_on_overflow:
+        raise StopPipeline(
+            f"{StopPipeline.MARKER} ordering.onOverflow stop: message {message.topic}[{message.partition}]@"
+            f"{message.offset}: {note}"
+        )
+    return Decision(Route.IGNORED if settings.strategy == "ignore" else Route.DEAD, OVERFLOW_REASON)
+
+
+def _position(message: Message, retry_headers: list[tuple[str, bytes | None]] | None) -> tuple[str, str]:
+    """A message's source position as the ordering stage names it: the ``dlq.original.*``
+    partition and offset a retry record carries, else its own."""
+    partition, offset = str(message.partition), str(message.offset)
+    if retry_headers is not None:
+        carried_partition = h.first_header(retry_headers, h.ORIGINAL_PARTITION)
+        carried_offset = h.first_header(retry_headers, h.ORIGINAL_OFFSET)
+        if carried_partition is not None and carried_offset is not None:
+            text_partition, text_offset = _text(carried_partition), _text(carried_offset)
+            if text_partition.lstrip("-").isdigit() and text_offset.lstrip("-").isdigit():
+                partition, offset = text_partition, text_offset
+    return partition, offset
+
+
+def _keep_key_order(
+    messages: Sequence[Message],
+    retry_headers: Sequence[list[tuple[str, bytes | None]] | None],
+    decisions: Sequence[Decision],
+    routes: list[Route],
+    reasons: list[str | None],
+    out_values: list[Result],
+    changed: dict[int, list[tuple[str, bytes]]],
+    settings: RoutingSettings,
+    stopped: set[bytes] | None,
+) -> tuple[list[tuple[bytes, str, str, str]], set[int]]:
+    """``source.ordering: key``, in row order (the ordering stage hands a key's records on in
+    source order): once a record of a key goes to retry (or is dead-lettered under ``block``),
+    its key's later records are parked, unprocessed results dropped; a retried record that is
+    done (published, acknowledged, or dead-lettered under ``skip``) writes a ``release`` control
+    record, one dead-lettered under ``block`` a ``block`` record. Returns those control records
+    ((key, control, partition, offset)) and the parked rows. Records with a null key are left
+    alone."""
+    held = stopped if stopped is not None else set()
+    controls: list[tuple[bytes, str, str, str]] = []
+    parked: set[int] = set()
+    for i, message in enumerate(messages):
+        key = message.key
+        if key is None:
+            continue
+        if key in held:
+            routes[i], reasons[i], out_values[i] = Route.PARKED, None, message.value
+            changed[i] = _parked_headers(message, retry_headers[i])
+            parked.add(i)
+            continue
+        route = decisions[i].route
+        if route is Route.RETRY:
+            held.add(key)
+        elif route is Route.DEAD or route is Route.IGNORED:
+            if settings.block_on_dead_letter and reasons[i] != OVERFLOW_REASON:
+                held.add(key)
+                controls.append((key, h.CONTROL_BLOCK, *_position(message, retry_headers[i])))
+            elif retry_headers[i] is not None:
+                controls.append((key, h.CONTROL_RELEASE, *_position(message, retry_headers[i])))
+        elif retry_headers[i] is not None:
+            controls.append((key, h.CONTROL_RELEASE, *_position(message, retry_headers[i])))
+    return controls, parked
+
+
+def _parked_headers(
+    message: Message, retry_headers: list[tuple[str, bytes | None]] | None
+) -> list[tuple[str, bytes]]:
+    """``dlq.control: park`` and the record's source position (``dlq.original.*``)."""
+    origin: dict[str, str] = {}
+    if retry_headers is not None:
+        for name in (h.ORIGINAL_TOPIC, h.ORIGINAL_PARTITION, h.ORIGINAL_OFFSET, h.ORIGINAL_TIMESTAMP):
+            carried = h.first_header(retry_headers, name)
+            if carried is not None:
+                origin[name] = _text(carried)
+    origin.setdefault(h.ORIGINAL_TOPIC, message.topic)
+    origin.setdefault(h.ORIGINAL_PARTITION, str(message.partition))
+    origin.setdefault(h.ORIGINAL_OFFSET, str(message.offset))
+    origin.setdefault(h.ORIGINAL_TIMESTAMP, str(message.timestamp))
+    return [(h.CONTROL, h.CONTROL_PARK.encode()), *((k, v.encode()) for k, v in origin.items())]
+
+
+def _with_controls(
+    columns: list[pa.Array], controls: Sequence[tuple[bytes, str, str, str]], header_type: pa.DataType
+) -> list[pa.Array]:
+    """The routed columns with the control records appended (route ``CONTROL``, the key, no
+    value, ``dlq.control`` and the position in headers, the control in ``reason``)."""
+    m = len(controls)
+    headers = pa.array(
+        [
+            [
+                {"key": h.CONTROL, "value": control.encode()},
+                {"key": h.ORIGINAL_PARTITION, "value": partition.encode()},
+                {"key": h.ORIGINAL_OFFSET, "value": offset.encode()},
+            ]
+            for _, control, partition, offset in controls
+        ],
+        type=header_type,
+    )
+    route, key, value, written, reason, lateness = columns
+    return [
+        pa.concat_arrays([route, pa.array([int(Route.CONTROL)] * m, type=pa.int8())]),
+        pa.concat_arrays([key, pa.array([c[0] for c in controls], type=key.type)]),
+        pa.concat_arrays([value, pa.nulls(m, pa.binary())]),
+        pa.concat_arrays([written, headers]),
+        pa.concat_arrays([reason, pa.array([c[1] for c in controls], type=pa.string())]),
+        pa.concat_arrays([lateness, pa.nulls(m, pa.int64())]),
+    ]
 
 
 def _written_headers(

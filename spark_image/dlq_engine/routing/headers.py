@@ -39,11 +39,18 @@ RULE: Final = "dlq.rule"
 REDRIVE_COUNT: Final = "dlq.redrive.count"
 REDRIVE_NAME: Final = "dlq.redrive.name"
 REDRIVE_AT: Final = "dlq.redrive.at"
-
-#: Marks an engine control record on the retry topic: never processed, never routed, only
-#: read by the engine's stages. ``WAKE`` is written when a job restarts from a checkpoint.
+#: A control record of the retry topic, never handed to the processor. ``wake``: written once
+#: when a job starts from a checkpoint with a committed micro-batch, so that its first batch runs
+#: (job/pipeline.py ``wake``). With ``source.ordering: key``: ``park`` (a later message of a key
+#: whose message went to retry, written unprocessed, with its ``dlq.original.*`` position, to be
+#: held behind it), ``release`` and ``block`` (the message at
+#: ``dlq.original.partition``/``offset`` of the record's key succeeded or was dead-lettered: its
+#: key goes on, or stays held under ``onDeadLetter: block``).
 CONTROL: Final = "dlq.control"
-WAKE: Final = b"wake"
+CONTROL_WAKE: Final = "wake"
+CONTROL_PARK: Final = "park"
+CONTROL_RELEASE: Final = "release"
+CONTROL_BLOCK: Final = "block"
 
 #: Carried from the first failure to every later retry and dead letter (the redrive headers
 #: too, so a redriven message that fails again still says how often it was redriven).

@@ -39,6 +39,11 @@ class Route(enum.IntEnum):
     RETRY = 2
     DEAD = 3
     IGNORED = 4  # dead, but the strategy is ignore: logged and counted
+    #: ``source.ordering: key`` only, both written to the retry topic: a later message of a key
+    #: whose message went to retry in the same task, unprocessed (``dlq.control: park``); a
+    #: control record naming a key's message that is done (``dlq.control: release | block``).
+    PARKED = 5
+    CONTROL = 6
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,7 +111,8 @@ def summarize(
     (``Route`` values), ``outcomes[i]`` the ``Result`` of row i (a ``Failure`` for every failed row), ``lateness_ms``
     null for source records, ``durations_s`` the processor's call times, ``from_retry[i]``
     whether row ``i`` came from the retry topic."""
-    failed = pc.indices_nonzero(pc.greater_equal(routes, int(Route.RETRY))).to_pylist() if len(routes) else []
+    failing = pc.and_(pc.greater_equal(routes, int(Route.RETRY)), pc.less_equal(routes, int(Route.IGNORED)))
+    failed = pc.indices_nonzero(failing).to_pylist() if len(routes) else []
     tally: dict[tuple[str, str, str], int] = {}
     by_attempt: dict[str, int] = {}
     classes: set[str] = set()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlq_engine.routing.headers import CONTROL, WAKE
+from dlq_engine.routing.headers import CONTROL, CONTROL_WAKE
 from tests.helpers import produce, read_all
 
 N = 20
@@ -67,5 +67,5 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     assert read_all(bootstrap_servers, names["output"], timeout=3) == []
     retries = read_all(bootstrap_servers, names["retry"], timeout=5)
     # The N retries of version 1, and the one control record the restart wrote.
-    assert [r.header(CONTROL) for r in retries].count(WAKE.decode()) == 1
+    assert [r.header(CONTROL) for r in retries].count(CONTROL_WAKE) == 1
     assert len([r for r in retries if r.header(CONTROL) is None]) == N

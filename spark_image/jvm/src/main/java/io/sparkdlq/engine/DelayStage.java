@@ -7,7 +7,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 
-/** Entry point called from the Python engine (py4j): the delay stage on the JVM. */
+/** Entry points called from the Python engine (py4j): the delay and ordering stages on the JVM. */
 public final class DelayStage {
   private DelayStage() {
   }
@@ -22,6 +22,35 @@ public final class DelayStage {
         .groupByKey(new DueBucket(index), Encoders.LONG())
         .transformWithState(new HoldUntilDue(withDue.schema(), lookaheadMs),
             TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(withDue.schema()));
+  }
+
+  /**
+   * The records of {@code input} (source, retry and control records of non-null keys, with the
+   * columns {@link OrderByKey} names) in per-key order: a key's records wait behind its message
+   * in the retry loop ({@code source.ordering: key}); same schema as the input.
+   */
+  public static Dataset<Row> orderByKey(Dataset<Row> input, long lookaheadMs, boolean blockOnDeadLetter,
+                                        int maxHeldPerKey, long maxHoldMs) {
+    int index = input.schema().fieldIndex("key");
+    return input
+        .groupByKey(new KafkaKey(index), Encoders.BINARY())
+        .transformWithState(new OrderByKey(input.schema(), lookaheadMs, blockOnDeadLetter, maxHeldPerKey, maxHoldMs),
+            TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(input.schema()));
+  }
+
+  /** The grouping key of the ordering stage: a record's Kafka key (never null there). */
+  static final class KafkaKey implements MapFunction<Row, byte[]> {
+    private static final long serialVersionUID = 1L;
+    private final int index;
+
+    KafkaKey(int index) {
+      this.index = index;
+    }
+
+    @Override
+    public byte[] call(Row row) {
+      return (byte[]) row.get(index);
+    }
   }
 
   /** The grouping key: the due bucket of a record. */

@@ -1,0 +1,223 @@
+"""``source.ordering: key`` on the real broker and Spark: the output topic keeps each key's
+source order while messages of the key wait in the retry stage, with many keys and a hot key,
+across a stop and a restart from the checkpoint under a changed policy; ``onDeadLetter:
+block`` and the hold bounds dead-letter with reason ``ordering-overflow``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_dlq_devtools.chaos import end_offsets, start_engine
+from tests.helpers import Record, engine_policy, produce, read_all
+
+ORDERED = {"processor": {"entrypoint": "tests.processors.ordered:process"}}
+
+
+def messages(
+    keys: Sequence[str], per_key: int, command: Callable[[str, int], str]
+) -> list[tuple[bytes, bytes]]:
+    """``per_key`` messages of every key, interleaved across keys (as a busy topic has them)."""
+    return [(k.encode(), f"{k}:{i}:{command(k, i)}".encode()) for i in range(per_key) for k in keys]
+
+
+def first_seen(records: Sequence[Record]) -> dict[str, list[int]]:
+    """Per key, the sequence numbers in output order, each at its first occurrence (a replay
+    after a stop may write a message again: at-least-once)."""
+    order: dict[str, list[int]] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        key, seq = (record.value or b"").decode().split(":")
+        if int(seq) not in order.setdefault(key, []):
+            order[key].append(int(seq))
+    return order
+
+
+def read_distinct(bootstrap: str, topic: str, distinct: int, *, timeout: float) -> list[Record]:
+    """Every record of ``topic`` once ``distinct`` different values are there (duplicates, from
+    a replayed batch, are not counted), or when ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = read_all(
+            bootstrap, topic, expect=distinct, timeout=max(1.0, min(30.0, deadline - time.monotonic()))
+        )
+        if len({r.value for r in records}) >= distinct or time.monotonic() >= deadline:
+            return records
+
+
+def assert_in_key_order(order: dict[str, list[int]], expected: dict[str, list[int]], state: str) -> None:
+    assert sorted(order) == sorted(expected), state
+    for key, seqs in expected.items():
+        assert order[key] == seqs, (key, state)
+
+
+def flaky_now_and_then(key: str, i: int) -> str:
+    # The hot key fails every 7th message once; every key fails its message 2 once; k3's
+    # message 4 is poison (dead-lettered: under skip its key goes on).
+    if key == "hot" and i % 7 == 3:
+        return "flaky1"
+    if i == 2:
+        return "flaky1"
+    if key == "k3" and i == 4:
+        return "dead"
+    return "ok"
+
+
+def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
+    names = topics(partitions=2)
+    keys = [f"k{i}" for i in range(30)]
+    records = messages(keys, 6, flaky_now_and_then) + messages(["hot"], 30, flaky_now_and_then)
+    produce(bootstrap_servers, names["source"], records[: len(records) // 2])
+    running = engine(
+        names,
+        source={"ordering": "key"},
+        retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "300ms"}},
+        **ORDERED,
+    )
+    produce(bootstrap_servers, names["source"], records[len(records) // 2 :])
+    expected_out = sum(1 for _, v in records if not v.endswith(b":dead"))
+    output = read_distinct(bootstrap_servers, names["output"], expected_out, timeout=180)
+    state = running.describe()
+    counts = dict(running.run.totals.counts)
+    running.stop()
+
+    expected = {k: [i for i in range(6) if not (k == "k3" and i == 4)] for k in keys}
+    expected["hot"] = list(range(30))
+    assert_in_key_order(first_seen(output), expected, state)
+    dead = read_all(bootstrap_servers, names["dlq"], expect=1, timeout=10)
+    assert [(r.key, r.header("dlq.reason")) for r in dead] == [(b"k3", "terminated")]
+    # Later messages of a key did wait: parked behind a retry in their routing task.
+    assert counts["parked"] > 0, counts
+
+
+def test_key_order_holds_across_a_restart_from_the_checkpoint_with_a_changed_policy(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any], tmp_path: Path
+) -> None:
+    names = topics(partitions=2)
+    checkpoint = tmp_path / "checkpoint"
+    keys = [f"k{i}" for i in range(10)]
+
+    def first_fails(key: str, i: int) -> str:
+        return "flaky1" if i == 0 else "ok"
+
+    produce(bootstrap_servers, names["source"], messages(keys, 4, first_fails))
+    # Version 1: a retry waits 8 s; stop while every key's first message waits in the stage
+    # and the later ones are held behind it.
+    first = engine(
+        names,
+        checkpoint=checkpoint,
+        source={"ordering": "key"},
+        retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "8s"}},
+        **ORDERED,
+    )
+    first.wait_for(retried=len(keys), timeout=120)
+    assert first.stop() == 0
+    assert read_all(bootstrap_servers, names["output"], timeout=3) == []
+
+    # More messages of the same keys while it is down; version 2 retries after 200 ms.
+    produce(
+        bootstrap_servers,
+        names["source"],
+        [(k.encode(), f"{k}:{i}:ok".encode()) for i in range(4, 8) for k in keys],
+    )
+    second = engine(
+        names,
+        checkpoint=checkpoint,
+        source={"ordering": "key"},
+        retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "200ms"}},
+        **ORDERED,
+    )
+    output = read_distinct(bootstrap_servers, names["output"], 8 * len(keys), timeout=120)
+    state = second.describe()
+    second.stop()
+    assert_in_key_order(first_seen(output), {k: list(range(8)) for k in keys}, state)
+
+
+def test_key_order_holds_across_sigkills_of_the_engine(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], tmp_path: Path
+) -> None:
+    names = topics(partitions=2)
+    keys = [f"k{i}" for i in range(20)]
+
+    def flaky(key: str, i: int) -> str:
+        return "flaky1" if (key == "hot" and i % 10 == 3) or (key != "hot" and i % 6 == 2) else "ok"
+
+    records = messages(keys, 12, flaky) + messages(["hot"], 30, flaky)
+    # A third of the messages per incarnation, produced after it starts: each incarnation runs a
+    # batch with data (a restarted query fires its timers only once one has run).
+    third = len(records) // 3
+    chunks = [records[:third], records[third : 2 * third], records[2 * third :]]
+    policy = tmp_path / "policy.yaml"
+    document = engine_policy(
+        names,
+        bootstrap_servers,
+        # Small batches, so that each kill lands while records flow.
+        source={"ordering": "key", "maxOffsetsPerTrigger": 60},
+        retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "200ms"}},
+        **ORDERED,
+    )
+    policy.write_text(yaml.safe_dump(document))
+    checkpoint = tmp_path / "checkpoint"
+    # Two SIGKILLs of the engine's process group, each once this incarnation has written more
+    # output (mid-stream: a batch's writes may be replayed), then a run to the end.
+    for kill in range(2):
+        running = start_engine(policy, checkpoint, tmp_path / f"engine-{kill}.log")
+        try:
+            produce(bootstrap_servers, names["source"], chunks[kill])
+            before = end_offsets(bootstrap_servers, [names["output"]])
+            running.wait_until(
+                lambda before=before: end_offsets(bootstrap_servers, [names["output"]]) > before + 20,
+                timeout=120,
+                what="more output",
+            )
+            running.kill()
+        finally:
+            running.stop()
+    last = start_engine(policy, checkpoint, tmp_path / "engine-last.log")
+    try:
+        produce(bootstrap_servers, names["source"], chunks[2])
+        output = read_distinct(bootstrap_servers, names["output"], len(records), timeout=180)
+        log = last.tail(20)
+    finally:
+        last.stop()
+    expected = {k: list(range(12)) for k in keys}
+    expected["hot"] = list(range(30))
+    assert_in_key_order(first_seen(output), expected, log)
+
+
+def test_block_keeps_a_key_held_and_the_bounds_dead_letter_as_ordering_overflow(
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
+    names = topics(partitions=1)
+
+    def blocked_b(key: str, i: int) -> str:
+        return "dead" if key == "b" and i == 1 else "ok"
+
+    produce(bootstrap_servers, names["source"], messages(["a", "b"], 7, blocked_b))
+    running = engine(
+        names,
+        source={"ordering": "key"},
+        ordering={"onDeadLetter": "block", "maxHeldPerKey": 3, "maxHoldTime": "4s"},
+        **ORDERED,
+    )
+    # b1 is dead-lettered and blocks b: b2..b4 are held (the bound is 3), b5 and b6 overflow at
+    # once, and the held three overflow after 4 s.
+    dead = read_all(bootstrap_servers, names["dlq"], expect=6, timeout=90, settle=1)
+    output = read_all(bootstrap_servers, names["output"], expect=8, timeout=10)
+    state = running.describe()
+    counts = dict(running.run.totals.counts)
+    running.stop()
+
+    assert_in_key_order(first_seen(output), {"a": list(range(7)), "b": [0]}, state)
+    reasons = {(r.value or b"").decode(): r.header("dlq.reason") for r in dead}
+    assert reasons == {
+        "b:1:dead": "terminated",
+        **{f"b:{i}:ok": "ordering-overflow" for i in range(2, 7)},
+    }, state
+    assert counts["blocked"] == 1, counts
+    assert counts["dead_ordering_overflow"] == 5, counts
