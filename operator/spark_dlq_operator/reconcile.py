@@ -721,6 +721,13 @@ async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner)
         raise
     services.resubmitted[key] = submission
     state = render.application_state(app)[0]
+    logger.info(
+        "SparkApplication %s/%s: submission %s (%s) resubmitted: %s",
+        *key,
+        submission,
+        state,
+        patch["spec"]["driver"]["annotations"],
+    )
     if state == "FAILED":
         count = int(render.resubmission(app)["spec"]["driver"]["annotations"][render.RESUBMIT_ANNOTATION])
         why = (

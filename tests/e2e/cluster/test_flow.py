@@ -373,6 +373,18 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     assert routed[0] > 0, scraped[-3000:]
     done()
 
+    done = step("the driver's heartbeat on the policy's ConfigMap (what the operator's supervisor reads)")
+
+    def heartbeat() -> dict[str, Any] | None:
+        config_map = cluster.json("get", "configmap", f"{POLICY}-policy", "-n", NAMESPACE)
+        text = (config_map["metadata"].get("annotations") or {}).get("sparkdlq.io/heartbeat")
+        beat = json.loads(text) if text else None
+        return beat if beat and beat.get("queryActive") and beat.get("batchId") is not None else None
+
+    beat = cluster.wait("a heartbeat with the query active", heartbeat, 60)
+    print(f"[cluster-e2e]   heartbeat {beat}")
+    done()
+
     done = step("kubectl get dlp")
     table = cluster.kubectl("get", "dlp", "-n", NAMESPACE)
     print(table)
@@ -414,6 +426,10 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
         orders.produce(20)
         driver, _ = cluster.running_job()
         orders.wait_accounted(400)
+        # A killed driver leaves its lease on the checkpoint: the new one waits it out.
+        log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE)
+        for line in (line for line in log.splitlines() if "checkpoint lease" in line):
+            print(f"[cluster-e2e]   {line.strip()[:200]}")
         done()
 
     done = step("a new processor version, then a DeadLetterRedrive sends the poison orders back")

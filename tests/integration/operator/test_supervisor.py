@@ -208,7 +208,11 @@ def test_a_failed_application_is_resubmitted_with_capped_exponential_backoff(
     play_spark_operator(
         cluster, "billing", "FAILED", submission="2", lastSubmissionAttemptTime=_at(5), terminationTime=_at(0)
     )
-    wait_for(lambda: resubmissions(cluster, "billing") == 2, timeout=40, what="the second resubmission")
+    try:
+        wait_for(lambda: resubmissions(cluster, "billing") >= 2, timeout=40, what="the second resubmission")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the application now: {cluster.application('billing')}") from None
+    assert resubmissions(cluster, "billing") == 2
     waited = time.monotonic() - ended
     assert 9 <= waited <= 20, waited
     messages = [e.message for e in cluster.events("billing") if e.reason == "SparkApplicationResubmitted"]
