@@ -704,30 +704,46 @@ async def _follow_up(services: Services, app: Mapping[str, Any], *, owner: Owner
         services.check_later(app, due + 0.5, lambda fresh: update_job_status(services, fresh))
 
 
-async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner) -> None:
-    metadata, status = app.get("metadata") or {}, app.get("status") or {}
+async def _resubmit_once(services: Services, app: Mapping[str, Any]) -> bool:
+    """Resubmit ``app`` unless its submission was resubmitted already; True when this call did.
+
+    The submission is claimed before the patch is sent: the patch's own watch event, a timer or
+    a resync round that sees the same submission while the patch is on its way must not
+    resubmit it a second time. A refused patch gives the claim back."""
+    metadata = app.get("metadata") or {}
     key = (str(metadata.get("namespace")), str(metadata.get("name")))
     submission = render.application_state(app)[1]
-    if services.resubmitted.get(key) == submission:  # done; the spark-operator is on it
+    previous = services.resubmitted.get(key)
+    if previous == submission:  # done; the spark-operator is on it
         logger.info("SparkApplication %s/%s: submission %s was resubmitted already", *key, submission)
-        return
+        return False
+    services.resubmitted[key] = submission
     patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
     try:
-        await services.api.patch(SPARK_APPLICATIONS, str(metadata["namespace"]), str(metadata["name"]), patch)
-    except ApiError as error:
-        if error.status in (404, 409):  # gone, or moved on: its next event is handled anew
+        await services.api.patch(SPARK_APPLICATIONS, *key, patch)
+    except BaseException as error:
+        if previous is None:
+            services.resubmitted.pop(key, None)
+        else:
+            services.resubmitted[key] = previous
+        if isinstance(error, ApiError) and error.status in (404, 409):  # gone, or moved on
             logger.info("SparkApplication %s/%s: not resubmitted: %s", *key, error)
-            return
+            return False
         raise
-    services.resubmitted[key] = submission
-    state = render.application_state(app)[0]
     logger.info(
-        "SparkApplication %s/%s: submission %s (%s) resubmitted: %s",
+        "SparkApplication %s/%s: submission %s resubmitted (%s)",
         *key,
         submission,
-        state,
         patch["spec"]["driver"]["annotations"],
     )
+    return True
+
+
+async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner) -> None:
+    metadata, status = app.get("metadata") or {}, app.get("status") or {}
+    if not await _resubmit_once(services, app):
+        return
+    state = render.application_state(app)[0]
     if state == "FAILED":
         count = int(render.resubmission(app)["spec"]["driver"]["annotations"][render.RESUBMIT_ANNOTATION])
         why = (
@@ -776,17 +792,8 @@ async def supervise(services: Services, *, owner: Owner, app: Obj | None, config
         else None
     )
     if stalled is not None:
-        submission = render.application_state(app)[1]
-        if services.resubmitted.get(key) == submission:  # resubmitted; the spark-operator is on it
+        if not await _resubmit_once(services, app):  # resubmitted already, or moved on: next round
             return
-        patch = {**render.resubmission(app), "metadata": {"resourceVersion": metadata.get("resourceVersion")}}
-        try:
-            await services.api.patch(SPARK_APPLICATIONS, *key, patch)
-        except ApiError as error:
-            if error.status in (404, 409):  # gone, or moved on since it was listed: next round
-                return
-            raise
-        services.resubmitted[key] = submission
         async with services.lock(owner.uid):
             await write_status(
                 services,

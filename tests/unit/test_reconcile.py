@@ -6,6 +6,7 @@ real server only takes under a race."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
-from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile
+from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile, update_job_status
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_kube import FakeKube
@@ -311,3 +312,41 @@ def test_a_refused_application_is_reported_not_raised(bed: Bed) -> None:
 
     job = bed.condition("JobRunning")
     assert (job["status"], job["reason"]) == ("False", "SparkApplicationRefused")
+
+
+def test_a_failed_application_is_resubmitted_once_while_its_patch_is_on_the_way(bed: Bed) -> None:
+    """The resubmission's own watch event (or a timer, or a resync round) can look at the
+    application while the patch's response is still on its way: it must not resubmit the same
+    submission again."""
+    bed.reconcile()
+    ended = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=120)
+
+    def failed(app: dict[str, Any]) -> None:
+        app["status"] = {
+            "applicationState": {"state": "FAILED"},
+            "submissionID": "2",
+            "terminationTime": ended.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+
+    bed.api.edit(APPS, NAMESPACE, bed.app_name, failed)
+    serve = bed.api._call
+
+    async def slow_reply(method: str, path: str, **options: Any) -> Any:
+        reply = await serve(method, path, **options)
+        if method == "PATCH" and "/sparkapplications/" in path:
+            await asyncio.sleep(0.05)  # applied by the server, the reply not back yet
+        return reply
+
+    bed.api._call = slow_reply  # type: ignore[method-assign]
+
+    async def both() -> None:
+        first = asyncio.create_task(update_job_status(bed.services, bed.app()))
+        await asyncio.sleep(0.01)
+        await update_job_status(bed.services, bed.app())  # the patched application, as its event
+        await first
+        await bed.services.events.close()
+
+    asyncio.run(both())
+    annotations = bed.app()["spec"]["driver"]["annotations"]
+    assert annotations[render.RESUBMIT_ANNOTATION] == "1"
+    assert bed.reasons().count("SparkApplicationResubmitted") == 1
