@@ -179,12 +179,6 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     lock = CheckpointLock(spark, location, lease_s=args.checkpoint_lease)
     try:
         try:
-            lock.acquire()
-        except CheckpointLocked as error:
-            print(f"dlq-engine: {error}", file=sys.stderr)
-            return EXIT_CHECKPOINT_LOCKED
-        lock.keep_renewed(lambda reason: runs[0].lose_lease(reason) if runs else None)
-        try:
             engine_class(spark, JVM_DELAY_STAGE)
             check_table(spark, policy)
             client = client_properties(options.kafka_client_dir)
@@ -195,6 +189,13 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED
+        # Only a run that can start touches the checkpoint: the lease is its first write.
+        try:
+            lock.acquire()
+        except CheckpointLocked as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
+        lock.keep_renewed(lambda reason: runs[0].lose_lease(reason) if runs else None)
         run = Run(spark, policy, options, metrics)
         runs.append(run)
         if lock.lost is not None:
