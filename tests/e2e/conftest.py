@@ -4,6 +4,7 @@ spark-submit. One namespace for the e2e tier, watched by this tier's operator on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service
+from spark_dlq_operator.render import application_name
 from tests.conftest import unique
 from tests.integration.crds import PROJECT_CRDS, install_crds
 
@@ -87,11 +89,13 @@ class Policies:
     def __init__(self, api: Any, namespace: str) -> None:
         self.objects = client.CustomObjectsApi(api)
         self.namespace = namespace
+        self.created: list[str] = []
 
     def create(self, document: dict[str, Any]) -> None:
         self.objects.create_namespaced_custom_object(
             "sparkdlq.io", "v1alpha1", self.namespace, "deadletterpolicies", document
         )
+        self.created.append(document["metadata"]["name"])
 
     def get(self, name: str) -> dict[str, Any]:
         return dict(
@@ -129,5 +133,18 @@ class Policies:
 
 
 @pytest.fixture
-def policies(kube_api: Any, e2e_namespace: str, dlq_operator: Service) -> Policies:
-    return Policies(kube_api, e2e_namespace)
+def policies(
+    kube_api: Any, e2e_namespace: str, dlq_operator: Service, spark_operator: LocalSparkOperator
+) -> Iterator[Policies]:
+    """The e2e namespace's policies. Those a test leaves behind are deleted after it, and their
+    drivers waited for: a running engine would take CPU from every later test of the session."""
+    found = Policies(kube_api, e2e_namespace)
+    yield found
+    for name in found.created:
+        with contextlib.suppress(client.ApiException):
+            found.delete(name)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(
+        (e2e_namespace, application_name(name)) in spark_operator.drivers for name in found.created
+    ):
+        time.sleep(0.5)
