@@ -83,9 +83,9 @@ def test_operator_killed_mid_reconcile_converges_without_duplicates(
     bootstrap_servers: str,
 ) -> None:
     """The real ``dlq-operator run`` process, SIGKILLed (with its whole process group) as soon as
-    it has written the first object of 20 new policies; a second process finishes the work."""
+    it has written the first object of 50 new policies (enough that it cannot finish them all between two polls); a second process finishes the work."""
     source = make_topic("orders")
-    names = [f"p{i:02d}" for i in range(20)]
+    names = [f"p{i:02d}" for i in range(50)]
     for name in names:
         cluster.create_policy(policy_document(namespace, name, source=source, bootstrap=bootstrap_servers))
     argv = [
