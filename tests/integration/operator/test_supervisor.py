@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -52,18 +53,33 @@ def warnings(cluster: Cluster, name: str, reason: str) -> list[str]:
     return [e.message for e in cluster.events(name) if e.reason == reason and e.type == "Warning"]
 
 
-def test_a_running_driver_whose_query_stalled_is_resubmitted_once(
+@pytest.fixture
+def billing(
     start_operator: Callable[..., RunningOperator],
     cluster: Cluster,
     namespace: str,
     make_topic: Callable[..., str],
     bootstrap_servers: str,
+) -> Callable[..., None]:
+    """Start the operator with ``config``, create the policy ``billing`` and wait for its
+    SparkApplication."""
+
+    def start(**config: Any) -> None:
+        start_operator(**config)
+        cluster.create_policy(
+            policy_document(namespace, "billing", source=make_topic("o"), bootstrap=bootstrap_servers)
+        )
+        wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+
+    return start
+
+
+def test_a_running_driver_whose_query_stalled_is_resubmitted_once(
+    billing: Callable[..., None],
+    cluster: Cluster,
+    namespace: str,
 ) -> None:
-    start_operator(stall_timeout=20)
-    cluster.create_policy(
-        policy_document(namespace, "billing", source=make_topic("o"), bootstrap=bootstrap_servers)
-    )
-    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    billing(stall_timeout=20)
     play_spark_operator(cluster, "billing", "RUNNING", submission="1", lastSubmissionAttemptTime=_at(120))
 
     def heartbeat(progress_ago: float, *, active: bool = True) -> None:
@@ -113,17 +129,11 @@ def test_a_running_driver_whose_query_stalled_is_resubmitted_once(
 
 
 def test_an_application_stuck_in_submission_names_the_pods_reason(
-    start_operator: Callable[..., RunningOperator],
+    billing: Callable[..., None],
     cluster: Cluster,
     namespace: str,
-    make_topic: Callable[..., str],
-    bootstrap_servers: str,
 ) -> None:
-    start_operator(pending_timeout=3)
-    cluster.create_policy(
-        policy_document(namespace, "billing", source=make_topic("o"), bootstrap=bootstrap_servers)
-    )
-    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    billing(pending_timeout=3)
     try:
         cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
     except ApiException as error:
@@ -180,19 +190,13 @@ def test_an_application_stuck_in_submission_names_the_pods_reason(
 
 
 def test_a_failed_application_is_resubmitted_with_capped_exponential_backoff(
-    start_operator: Callable[..., RunningOperator],
+    billing: Callable[..., None],
     cluster: Cluster,
     namespace: str,
-    make_topic: Callable[..., str],
-    bootstrap_servers: str,
 ) -> None:
     # The restart policy's interval is 10 s: the first resubmission waits 10 s after the end,
     # the second 20 s capped to 12 s.
-    start_operator(restart_backoff_cap=12)
-    cluster.create_policy(
-        policy_document(namespace, "billing", source=make_topic("o"), bootstrap=bootstrap_servers)
-    )
-    wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    billing(restart_backoff_cap=12)
     play_spark_operator(
         cluster,
         "billing",
