@@ -24,6 +24,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from dlq_engine.job.dead_letter_table import header_number, header_text
 from dlq_engine.job.delay import (
     BUCKET_MS,
     DELIVER_AT_COLUMN,
@@ -41,11 +42,6 @@ SOURCE, PARKED, RETRY, RELEASE, BLOCK = 0, 1, 2, 3, 4
 #: The JVM entry point (``spark_image/jvm``).
 JVM_STAGE = "io.sparkdlq.engine.DelayStage"
 ROUTED_COLUMNS = [*RECORD_COLUMNS, DELIVER_AT_COLUMN, ORDER_NOTE]
-
-
-def header(name: str) -> Column:
-    """The first value of header ``name`` as a string (null when absent)."""
-    return F.expr(_h(name))
 
 
 def _stage_columns(frame: DataFrame) -> DataFrame:
@@ -76,17 +72,17 @@ def _keyed_retries(retries: DataFrame) -> DataFrame:
     """Keyed retry-topic records with their kind and source position; a parked record is
     given back its source topic, position and timestamp and loses its ``dlq.*`` headers, so
     routing treats it as the source record it is."""
-    control = header(h.CONTROL)
+    control = header_text(h.CONTROL)
     kind = (
         F.when(control == h.CONTROL_PARK, PARKED)
         .when(control == h.CONTROL_RELEASE, RELEASE)
         .when(control == h.CONTROL_BLOCK, BLOCK)
         .otherwise(RETRY)
     )
-    partition = F.coalesce(F.expr(f"try_cast({_h(h.ORIGINAL_PARTITION)} as int)"), F.col("partition"))
-    offset = F.coalesce(F.expr(f"try_cast({_h(h.ORIGINAL_OFFSET)} as bigint)"), F.col("offset"))
+    partition = F.coalesce(header_number(h.ORIGINAL_PARTITION, "int"), F.col("partition"))
+    offset = F.coalesce(header_number(h.ORIGINAL_OFFSET, "bigint"), F.col("offset"))
     timestamp = F.coalesce(
-        F.expr(f"timestamp_millis(try_cast({_h(h.ORIGINAL_TIMESTAMP)} as bigint))"), F.col("timestamp")
+        F.timestamp_millis(header_number(h.ORIGINAL_TIMESTAMP, "bigint")), F.col("timestamp")
     )
     parked = F.col("order_kind") == PARKED
     frame = (
@@ -102,7 +98,7 @@ def _keyed_retries(retries: DataFrame) -> DataFrame:
         F.when(parked, F.expr(f"filter(headers, h -> NOT startswith(h.key, '{h.PREFIX}'))"))
         .otherwise(F.col("headers"))
         .alias("headers"),
-        F.when(parked, F.coalesce(header(h.ORIGINAL_TOPIC), F.col("topic")))
+        F.when(parked, F.coalesce(header_text(h.ORIGINAL_TOPIC), F.col("topic")))
         .otherwise(F.col("topic"))
         .alias("topic"),
         F.when(parked, F.col("order_partition")).otherwise(F.col("partition")).alias("partition"),
@@ -117,10 +113,6 @@ def _keyed_retries(retries: DataFrame) -> DataFrame:
         ).alias("due"),
     )
     return _stage_columns(frame)
-
-
-def _h(name: str) -> str:
-    return f"cast(get(filter(headers, h -> h.key = '{name}'), 0).value as string)"
 
 
 def ordered_records(
@@ -145,6 +137,6 @@ def ordered_records(
     unordered_source = source.where(F.col("key").isNull()).select(
         *RECORD_COLUMNS, F.lit(None).cast("bigint").alias(DELIVER_AT_COLUMN), note
     )
-    others = retries.where(~_ours(header(h.CONTROL))).select(*RECORD_COLUMNS)
+    others = retries.where(~_ours(header_text(h.CONTROL))).select(*RECORD_COLUMNS)
     unordered_retries = hold_until_due(others, lookahead_ms).select(*RECORD_COLUMNS, DELIVER_AT_COLUMN, note)
     return unordered_source.unionByName(unordered_retries).unionByName(ordered)
