@@ -1,5 +1,5 @@
 """The benchmark's peers beside the engine: Spring Kafka and Kafka Connect, each in its own JVM
-(built by ``scripts/setup/peers.sh`` from ``bench/peers/<name>``), on the bench's broker, with
+(built by ``scripts/setup/java_programs.sh`` from ``bench/peers/<name>``), on the bench's broker, with
 the benchmark processor's failure mix (``bench.processors.MIXES``).
 
 - ``spring``: a ``@KafkaListener`` with ``@RetryableTopic``: a fixed back-off of ``backoff_ms``
@@ -37,7 +37,7 @@ from typing import Any, Protocol, TextIO
 from bench.common import bucket, create_topics, log, unique
 from bench.memory import CpuSampler
 from bench.processors import MIXES
-from spark_dlq_devtools.paths import bench_peer
+from spark_dlq_devtools.paths import java_classpath
 
 PEERS = ("spring", "connect")
 #: Every peer the benchmark can run: the two above, and Spring Kafka with its error handler's
@@ -122,11 +122,6 @@ def _java() -> str:
     return shutil.which("java") or "java"
 
 
-def _classpath(name: str) -> str:
-    folder = bench_peer(name)
-    return os.pathsep.join([str(folder / "peer.jar"), str(folder / "lib" / "*")])
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -161,7 +156,7 @@ def spring_command(
         "seek-after-error": str(seek_after_error).lower(),
     }
     return [
-        _java(), *JVM_OPTIONS, "-cp", _classpath("spring"),
+        _java(), *JVM_OPTIONS, "-cp", java_classpath("spring"),
         "io.sparkdlq.bench.peers.spring.SpringPeer",
         *(f"{k}={v}" for k, v in args.items()),
     ]  # fmt: skip
@@ -345,7 +340,7 @@ def peer_run(
             mix=mix, backoff_ms=backoff_ms, retry_timeout_ms=max(60_000, 10 * backoff_ms),
         )  # fmt: skip
         command = [
-            _java(), *JVM_OPTIONS, "-cp", _classpath("connect"),
+            _java(), *JVM_OPTIONS, "-cp", java_classpath("connect"),
             "org.apache.kafka.connect.cli.ConnectStandalone", *map(str, files),
         ]  # fmt: skip
     want_out, want_dead = expected(n, mix)

@@ -223,7 +223,7 @@ def _peers_section(data: dict[str, Any], image: str) -> list[str]:
         "",
         f"One run, {data['n']:,} messages in a source topic of {data['partitions']} partitions, in "
         f"{data.get('rounds', 1)} round(s) per failure mix of: the plain Spark copy, the engine in each "
-        "mode, then each peer in its own JVM (built by `scripts/setup/peers.sh` from `bench/peers/`). "
+        "mode, then each peer in its own JVM (built by `scripts/setup/java_programs.sh` from `bench/peers/`). "
         "The peers run the same processor (transient messages fail their first delivery, poison ones "
         "always fail) with the same fixed 200 ms back-off and 3 deliveries at most:",
         "",

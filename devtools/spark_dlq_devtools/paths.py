@@ -83,52 +83,52 @@ def engine_jar() -> Path:
     return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"
 
 
-def interop() -> Path:
-    """The interop program (``tests/interop/java``) and the Spring Kafka, Kafka Connect and
-    Pulsar client jars it runs on, built by ``interop.sh`` into a folder named by a hash of its
-    pom, its sources and the three versions: ``interop.jar`` and ``libs/``."""
-    sources = REPO_ROOT / "tests" / "interop" / "java"
-    files = sorted(
-        [sources / "pom.xml", *sources.glob("src/**/*.java")], key=lambda p: p.relative_to(sources).as_posix()
-    )
-    lines = "".join(
-        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(sources).as_posix()}\n"
-        for path in files
-    )
-    v = versions()
-    lines += f"{v['KAFKA_VERSION']} {v['SPRING_KAFKA_VERSION']} {v['PULSAR_CLIENT_VERSION']}\n"
-    folder = cache_dir() / "interop" / hashlib.sha256(lines.encode()).hexdigest()[:12]
-    return _need(folder / ".complete", "the interop program", "interop.sh").parent
-
-
-#: The Maven properties each benchmark peer is built with (scripts/setup/peers.sh), in its order:
-#: property -> the versions.env key that gives its value.
-BENCH_PEER_PROPERTIES: dict[str, tuple[tuple[str, str], ...]] = {
-    "spring": (
-        ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
-        ("kafka.version", "KAFKA_VERSION"),
-        ("slf4j.version", "SLF4J_VERSION"),
+#: The Java programs ``java_programs.sh`` builds: name -> (their sources, the Maven properties
+#: they are built with, in its order: property -> the versions.env key that gives its value).
+JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "interop": (
+        "tests/interop/java",
+        (
+            ("kafka.version", "KAFKA_VERSION"),
+            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
+            ("pulsar.version", "PULSAR_CLIENT_VERSION"),
+        ),
     ),
-    "connect": (("kafka.version", "KAFKA_VERSION"),),
+    "spring": (
+        "bench/peers/spring",
+        (
+            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
+            ("kafka.version", "KAFKA_VERSION"),
+            ("slf4j.version", "SLF4J_VERSION"),
+        ),
+    ),
+    "connect": ("bench/peers/connect", (("kafka.version", "KAFKA_VERSION"),)),
 }
 
 
-def bench_peer(name: str) -> Path:
-    """A benchmark peer (``bench/peers/<name>``) built by ``peers.sh``: its folder, with
-    ``peer.jar`` and ``lib/``, named by a hash of its pom, its sources and its versions."""
-    if name not in BENCH_PEER_PROPERTIES:
-        raise ValueError(f"unknown benchmark peer {name!r}; known: {', '.join(BENCH_PEER_PROPERTIES)}")
-    sources = REPO_ROOT / "bench" / "peers" / name
+def java_program(name: str) -> Path:
+    """A Java program built by ``java_programs.sh``: its folder, with ``<name>.jar`` and
+    ``lib/``, named by a hash of its pom, its sources and its Maven properties."""
+    if name not in JAVA_PROGRAMS:
+        raise ValueError(f"unknown Java program {name!r}; known: {', '.join(JAVA_PROGRAMS)}")
+    folder, properties = JAVA_PROGRAMS[name]
+    sources = REPO_ROOT / folder
     files = ["pom.xml", *(p.relative_to(sources).as_posix() for p in sources.glob("src/**/*.java"))]
     lines = "".join(
         f"{hashlib.sha256((sources / f).read_bytes()).hexdigest()}  {f}\n"
         for f in sorted(files, key=lambda f: f.encode())
     )
     pinned = versions()
-    lines += "".join(f"-D{prop}={pinned[key]}\n" for prop, key in BENCH_PEER_PROPERTIES[name])
+    lines += "".join(f"-D{prop}={pinned[key]}\n" for prop, key in properties)
     digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
-    folder = cache_dir() / "bench-peers" / f"{name}-{digest}"
-    return _need(folder / ".complete", f"the benchmark's {name} peer", "peers.sh").parent
+    built = cache_dir() / "java" / f"{name}-{digest}"
+    return _need(built / ".complete", f"the Java program {name}", "java_programs.sh").parent
+
+
+def java_classpath(name: str) -> str:
+    """The class path of ``java_program(name)``: its jar and its dependencies."""
+    folder = java_program(name)
+    return os.pathsep.join([str(folder / f"{name}.jar"), str(folder / "lib" / "*")])
 
 
 def spark_operator() -> Path:

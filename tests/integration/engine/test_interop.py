@@ -1,6 +1,6 @@
 """Header profiles (``deadLetter.headerProfiles``) against the real libraries: Spring for Apache
 Kafka's and Kafka Connect's classes (Maven Central, run by the interop program that
-``scripts/setup/interop.sh`` builds from ``tests/interop/java``) read the dead letters and retry
+``scripts/setup/java_programs.sh`` builds from ``tests/interop/java``) read the dead letters and retry
 records the engine wrote, and write dead letters of their own that the redrive and the triage CLI
 read back; Pulsar's names are checked against its Java client's ``RetryMessageUtil`` and the
 ``pulsar-client`` wheel's native library."""
@@ -21,7 +21,7 @@ from dlq_engine.job.redrive import Redrive
 from dlq_engine.model.policy import parse_policy
 from dlq_engine.model.redrive import parse_redrive
 from dlq_engine.routing import headers as h
-from spark_dlq_devtools.paths import interop
+from spark_dlq_devtools.paths import java_classpath
 from tests.helpers import engine_policy, produce, read_all
 from tests.integration.test_triage import dlq
 
@@ -32,9 +32,8 @@ LISTENER_FAILED = "org.springframework.kafka.listener.ListenerExecutionFailedExc
 
 def run_interop(*args: str) -> Any:
     """The interop program's JSON answer to ``args`` (tests/interop/java, Interop.java)."""
-    home = interop()
     done = subprocess.run(
-        ["java", "-cp", f"{home / 'interop.jar'}:{home / 'libs'}/*", "io.sparkdlq.interop.Interop", *args],
+        ["java", "-cp", java_classpath("interop"), "io.sparkdlq.interop.Interop", *args],
         capture_output=True,
         text=True,
         timeout=180,
