@@ -29,13 +29,44 @@ from bench.throughput import Checkpoints, CpuMeter, engine_pass, prepare_source
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.paths import work_dir
 
-#: variant name -> Spark settings for that run (runtime SQL settings; reset afterwards).
-VARIANTS: dict[str, dict[str, str]] = {
-    "base": {},
+
+def _old_observe(frame: Any) -> Any:
+    """The observed metrics as they were before the counts moved into the routing summaries:
+    an aggregate per count, evaluated on every row in the JVM (besides the summaries)."""
+    from pyspark.sql import functions as F
+
+    from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, STATS
+    from dlq_engine.routing.headers import CONTROL_BLOCK
+    from dlq_engine.routing.outcomes import Route
+
+    route, reason = F.col("route"), F.col("reason")
+    return frame.observe(
+        METRICS,
+        F.count(F.when(route <= int(Route.IGNORED), 1)).alias("total_old"),
+        F.count(F.when(route == int(Route.OUTPUT), 1)).alias("output_old"),
+        F.count(F.when(route == int(Route.ACK), 1)).alias("acked_old"),
+        F.count(F.when(route == int(Route.RETRY), 1)).alias("retried_old"),
+        F.count(F.when(route == int(Route.DEAD), 1)).alias("dead_old"),
+        F.count(F.when(route == int(Route.IGNORED), 1)).alias("ignored_old"),
+        F.count(F.when(route == int(Route.PARKED), 1)).alias("parked_old"),
+        F.count(F.when((route == int(Route.CONTROL)) & (reason == CONTROL_BLOCK), 1)).alias("blocked_old"),
+        F.count(F.col("lateness_ms")).alias("redelivered_old"),
+        F.max(F.col("lateness_ms")).alias("max_lateness_ms_old"),
+        F.min(F.col("lateness_ms")).alias("min_lateness_ms_old"),
+        *(F.count(F.when(reason == value, 1)).alias(f"{name}_old") for name, value in DEAD_REASONS.items()),
+        F.collect_list(F.col(STATS)).alias(STATS),
+    )
+
+
+#: variant name -> (Spark settings for that run (runtime SQL settings; reset afterwards),
+#: ``dlq_engine.job.pipeline`` functions replaced for that run).
+VARIANTS: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
+    "base": ({}, {}),
     # No per-row size check of the Arrow batch going to Python (bounded by records only).
-    "nosizecheck": {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"},
-    "records2k": {"spark.sql.execution.arrow.maxRecordsPerBatch": "2000"},
-    "records50k": {"spark.sql.execution.arrow.maxRecordsPerBatch": "50000"},
+    "nosizecheck": ({"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}, {}),
+    "records2k": ({"spark.sql.execution.arrow.maxRecordsPerBatch": "2000"}, {}),
+    "records50k": ({"spark.sql.execution.arrow.maxRecordsPerBatch": "50000"}, {}),
+    "oldobserve": ({}, {"observed": _old_observe}),
 }
 
 
@@ -66,14 +97,21 @@ class Recorder:
 
 
 def run_variant(spark: Any, name: str, run: Any) -> dict[str, Any]:
-    conf = VARIANTS[name]
+    from dlq_engine.job import pipeline
+
+    conf, patches = VARIANTS[name]
     before = {key: spark.conf.get(key, None) for key in conf}
     for key, value in conf.items():
         spark.conf.set(key, value)
+    originals = {attr: getattr(pipeline, attr) for attr in patches}
+    for attr, replacement in patches.items():
+        setattr(pipeline, attr, replacement)
     try:
         result: dict[str, Any] = run()
         return result
     finally:
+        for attr, original in originals.items():
+            setattr(pipeline, attr, original)
         for key, value in before.items():
             if value is None:
                 spark.conf.unset(key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -497,6 +498,14 @@ def test_ordered_block_writes_a_block_record_and_parks_the_rest_of_the_key() -> 
         (Route.PARKED, None),
         (Route.CONTROL, "block"),
     ]
+    counts = json.loads(out[0]["stats"])["counts"]
+    assert {k: v for k, v in counts.items() if v} == {
+        "total": 1,
+        "dead": 1,
+        "dead_terminated": 1,
+        "parked": 1,
+        "blocked": 1,
+    }
 
 
 def test_ordered_a_message_past_a_bound_is_dead_lettered_unprocessed_or_stops() -> None:

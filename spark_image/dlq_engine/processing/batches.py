@@ -270,6 +270,7 @@ def route_batch(
         durations,
         from_retry,
         late_after_ms=settings.late_after_ms,
+        blocked=sum(1 for control in controls if control[1] == h.CONTROL_BLOCK),
     )
     columns = [
         route_column,
