@@ -34,23 +34,13 @@ from dlq_engine.exits import (
 )
 from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
-from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, STATS, RunOptions, SinkWriteError, start
+from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import StopPipeline
-from dlq_engine.routing.stats import observed_row
+from dlq_engine.routing.stats import COUNTS, observed_row
 
-COUNTERS = (
-    "total",
-    "output",
-    "acked",
-    "retried",
-    "dead",
-    "ignored",
-    "redelivered",
-    "parked",
-    "blocked",
-    *DEAD_REASONS,
-)
+#: The counts a batch's observed metrics add up to (``routing.stats.COUNTS``).
+COUNTERS = COUNTS
 
 
 @dataclass
