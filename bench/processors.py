@@ -17,6 +17,10 @@ import json
 import time
 from collections.abc import Callable
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from dlq_engine import Message
 
 #: failure mix name -> (buckets below this are transient, buckets below this are poison)
@@ -82,16 +86,43 @@ def _batch_processor(transient: int, poison: int) -> Callable[[list[Message]], l
     return process
 
 
+def _arrow_processor(transient: int, poison: int) -> Callable[[pa.RecordBatch], object]:
+    """``mode: arrow``: the same decisions, taken on whole columns."""
+    if transient == 0 and poison == 0:
+
+        def clean(batch: pa.RecordBatch) -> pa.Array:
+            return batch.column("value")
+
+        return clean
+
+    def process(batch: pa.RecordBatch) -> tuple[pa.Array, dict[int, BaseException]]:
+        values = batch.column("value")
+        heads = pc.cast(pc.binary_slice(values, 0, 4), pa.string())
+        buckets = pc.cast(pc.fill_null(heads, "0"), pa.int32()).to_numpy(zero_copy_only=False)
+        first = batch.column("attempt").to_numpy(zero_copy_only=False) == 0
+        errors: dict[int, BaseException] = {}
+        for i in np.flatnonzero((buckets < transient) & first).tolist():
+            errors[i] = ConnectionError("transient failure")
+        for i in np.flatnonzero((buckets >= transient) & (buckets < poison)).tolist():
+            errors[i] = Poison("poison message")
+        return values, errors
+
+    return process
+
+
 process_clean = _message_processor(*MIXES["0%"])
 process_mix1 = _message_processor(*MIXES["1%+0.1%"])
 process_mix10 = _message_processor(*MIXES["10%"])
 batch_clean = _batch_processor(*MIXES["0%"])
 batch_mix1 = _batch_processor(*MIXES["1%+0.1%"])
 batch_mix10 = _batch_processor(*MIXES["10%"])
+arrow_clean = _arrow_processor(*MIXES["0%"])
+arrow_mix1 = _arrow_processor(*MIXES["1%+0.1%"])
+arrow_mix10 = _arrow_processor(*MIXES["10%"])
 
 
 def entrypoint(mode: str, mix: str) -> str:
-    prefix = "batch" if mode == "batch" else "process"
+    prefix = {"batch": "batch", "arrow": "arrow"}.get(mode, "process")
     return f"bench.processors:{prefix}_{MIX_SUFFIX[mix]}"
 
 

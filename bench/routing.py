@@ -66,7 +66,9 @@ def measure(mode: str, mix: str, batch: pa.RecordBatch, rounds: int = 7) -> floa
     return best / rows * 1e6
 
 
-def run(mixes: list[str] | None = None, modes: tuple[str, ...] = ("message", "batch")) -> dict[str, Any]:
+def run(
+    mixes: list[str] | None = None, modes: tuple[str, ...] = ("message", "batch", "arrow")
+) -> dict[str, Any]:
     batch = record_batch()
     rows = []
     for mix in mixes or list(MIXES):

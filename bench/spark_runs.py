@@ -127,7 +127,8 @@ class EngineRun:
 
     def first_pass_end(self, n: int) -> tuple[float, list[dict[str, Any]]]:
         """When the batch that brought the source count to ``n`` ended (epoch s)."""
-        from dlq_engine.job.pipeline import METRICS
+        from dlq_engine.job.pipeline import METRICS, STATS
+        from dlq_engine.routing.stats import observed_row
 
         assert self.run.query is not None
         progresses = sorted(self.run.query.recentProgress, key=lambda p: int(p.batchId))
@@ -136,7 +137,7 @@ class EngineRun:
             metrics = p.observedMetrics.get(METRICS)
             if metrics is None:
                 continue
-            row = metrics.asDict()
+            row = observed_row(metrics[STATS])
             seen += int(row.get("total") or 0) - int(row.get("redelivered") or 0)
             if seen >= n:
                 return batch_end(p), progress_summary(progresses)

@@ -63,3 +63,37 @@ def process_batch(messages: list[Message]) -> list[object]:
         except Exception as error:  # noqa: BLE001 - returned, not raised, in batch mode
             out.append(error)
     return out
+
+
+def process_arrow(batch: Any) -> Any:
+    """``mode: arrow``: ``process`` on each row of the Arrow batch; its exceptions by row, and a
+    result that is not bytes, str or None fails its row with a TypeError."""
+    import pyarrow as pa
+
+    rows = batch.to_pylist()
+    values: list[bytes | None] = []
+    errors: dict[int, BaseException] = {}
+    for i, row in enumerate(rows):
+        headers = {h["key"]: h["value"] or b"" for h in reversed(row["headers"] or [])}
+        message = Message(
+            row["key"],
+            row["value"],
+            headers,
+            row["topic"],
+            row["partition"],
+            row["offset"],
+            row["timestamp"],
+            row["attempt"],
+        )
+        try:
+            result = process(message)
+        except Exception as error:  # noqa: BLE001 - handed back by row in arrow mode
+            errors[i] = error
+            result = None
+        if isinstance(result, str):
+            result = result.encode()
+        elif result is not None and not isinstance(result, bytes):
+            errors[i] = TypeError(f"cannot write a {type(result).__name__}")
+            result = None
+        values.append(result)
+    return pa.array(values, pa.binary()), errors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -497,6 +498,14 @@ def test_ordered_block_writes_a_block_record_and_parks_the_rest_of_the_key() -> 
         (Route.PARKED, None),
         (Route.CONTROL, "block"),
     ]
+    counts = json.loads(out[0]["stats"])["counts"]
+    assert {k: v for k, v in counts.items() if v} == {
+        "total": 1,
+        "dead": 1,
+        "dead_terminated": 1,
+        "parked": 1,
+        "blocked": 1,
+    }
 
 
 def test_ordered_a_message_past_a_bound_is_dead_lettered_unprocessed_or_stops() -> None:
@@ -508,3 +517,148 @@ def test_ordered_a_message_past_a_bound_is_dead_lettered_unprocessed_or_stops() 
     assert headers["dlq.error.class"] == b"OrderingOverflow"
     with pytest.raises(StopPipeline, match=r"ordering\.onOverflow stop: .*maxHeldPerKey"):
         route_batch(noted, dataclasses.replace(ORDERED, stop_on_overflow=True), fail, now_ms=lambda: NOW)
+
+
+# --- mode: arrow ---------------------------------------------------------------------------------
+
+ARROW = dataclasses.replace(SETTINGS, mode="arrow")
+
+
+def test_arrow_mode_hands_over_the_batch_s_own_columns_once_and_writes_the_returned_array() -> None:
+    source = batch(
+        [
+            {"key": b"K", "value": b"a", "offset": 5, "partition": 1, "headers": [("h", b"1")]},
+            {"value": b"b", "topic": SETTINGS.retry_topic, "headers": [("dlq.attempt", b"1")]},
+        ]
+    )
+    seen: list[pa.RecordBatch] = []
+
+    def upper(given: pa.RecordBatch) -> pa.Array:
+        seen.append(given)
+        return pa.compute.utf8_upper(given.column("value").cast(pa.string()))
+
+    out = route_batch(source, ARROW, upper, now_ms=lambda: NOW)
+    (given,) = seen
+    assert given.schema.names == [
+        "key",
+        "value",
+        "headers",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "attempt",
+    ]
+    assert given.column("timestamp").to_pylist() == [1_700_000_000_000] * 2  # epoch ms, as Message
+    assert given.column("attempt").to_pylist() == [0, 1]
+    for name in ("key", "value", "headers"):
+        assert addresses(given.column(name)) == addresses(source.column(name))
+    rows = out.to_pylist()
+    assert [(r["route"], r["value"]) for r in rows] == [(Route.OUTPUT, b"A"), (Route.OUTPUT, b"B")]
+    assert rows[0]["headers"] == [{"key": "h", "value": b"1"}]
+    assert rows[1]["headers"] == []  # the stale dlq.* header dropped, as in every mode
+
+
+def test_arrow_mode_matches_message_mode_row_for_row_on_failures() -> None:
+    rows = [
+        {"value": b"ok"},
+        {"value": b"none"},
+        {"value": b"retry", "headers": [("trace", b"t")]},
+        {"value": b"term"},
+        {"value": b"key-error"},
+        {"value": b"gone", "topic": SETTINGS.retry_topic, "headers": [("dlq.attempt", b"2")]},
+    ]
+    errors = {
+        b"retry": ConnectionError("down"),
+        b"term": Terminate("no"),
+        b"key-error": KeyError("k"),
+        b"gone": ConnectionError("still down"),
+    }
+
+    def one(message: Message) -> Any:
+        if message.value in errors:
+            raise errors[message.value]
+        return None if message.value == b"none" else message.value
+
+    def columns(given: pa.RecordBatch) -> tuple[pa.Array, dict[int, BaseException]]:
+        values = given.column("value").to_pylist()
+        failed = {i: errors[v] for i, v in enumerate(values) if v in errors}
+        return pa.array([None if v == b"none" else v for v in values], pa.binary()), failed
+
+    expected = route(rows, one)
+    got = route(rows, columns, ARROW)
+    assert [r["route"] for r in got] == [
+        Route.OUTPUT,
+        Route.ACK,
+        Route.RETRY,
+        Route.DEAD,
+        Route.DEAD,
+        Route.DEAD,
+    ]
+    for mine, theirs in zip(got, expected, strict=True):
+        for header in ("dlq.error.stacktrace",):  # raised in message mode, not in arrow mode
+            mine["dlq"].pop(header, None)
+            theirs["dlq"].pop(header, None)
+        mine["headers"] = [h for h in mine["headers"] or [] if h["key"] != "dlq.error.stacktrace"] or None
+        theirs["headers"] = [h for h in theirs["headers"] or [] if h["key"] != "dlq.error.stacktrace"] or None
+        assert mine == theirs
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        pytest.param(
+            [b"a", b"b"],
+            "arrow processor returned list; return a pyarrow array of binary or string results, one per "
+            "message (null: acknowledged), or (that array, {row: exception})",
+            id="list",
+        ),
+        pytest.param(
+            pa.array([1, 2]), "arrow processor returned an array of int64; return a pyarrow", id="ints"
+        ),
+        pytest.param(pa.array([b"a"]), "arrow processor returned 1 results for 2 messages", id="short"),
+        pytest.param(
+            (pa.array([b"a", b"b"]), {5: ValueError()}),
+            "arrow processor returned the error entry 5: ValueError; rows are 0..1",
+            id="row-out-of-range",
+        ),
+        pytest.param(
+            (pa.array([b"a", b"b"]), {0: "bad"}),
+            "arrow processor returned the error entry 0: str; rows are 0..1",
+            id="not-an-exception",
+        ),
+    ],
+)
+def test_an_arrow_processor_answer_that_cannot_be_written_fails_every_message(
+    returned: object, message: str
+) -> None:
+    rows = route([{}, {}], lambda given: returned, ARROW)
+    assert [r["route"] for r in rows] == [Route.RETRY] * 2
+    assert all(r["dlq"]["dlq.error.message"].startswith(message) for r in rows)
+    assert rows[0]["dlq"]["dlq.error.class"] == "dlq_engine.routing.outcomes.UnsupportedResult"
+
+
+def test_an_arrow_processor_raising_fails_every_message_and_strings_and_chunks_are_written() -> None:
+    def exits(given: pa.RecordBatch) -> pa.Array:
+        raise SystemExit(1)
+
+    rows = route([{}, {}], exits, ARROW)
+    assert [(r["route"], r["dlq"]["dlq.error.class"]) for r in rows] == [(Route.RETRY, "SystemExit")] * 2
+    chunked = pa.chunked_array([pa.array(["x"]), pa.array([None], pa.string())])
+    rows = route([{}, {}], lambda given: chunked, ARROW)
+    assert [(r["route"], r["value"]) for r in rows] == [(Route.OUTPUT, b"x"), (Route.ACK, None)]
+
+
+def test_arrow_mode_with_ordering_parks_a_key_behind_its_retry() -> None:
+    settings = dataclasses.replace(ORDERED, mode="arrow")
+    rows = [
+        {"key": b"a", "value": b"1", "offset": 1},
+        {"key": b"a", "value": b"2", "offset": 2},
+        {"key": b"b", "value": b"3", "offset": 3},
+    ]
+
+    def first_fails(given: pa.RecordBatch) -> tuple[pa.Array, dict[int, BaseException]]:
+        return given.column("value"), {0: ConnectionError("down")}
+
+    out = route_batch(batch(rows), settings, first_fails, now_ms=lambda: NOW).to_pylist()
+    assert [r["route"] for r in out] == [Route.RETRY, Route.PARKED, Route.OUTPUT]

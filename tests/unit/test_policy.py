@@ -623,7 +623,7 @@ def _long(n: int) -> str:
         ),
         pytest.param(
             {"spec.processor.mode": "stream"},
-            ["spec.processor.mode: must be one of message, batch, got 'stream'"],
+            ["spec.processor.mode: must be one of message, batch, arrow, got 'stream'"],
             id="processor-mode-bad-enum",
         ),
         pytest.param(

@@ -13,7 +13,15 @@ import pytest
 from dlq_engine import Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
 from dlq_engine.processing.batches import HEADER_TYPE, TIMED_CALLS, RoutingSettings, route_batch
-from dlq_engine.routing.stats import MAX_CLASSES_PER_BATCH, OTHER, attempt_label, histogram, stats_column
+from dlq_engine.routing.stats import (
+    COUNTS,
+    MAX_CLASSES_PER_BATCH,
+    OTHER,
+    attempt_label,
+    histogram,
+    observed_row,
+    stats_column,
+)
 
 NOW = 1_700_000_100_000
 SETTINGS = RoutingSettings(
@@ -105,6 +113,45 @@ def test_failures_are_counted_by_outcome_reason_and_class() -> None:
         ("retry", "retry", "ConnectionError", 2),
     ]
     assert summary["attempts"] == {"1": 4, "3": 1}
+
+
+def test_counts_by_route_and_reason_and_the_lateness_range_are_summed_per_micro_batch() -> None:
+    rows = [
+        *({"value": v} for v in (b"ok", b"ok", b"conn", b"terminate", b"key")),
+        {"value": b"conn", "retry": (2, NOW - 100)},
+        {"value": b"ok", "retry": (1, NOW - 700)},
+    ]
+    summary = summary_of(rows)
+    assert summary["counts"] == {
+        **dict.fromkeys(COUNTS, 0),
+        "total": 7,
+        "output": 3,
+        "retried": 1,
+        "dead": 3,
+        "redelivered": 2,
+        "dead_exhausted": 1,
+        "dead_terminated": 1,
+        "dead_non_retryable": 1,
+    }
+    assert (summary["max_lateness_ms"], summary["min_lateness_ms"]) == (700, 100)
+    other = summary_of(
+        [{"value": b"ok", "retry": (1, NOW - 50)}], dataclasses.replace(SETTINGS, strategy="ignore")
+    )
+    row = observed_row([json.dumps(summary), json.dumps(other)])
+    assert {k: row[k] for k in ("total", "output", "redelivered", "max_lateness_ms", "min_lateness_ms")} == {
+        "total": 8,
+        "output": 4,
+        "redelivered": 3,
+        "max_lateness_ms": 700,
+        "min_lateness_ms": 50,
+    }
+    assert row["stats"] == [json.dumps(summary), json.dumps(other)]
+    assert observed_row(None) == {
+        **dict.fromkeys(COUNTS, 0),
+        "max_lateness_ms": None,
+        "min_lateness_ms": None,
+        "stats": [],
+    }
 
 
 def test_classes_beyond_the_per_batch_bound_are_counted_as_other() -> None:

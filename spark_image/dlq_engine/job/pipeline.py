@@ -43,20 +43,16 @@ from dlq_engine.job.ordering import ordered_records
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
 from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
-from dlq_engine.routing.headers import CONTROL, CONTROL_BLOCK, CONTROL_WAKE
+from dlq_engine.routing import stats as routing_stats
+from dlq_engine.routing.headers import CONTROL, CONTROL_WAKE
 from dlq_engine.routing.outcomes import Route
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
 METRICS = "dlq"
 #: The observed metric that collects the routing tasks' summaries (``routing.stats``).
 STATS = "stats"
-#: Dead letters (written or ignored) by ``dlq.reason``: observed-metric name -> reason.
-DEAD_REASONS = {
-    "dead_exhausted": "exhausted",
-    "dead_terminated": "terminated",
-    "dead_non_retryable": "non-retryable",
-    "dead_ordering_overflow": "ordering-overflow",
-}
+#: Dead letters (written or ignored) by ``dlq.reason``: count name -> reason.
+DEAD_REASONS = routing_stats.DEAD_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,26 +161,11 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
 
 
 def observed(frame: DataFrame) -> DataFrame:
-    """Counts per route, dead letters per reason and the retry lag, visible in each batch's
-    progress; and the routing tasks' summaries (``routing.stats``: one per Arrow batch)."""
-    route, reason = F.col("route"), F.col("reason")
-    return frame.observe(
-        METRICS,
-        # Routed messages: not the parked records and control records of source.ordering key.
-        F.count(F.when(route <= int(Route.IGNORED), 1)).alias("total"),
-        F.count(F.when(route == int(Route.OUTPUT), 1)).alias("output"),
-        F.count(F.when(route == int(Route.ACK), 1)).alias("acked"),
-        F.count(F.when(route == int(Route.RETRY), 1)).alias("retried"),
-        F.count(F.when(route == int(Route.DEAD), 1)).alias("dead"),
-        F.count(F.when(route == int(Route.IGNORED), 1)).alias("ignored"),
-        F.count(F.when(route == int(Route.PARKED), 1)).alias("parked"),
-        F.count(F.when((route == int(Route.CONTROL)) & (reason == CONTROL_BLOCK), 1)).alias("blocked"),
-        F.count(F.col("lateness_ms")).alias("redelivered"),
-        F.max(F.col("lateness_ms")).alias("max_lateness_ms"),
-        F.min(F.col("lateness_ms")).alias("min_lateness_ms"),
-        *(F.count(F.when(reason == value, 1)).alias(name) for name, value in DEAD_REASONS.items()),
-        F.collect_list(F.col("stats")).alias(STATS),
-    )
+    """The routing tasks' summaries (``routing.stats``: one per Arrow batch, on its first row),
+    visible in each batch's progress; the driver reads them with ``stats.observed_row``. The
+    counts per route and reason are in the summaries, counted in Python where the routes are
+    decided: an aggregate per count here was evaluated on every row in the JVM."""
+    return frame.observe(METRICS, F.collect_list(F.col(STATS)).alias(STATS))
 
 
 def sink_records(frame: DataFrame, policy: DeadLetterPolicy) -> DataFrame:

@@ -34,22 +34,13 @@ from dlq_engine.exits import (
 )
 from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
-from dlq_engine.job.pipeline import DEAD_REASONS, METRICS, RunOptions, SinkWriteError, start
+from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import StopPipeline
+from dlq_engine.routing.stats import COUNTS, observed_row
 
-COUNTERS = (
-    "total",
-    "output",
-    "acked",
-    "retried",
-    "dead",
-    "ignored",
-    "redelivered",
-    "parked",
-    "blocked",
-    *DEAD_REASONS,
-)
+#: The counts a batch's observed metrics add up to (``routing.stats.COUNTS``).
+COUNTERS = COUNTS
 
 
 @dataclass
@@ -175,7 +166,7 @@ class Run:
         """Account for every batch progress not seen yet."""
         for progress in self._new_progress():
             metrics = progress.observedMetrics.get(METRICS)
-            row = metrics.asDict() if metrics is not None else {}
+            row = observed_row(metrics[STATS]) if metrics is not None else {}
             if row:
                 self.on_batch(row)
             if self.metrics is not None:

@@ -30,7 +30,7 @@ API_VERSION: Final = "sparkdlq.io/v1alpha1"
 KIND: Final = "DeadLetterPolicy"
 
 StartingOffsets = Literal["earliest", "latest"]
-ProcessorMode = Literal["message", "batch"]
+ProcessorMode = Literal["message", "batch", "arrow"]
 BackoffType = Literal["fixed", "exponential", "levels"]
 DeadLetterStrategy = Literal["topic", "ignore", "stop"]
 DeadLetterTableFormat = Literal["delta", "parquet"]

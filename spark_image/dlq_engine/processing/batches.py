@@ -42,6 +42,7 @@ from dlq_engine.routing.outcomes import (
     UnsupportedResult,
     Verdict,
     classify,
+    decide,
     decide_all,
     frozen_names,
     item_result_or_failure,
@@ -162,6 +163,8 @@ def route_batch(
     stopped: set[bytes] | None = None,
 ) -> pa.RecordBatch:
     clock = now_ms or _now_ms
+    if settings.mode == "arrow" and not settings.ordered:
+        return _route_arrow(batch, settings, processor, clock, rand)
     n = batch.num_rows
     keys = batch.column("key").to_pylist()
     values = batch.column("value").to_pylist()
@@ -197,11 +200,19 @@ def route_batch(
             messages, notes, attempts, settings, processor, stopped or set()
         )
     elif notes is None:
-        results, durations = _results(messages, settings, processor)
+        if settings.mode == "arrow":
+            results, durations = _arrow_results(batch, attempts, settings, processor)
+        else:
+            results, durations = _results(messages, settings, processor)
     else:
         # Records the ordering stage let go past a bound are not processed.
         kept = [i for i in range(n) if notes[i] is None]
-        done, durations = _results([messages[i] for i in kept], settings, processor)
+        if settings.mode == "arrow":
+            done, durations = _arrow_results(
+                batch.take(pa.array(kept, pa.int64())), [attempts[i] for i in kept], settings, processor
+            )
+        else:
+            done, durations = _results([messages[i] for i in kept], settings, processor)
         results = [_overflow(note) for note in notes]
         for i, result in zip(kept, done, strict=True):
             results[i] = result
@@ -259,6 +270,7 @@ def route_batch(
         durations,
         from_retry,
         late_after_ms=settings.late_after_ms,
+        blocked=sum(1 for control in controls if control[1] == h.CONTROL_BLOCK),
     )
     columns = [
         route_column,
@@ -488,17 +500,47 @@ def _written_headers(
     return pa.concat_arrays([column, replaced]).take(pa.array(indices, type=pa.int64()))
 
 
-@dataclass(frozen=True, slots=True)
 class _FlatHeaders:
     """A batch's headers column read once: ``names[j]`` and ``contents[j]`` for every header
     entry, row ``i`` holding entries ``bounds[i]`` to ``bounds[i + 1]``; ``valid`` is None when
-    no row's headers are null."""
+    no row's headers are null. ``names`` and ``contents`` are made into Python lists only when
+    first used: an Arrow batch of successes without ``dlq.*`` headers (``mode: arrow``) never
+    needs them."""
 
-    names: list[str]
-    contents: list[bytes | None]
-    bounds: list[int]
-    valid: list[bool] | None
-    stale: list[int]  # the entries written by a listed profile (``dlq.*``, ...; headers.owned)
+    __slots__ = ("_contents", "_entries", "_names", "bounds", "stale", "valid")
+
+    def __init__(
+        self,
+        entries: tuple[pa.Array, pa.Array] | None,
+        bounds: list[int],
+        valid: list[bool] | None,
+        stale: list[int],
+    ) -> None:
+        self._entries = entries  # the entries' key and value arrays
+        self._names: list[str] | None = None
+        self._contents: list[bytes | None] | None = None
+        self.bounds = bounds
+        self.valid = valid
+        self.stale = stale  # the entries written by a listed profile (``dlq.*``, ...; headers.owned)
+
+    @property
+    def names(self) -> list[str]:
+        if self._names is None:
+            self._names = self._entries[0].to_pylist() if self._entries is not None else []
+        return self._names
+
+    @property
+    def contents(self) -> list[bytes | None]:
+        if self._contents is None:
+            self._contents = self._entries[1].to_pylist() if self._entries is not None else []
+        return self._contents
+
+    def pairs(self, i: int) -> list[tuple[str, bytes | None]]:
+        """Row ``i``'s headers as (key, value) pairs, in order."""
+        if self.valid is not None and not self.valid[i]:
+            return []
+        start, stop = self.bounds[i], self.bounds[i + 1]
+        return list(zip(self.names[start:stop], self.contents[start:stop], strict=True))
 
     @classmethod
     def of(
@@ -510,9 +552,11 @@ class _FlatHeaders:
         first, last = offsets[0], offsets[-1]
         bounds = [o - first for o in offsets] if first else offsets
         entries = column.values.slice(first, last - first)
+        stale: list[int] = []
+        flat = None
         if len(entries):
             key_array, value_array = entries.flatten()
-            names, contents = key_array.to_pylist(), value_array.to_pylist()
+            flat = (key_array, value_array)
             prefixes, exact = h.owned(profiles)
             # ``dlq.*`` always: every policy lists spark-dlq (policy.REQUIRED_HEADER_PROFILE).
             ours = pc.starts_with(key_array, pattern=h.PREFIX)
@@ -521,10 +565,11 @@ class _FlatHeaders:
             if exact:
                 ours = pc.or_(ours, pc.is_in(key_array, value_set=pa.array(exact, key_array.type)))
             stale = pc.indices_nonzero(ours).to_pylist() if pc.any(ours).as_py() else []
-        else:
-            names, contents, stale = [], [], []
         return cls(
-            names, contents, bounds, column.is_valid().to_pylist() if column.null_count else None, stale
+            flat,
+            bounds,
+            column.is_valid().to_pylist() if column.null_count else None,
+            stale,
         )
 
 
@@ -824,6 +869,229 @@ def _lateness(headers: list[tuple[str, bytes | None]] | None, now: int) -> int |
 
 def _text(value: bytes | None) -> str:
     return "" if value is None else value.decode("utf-8", "replace")
+
+
+# --- mode: arrow ----------------------------------------------------------------------------------
+
+#: The columns an Arrow processor (``mode: arrow``) is given, in this order: ``Message``'s fields
+#: as Arrow arrays (``timestamp`` in epoch milliseconds, ``attempt`` 0 on the first delivery).
+ARROW_INPUT = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADER_TYPE),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.int64()),
+        pa.field("attempt", pa.int32()),
+    ]
+)
+ARROW_RESULT_HINT = (
+    "return a pyarrow array of binary or string results, one per message (null: acknowledged), "
+    "or (that array, {row: exception})"
+)
+
+
+def arrow_input(batch: pa.RecordBatch, attempts: Sequence[int] | None) -> pa.RecordBatch:
+    """What an Arrow processor is given for ``batch``: its own key, value, headers, topic,
+    partition and offset arrays (not copied), the timestamp in epoch milliseconds and the
+    attempt (``attempts``; None: 0 for every row)."""
+    n = batch.num_rows
+    attempt = (
+        pa.array(np.zeros(n, dtype=np.int32)) if attempts is None else pa.array(attempts, type=pa.int32())
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            batch.column("key"),
+            batch.column("value"),
+            batch.column("headers"),
+            batch.column("topic"),
+            batch.column("partition"),
+            batch.column("offset"),
+            _epoch_ms_array(batch.column("timestamp")),
+            attempt,
+        ],
+        schema=ARROW_INPUT,
+    )
+
+
+def _arrow_call(
+    processor: ProcessFn, given: pa.RecordBatch, settings: RoutingSettings
+) -> tuple[pa.Array | None, dict[int, Failure], float]:
+    """Call an Arrow processor once on ``given``: its results as a binary array (None when the
+    call failed as a whole) and the failed rows' ``Failure``; and how long the call took. If it
+    raises, overruns ``processor.timeout`` times the number of rows, or returns anything but
+    ``ARROW_RESULT_HINT`` says, every row fails with that error."""
+    n = given.num_rows
+    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
+    started = time.perf_counter()
+    try:
+        if settings.timeout_ms > 0:
+            [answer] = map_with_limit(
+                lambda rows: _arrow_answer(processor, rows),
+                [given],
+                timeout_ms=settings.timeout_ms * n,
+                what=f"the arrow processor ({n} messages)",
+                limit=f"processor.timeout {format_ms(settings.timeout_ms)} per message",
+            )
+            if type(answer) is Raised:
+                raise answer.error
+        else:
+            answer = _arrow_answer(processor, given)
+        values, errors = answer
+    except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
+        failure = classify(error, non_retryable, with_stack=with_stack, rules=rules)
+        return None, dict.fromkeys(range(n), failure), time.perf_counter() - started
+    took = time.perf_counter() - started
+    failures = {
+        i: classify(error, non_retryable, with_stack=with_stack, rules=rules) for i, error in errors.items()
+    }
+    return values, failures, took
+
+
+def _arrow_answer(
+    processor: ProcessFn, given: pa.RecordBatch
+) -> tuple[pa.Array, Mapping[int, BaseException]]:
+    """An Arrow processor's answer checked: a binary array of one result per row, and the failed
+    rows' exceptions by row index. Raises ``UnsupportedResult`` naming what is wrong."""
+    n = given.num_rows
+    returned = processor(given)
+    errors: object = {}
+    values: object = returned
+    if isinstance(returned, tuple) and len(returned) == 2:
+        values, errors = returned
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        raise UnsupportedResult(f"arrow processor returned {type(values).__name__}; {ARROW_RESULT_HINT}")
+    written: pa.Array = values
+    kind = written.type
+    if pa.types.is_null(kind):
+        written = pa.nulls(len(written), pa.binary())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+        written = written.cast(pa.binary())
+    elif not pa.types.is_binary(kind):
+        raise UnsupportedResult(f"arrow processor returned an array of {kind}; {ARROW_RESULT_HINT}")
+    if len(written) != n:
+        raise UnsupportedResult(f"arrow processor returned {len(written)} results for {n} messages")
+    if not isinstance(errors, Mapping):
+        raise UnsupportedResult(
+            f"arrow processor returned errors as {type(errors).__name__}; {ARROW_RESULT_HINT}"
+        )
+    for row, error in errors.items():
+        if type(row) is not int or not 0 <= row < n or not isinstance(error, BaseException):
+            raise UnsupportedResult(
+                f"arrow processor returned the error entry {row!r}: {type(error).__name__}; "
+                f"rows are 0..{n - 1}, each mapped to an exception"
+            )
+    return written, errors
+
+
+def _arrow_results(
+    batch: pa.RecordBatch, attempts: Sequence[int], settings: RoutingSettings, processor: ProcessFn
+) -> tuple[list[Result], np.ndarray]:
+    """``mode: arrow`` as a ``Result`` per row, for the general path (``source.ordering: key``)."""
+    values, failures, took = _arrow_call(processor, arrow_input(batch, attempts), settings)
+    results: list[Result] = values.to_pylist() if values is not None else [None] * batch.num_rows
+    for i, failure in failures.items():
+        results[i] = failure
+    return results, np.array([took] if batch.num_rows else [], dtype=np.float64)
+
+
+def _route_arrow(
+    batch: pa.RecordBatch,
+    settings: RoutingSettings,
+    processor: ProcessFn,
+    clock: Callable[[], int],
+    rand: Callable[[], float],
+) -> pa.RecordBatch:
+    """``route_batch`` for an Arrow processor (``mode: arrow``, no ``source.ordering``): the
+    processor gets the batch's own arrays, and what it returns is written as it is. Python
+    objects are made only for the rows that need them: retry records (their ``dlq.*`` headers)
+    and failures (their new headers)."""
+    n = batch.num_rows
+    header_column = batch.column("headers")
+    flat = _FlatHeaders.of(header_column, settings.header_profiles)
+    retried = pc.equal(batch.column("topic"), settings.retry_topic)
+    retry_rows: list[int] = pc.indices_nonzero(retried).to_pylist() if pc.any(retried).as_py() else []
+    retry_headers: dict[int, list[tuple[str, bytes | None]]] = {i: flat.pairs(i) for i in retry_rows}
+    attempts = [0] * n
+    for i in retry_rows:
+        attempts[i] = _attempt(retry_headers[i])
+    values, failures, took = _arrow_call(
+        processor, arrow_input(batch, attempts if retry_rows else None), settings
+    )
+    now = clock()
+    rules = settings.rules
+    if values is None:
+        values = pa.nulls(n, pa.binary())
+    success = Route.OUTPUT if rules.has_output else Route.ACK
+    routes = np.where(values.is_valid().to_numpy(zero_copy_only=False), success, Route.ACK).astype(np.int8)
+    reasons: list[str | None] = [None] * n
+    outcomes: list[Result] = [None] * n
+    changed: dict[int, list[tuple[str, bytes]]] = {}
+    if failures:
+        failed = sorted(failures)
+        picked = batch.take(pa.array(failed, pa.int64()))
+        positions = zip(
+            picked.column("topic").to_pylist(),
+            picked.column("partition").to_pylist(),
+            picked.column("offset").to_pylist(),
+            _epoch_ms(picked.column("timestamp")),
+            strict=True,
+        )
+        for i, (topic, partition, offset, timestamp) in zip(failed, positions, strict=True):
+            failure = failures[i]
+            decision = decide(failure, attempts[i] + 1, rules)
+            routes[i], reasons[i], outcomes[i] = decision.route, decision.reason, failure
+            where = _new_message(None, None, {}, topic, partition, offset, timestamp, attempts[i])
+            changed[i] = _failed(
+                where, retry_headers.get(i), failure, decision, attempts[i] + 1, settings, now, rand
+            )
+        mask = np.zeros(n, dtype=bool)
+        mask[failed] = True
+        values = pc.if_else(pa.array(mask), batch.column("value"), values)
+    lateness: list[int | None] = [None] * n
+    for i in retry_rows:
+        lateness[i] = _lateness(retry_headers[i], now)
+    route_column = pa.array(routes, type=pa.int8())
+    lateness_column = pa.array(lateness, type=pa.int64())
+    from_retry = [False] * n
+    for i in retry_rows:
+        from_retry[i] = True
+    summary = stats.summarize(
+        batch,
+        route_column,
+        reasons,
+        outcomes,
+        attempts,
+        lateness_column,
+        np.array([took] if n else [], dtype=np.float64),
+        from_retry,
+        late_after_ms=settings.late_after_ms,
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            route_column,
+            batch.column("key"),
+            values,
+            _written_headers(header_column, flat, changed),
+            pa.array(reasons, type=pa.string()),
+            lateness_column,
+            stats.stats_column(n, summary),
+        ],
+        schema=output_schema(batch.schema),
+    )
+
+
+def _epoch_ms_array(column: pa.Array) -> pa.Array:
+    """A timestamp column as int64 epoch milliseconds, as ``_epoch_ms`` reads it (null: 0)."""
+    raw = pc.fill_null(column.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    if pa.types.is_timestamp(column.type):
+        unit = column.type.unit
+        raw = raw * 1000 if unit == "s" else raw // {"ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    return pa.array(raw, type=pa.int64())
 
 
 def _epoch_ms(column: pa.Array) -> list[int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, TypedDict
+from typing import Any, Final, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +57,37 @@ ROUTE_LABELS: Final = {
 }
 #: The ``reason`` of a failure that is retried (dead letters carry their ``dlq.reason``).
 RETRY_REASON: Final = "retry"
+#: Dead letters (written or ignored) by ``dlq.reason``: count name -> reason.
+DEAD_REASONS: Final = {
+    "dead_exhausted": "exhausted",
+    "dead_terminated": "terminated",
+    "dead_non_retryable": "non-retryable",
+    "dead_ordering_overflow": "ordering-overflow",
+}
+#: A micro-batch's counts (``BatchStats.counts``, summed by ``observed_row``): routed messages
+#: (``total``: not the parked and control records of ``source.ordering: key``) by route,
+#: ``parked`` records, ``blocked`` keys, ``redelivered`` (retry records routed), and dead
+#: letters by reason.
+COUNTS: Final = (
+    "total",
+    "output",
+    "acked",
+    "retried",
+    "dead",
+    "ignored",
+    "parked",
+    "blocked",
+    "redelivered",
+    *DEAD_REASONS,
+)
+_ROUTE_COUNTS: Final = {
+    int(Route.OUTPUT): "output",
+    int(Route.ACK): "acked",
+    int(Route.RETRY): "retried",
+    int(Route.DEAD): "dead",
+    int(Route.IGNORED): "ignored",
+    int(Route.PARKED): "parked",
+}
 
 
 class Histogram(TypedDict):
@@ -68,11 +99,15 @@ class Histogram(TypedDict):
 
 
 class BatchStats(TypedDict):
-    """One Arrow batch's summary. ``failures``: ``[outcome, reason, error class, count]``;
-    ``attempts``: failures by attempt label; ``released``: retry records routed, ``late`` of
-    them routed past the policy's lateness limit; ``oldest_source_ms``: the earliest Kafka
-    timestamp among the source records (None when there were none)."""
+    """One Arrow batch's summary. ``counts``: ``COUNTS``; ``failures``: ``[outcome, reason,
+    error class, count]``; ``attempts``: failures by attempt label; ``released``: retry records
+    routed, ``late`` of them routed past the policy's lateness limit, ``max_lateness_ms`` and
+    ``min_lateness_ms`` the latest and earliest of them; ``oldest_source_ms``: the earliest
+    Kafka timestamp among the source records (None when there were none)."""
 
+    counts: dict[str, int]
+    max_lateness_ms: int | None
+    min_lateness_ms: int | None
     failures: list[tuple[str, str, str, int]]
     attempts: dict[str, int]
     latency: Histogram
@@ -106,15 +141,18 @@ def summarize(
     from_retry: Sequence[bool],
     *,
     late_after_ms: int,
+    blocked: int = 0,
 ) -> BatchStats:
     """The summary of one routed batch: ``batch`` is its input, ``routes`` its route column
     (``Route`` values), ``outcomes[i]`` the ``Result`` of row i (a ``Failure`` for every failed row), ``lateness_ms``
     null for source records, ``durations_s`` the processor's call times, ``from_retry[i]``
-    whether row ``i`` came from the retry topic."""
+    whether row ``i`` came from the retry topic, ``blocked`` the keys this batch blocked
+    (``source.ordering: key``)."""
     failing = pc.and_(pc.greater_equal(routes, int(Route.RETRY)), pc.less_equal(routes, int(Route.IGNORED)))
     failed = pc.indices_nonzero(failing).to_pylist() if len(routes) else []
     tally: dict[tuple[str, str, str], int] = {}
     by_attempt: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
     classes: set[str] = set()
     route_values = routes.to_numpy(zero_copy_only=False) if failed else None
     for i in failed:
@@ -126,14 +164,21 @@ def summarize(
                 error_class = OTHER
             else:
                 classes.add(error_class)
-        key = (ROUTE_LABELS[int(route_values[i])], reasons[i] or RETRY_REASON, error_class)
+        reason = reasons[i]
+        if reason is not None:
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+        key = (ROUTE_LABELS[int(route_values[i])], reason or RETRY_REASON, error_class)
         tally[key] = tally.get(key, 0) + 1
         label = attempt_label(attempts[i] + 1)
         by_attempt[label] = by_attempt.get(label, 0) + 1
     late = lateness_ms.drop_null() if lateness_ms.null_count else lateness_ms
-    late_values = late.to_numpy(zero_copy_only=False).astype(np.float64) / 1000.0
+    late_ms = late.to_numpy(zero_copy_only=False)
+    late_values = late_ms.astype(np.float64) / 1000.0
     released = sum(from_retry)
     return {
+        "counts": _counts(routes, by_reason, len(late_ms), blocked),
+        "max_lateness_ms": int(late_ms.max()) if len(late_ms) else None,
+        "min_lateness_ms": int(late_ms.min()) if len(late_ms) else None,
         "failures": [(o, r, c, n) for (o, r, c), n in sorted(tally.items())],
         "attempts": by_attempt,
         "latency": histogram(durations_s, LATENCY_BUCKETS),
@@ -141,6 +186,43 @@ def summarize(
         "released": int(released),
         "late": int(np.count_nonzero(late_values * 1000.0 > late_after_ms)),
         "oldest_source_ms": _oldest_ms(_source_rows(batch.column("timestamp"), from_retry, released)),
+    }
+
+
+def _counts(routes: pa.Array, by_reason: Mapping[str, int], redelivered: int, blocked: int) -> dict[str, int]:
+    """``COUNTS`` of one batch: routes counted at once (``bincount``), reasons from its failures."""
+    per_route = np.bincount(routes.to_numpy(zero_copy_only=False).astype(np.int64), minlength=len(Route))
+    counts = dict.fromkeys(COUNTS, 0)
+    for route, name in _ROUTE_COUNTS.items():
+        counts[name] = int(per_route[route])
+    counts["total"] = int(per_route[: int(Route.IGNORED) + 1].sum())
+    counts["blocked"] = blocked
+    counts["redelivered"] = redelivered
+    for name, reason in DEAD_REASONS.items():
+        counts[name] = by_reason.get(reason, 0)
+    return counts
+
+
+def observed_row(texts: Iterable[str] | None) -> dict[str, Any]:
+    """A micro-batch's observed metrics as the driver reads them: the ``COUNTS`` summed over the
+    routing tasks' summaries (``texts``, the collected ``stats`` column), the latest and
+    earliest retry lateness, and the summaries' texts themselves under ``stats``."""
+    texts = list(texts or [])
+    counts = dict.fromkeys(COUNTS, 0)
+    highs: list[int] = []
+    lows: list[int] = []
+    for summary in parse(texts):
+        for name, count in summary["counts"].items():
+            counts[name] = counts.get(name, 0) + int(count)
+        if summary["max_lateness_ms"] is not None:
+            highs.append(summary["max_lateness_ms"])
+        if summary["min_lateness_ms"] is not None:
+            lows.append(summary["min_lateness_ms"])
+    return {
+        **counts,
+        "max_lateness_ms": max(highs, default=None),
+        "min_lateness_ms": min(lows, default=None),
+        "stats": texts,
     }
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_OK, EXIT_STOP_STRATEGY
 from tests.helpers import produce, read_all
 
@@ -58,18 +60,30 @@ def test_error_window_stops_the_job_with_its_reason(
     assert "error window: 100% of the last 10 messages failed (threshold 50%)" in capfd.readouterr().err
 
 
-def test_batch_mode_routes_like_message_mode(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+@pytest.mark.parametrize(
+    ("mode", "entrypoint", "unwritable"),
+    [
+        ("batch", "process_batch", "dlq_engine.routing.outcomes.UnsupportedResult"),
+        ("arrow", "process_arrow", "TypeError"),  # the Arrow processor fails that row itself
+    ],
+)
+def test_batch_and_arrow_mode_route_like_message_mode(
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
+    mode: str,
+    entrypoint: str,
+    unwritable: str,
 ) -> None:
     names = topics()
     produce(
         bootstrap_servers,
         names["source"],
-        [(b"a", b"ok:x"), (b"b", b"nonretry:k"), (b"c", b"flaky:1"), (b"d", b"badtype")],
+        [(b"a", b"ok:x"), (b"b", b"nonretry:k"), (b"c", b"flaky:1"), (b"d", b"badtype"), (b"e", b"ack")],
     )
     running = engine(
         names,
-        processor={"entrypoint": "tests.processors.scripted:process_batch", "mode": "batch"},
+        processor={"entrypoint": f"tests.processors.scripted:{entrypoint}", "mode": mode},
         retry={
             "maxRedeliverCount": 1,
             "nonRetryableErrors": ["KeyError"],
@@ -80,11 +94,12 @@ def test_batch_mode_routes_like_message_mode(
     dead = read_all(bootstrap_servers, names["dlq"], expect=2, timeout=60)
     running.stop()
     assert sorted(r.value for r in output) == [b"X", b"recovered after 1"]
-    reasons = {r.key: (r.header("dlq.reason"), r.header("dlq.error.class")) for r in dead}
+    reasons = {r.key: (r.header("dlq.reason"), r.header("dlq.error.class"), r.value) for r in dead}
     assert reasons == {
-        b"b": ("non-retryable", "KeyError"),
-        b"d": ("exhausted", "dlq_engine.routing.outcomes.UnsupportedResult"),
+        b"b": ("non-retryable", "KeyError", b"nonretry:k"),
+        b"d": ("exhausted", unwritable, b"badtype"),
     }
+    assert running.run.totals.counts["acked"] == 1
 
 
 def test_first_delivery_dead_letters_keep_source_order(
