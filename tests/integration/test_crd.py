@@ -734,6 +734,29 @@ def test_printer_columns_show_phase_and_restarts(
     assert out.splitlines()[1].split()[:5] == ["orders-billing", "orders", "billing", "Restarting", "2"]
 
 
+def test_wide_printer_columns_show_what_ordering_holds(
+    kube_api: Any,
+    kubeconfig: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    create(kube_api, minimal(namespace))
+    client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "orders-billing",
+        {"status": {"phase": "Running", "ordering": {"heldMessages": 12, "blockedKeys": 2}}},
+    )
+
+    out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace, "-o", "wide")
+
+    header, row = out.splitlines()
+    assert header.split()[4:7] == ["RESTARTS", "HELD", "BLOCKED"]
+    assert row.split()[3:7] == ["Running", "<none>", "12", "2"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Status subresource
 
@@ -759,6 +782,7 @@ STATUS = {
     "configHash": "9f2c0d",
     "restartCount": 1,
     "lastRestartTime": "2026-11-22T01:00:00Z",
+    "ordering": {"heldMessages": 12, "blockedKeys": 2, "blockedKeySample": ["order-7", "order-9"]},
 }
 
 

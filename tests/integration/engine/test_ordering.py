@@ -257,7 +257,9 @@ def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_re
     names = topics(partitions=1)
     a, b, c = keys_in_groups(spark)
     produce(bootstrap_servers, names["source"], blocked_three(a, b, c))
-    running = engine(names, metrics=EngineMetrics, source={"ordering": "key"}, ordering=TOTAL_BOUND, **ORDERED)
+    running = engine(
+        names, metrics=EngineMetrics, source={"ordering": "key"}, ordering=TOTAL_BOUND, **ORDERED
+    )
     # a and b share their group's one place: one of their five later messages is held, four
     # overflow; c's one is held in its own group.
     dead = read_all(bootstrap_servers, names["dlq"], expect=7, timeout=120, settle=1)
@@ -275,7 +277,9 @@ def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_re
     assert read_all(bootstrap_servers, names["output"], timeout=3) == [], state
     reasons = sorted((r.key or b"").decode() + ":" + str(r.header("dlq.reason")) for r in dead)
     assert reasons.count(f"{c}:ordering-overflow") == 0, reasons
-    assert sorted(r for r in reasons if r.endswith("terminated")) == [f"{k}:terminated" for k in sorted((a, b, c))]
+    assert sorted(r for r in reasons if r.endswith("terminated")) == [
+        f"{k}:terminated" for k in sorted((a, b, c))
+    ]
     overflow = [r for r in dead if r.header("dlq.reason") == "ordering-overflow"]
     assert len(overflow) == 4, reasons
     assert {(r.key or b"").decode() for r in overflow} <= {a, b}
@@ -311,12 +315,16 @@ def test_the_bound_on_all_held_messages_stops_the_job_naming_it_and_loses_nothin
     )
     assert stopped.join(120) == EXIT_STOP_STRATEGY, stopped.describe()
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("dlq-engine: stopped:"))
-    assert "ordering.onOverflow stop" in line and "more than maxHeldTotal (16)" in line, line
+    assert "ordering.onOverflow stop" in line, line
+    assert "more than maxHeldTotal (16)" in line, line
 
     # The batch that went past the bound was not committed: under skip, the same checkpoint
     # releases the blocked keys and every later message comes out, in its key's order.
     second = engine(
-        names, checkpoint=checkpoint, source={"ordering": "key"}, ordering={**TOTAL_BOUND, "onDeadLetter": "skip"},
+        names,
+        checkpoint=checkpoint,
+        source={"ordering": "key"},
+        ordering={**TOTAL_BOUND, "onDeadLetter": "skip"},
         **ORDERED,
     )
     output = read_distinct(bootstrap_servers, names["output"], 6, timeout=120)
