@@ -193,6 +193,7 @@ def full_spec() -> dict[str, Any]:
         "ordering": {
             "onDeadLetter": "block",
             "maxHeldPerKey": 50,
+            "maxHeldTotal": 2000,
             "maxHoldTime": "10m",
             "onOverflow": "stop",
         },
@@ -604,6 +605,12 @@ INVALID = [
         id="zero-max-hold-time",
     ),
     pytest.param(
+        {"source": {"ordering": "key"}, "ordering": {"maxHeldTotal": 0}},
+        "spec.ordering.maxHeldTotal",
+        "Invalid value: 0: spec.ordering.maxHeldTotal in body should be greater than or equal to 1",
+        id="zero-max-held-total",
+    ),
+    pytest.param(
         {"spark": {"executor": {"instances": 0}}},
         "spec.spark.executor.instances",
         "Invalid value: 0: spec.spark.executor.instances in body should be greater than or equal to 1",
@@ -747,14 +754,20 @@ def test_wide_printer_columns_show_what_ordering_holds(
         namespace,
         PLURAL,
         "orders-billing",
-        {"status": {"phase": "Running", "ordering": {"heldMessages": 12, "blockedKeys": 2}}},
+        {
+            "status": {
+                "phase": "Running",
+                "restartCount": 1,
+                "ordering": {"heldMessages": 12, "blockedKeys": 2},
+            }
+        },
     )
 
     out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace, "-o", "wide")
 
     header, row = out.splitlines()
     assert header.split()[4:7] == ["RESTARTS", "HELD", "BLOCKED"]
-    assert row.split()[3:7] == ["Running", "<none>", "12", "2"]
+    assert row.split()[3:7] == ["Running", "1", "12", "2"]
 
 
 # ---------------------------------------------------------------------------------------------
