@@ -236,7 +236,12 @@ async def write_status(
                 metrics.status_written(owner.namespace, owner.name, old, new)
                 return old, new
             continue
-        patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": new}
+        # A merge patch keeps what it does not name: a field the new status drops is named null.
+        gone = dict.fromkeys(old.keys() - new.keys())
+        patch = {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "status": {**gone, **new},
+        }
         try:
             await services.api.patch(POLICIES, owner.namespace, owner.name, patch, subresource="status")
         except ApiError as error:
