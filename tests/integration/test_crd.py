@@ -611,6 +611,12 @@ INVALID = [
         id="zero-max-held-total",
     ),
     pytest.param(
+        {"source": {"ordering": "key"}, "ordering": {"maxHeldPerKey": 2**31}},
+        "spec.ordering.maxHeldPerKey",
+        "Invalid value: 2147483648: spec.ordering.maxHeldPerKey in body should be less than or equal to 2147483647",
+        id="max-held-per-key-beyond-an-int",
+    ),
+    pytest.param(
         {"spark": {"executor": {"instances": 0}}},
         "spec.spark.executor.instances",
         "Invalid value: 0: spec.spark.executor.instances in body should be greater than or equal to 1",

@@ -1564,6 +1564,11 @@ def test_ordering_section_is_read() -> None:
             id="held-per-key",
         ),
         pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.maxHeldPerKey": 2**31},
+            "spec.ordering.maxHeldPerKey: must be at most 2147483647, got 2147483648",
+            id="held-per-key-beyond-an-int",
+        ),
+        pytest.param(
             {"spec.source.ordering": "key", "spec.ordering.maxHeldTotal": 0},
             "spec.ordering.maxHeldTotal: must be at least 1, got 0",
             id="held-total",

@@ -111,6 +111,8 @@ class Source:
 #: The defaults of ``spec.ordering`` (the CRD says the same).
 DEFAULT_MAX_HELD_PER_KEY: Final = 1_000
 DEFAULT_MAX_HELD_TOTAL: Final = 100_000
+#: The ordering stage counts one key's held messages in a Java int.
+MAX_HELD_PER_KEY: Final = 2**31 - 1
 DEFAULT_MAX_HOLD_MS: Final = 3_600_000
 
 
@@ -580,6 +582,8 @@ def _parse_ordering(spec: _Fields, source: Source) -> Ordering:
     )
     if present and source.ordering != "key":
         f.fail(f.path, f"is only read with spec.source.ordering key, got {source.ordering!r}")
+    if ordering.max_held_per_key > MAX_HELD_PER_KEY:
+        f.fail(f.at("maxHeldPerKey"), f"must be at most {MAX_HELD_PER_KEY}, got {ordering.max_held_per_key}")
     if ordering.max_hold_ms <= 0:
         f.fail(f.at("maxHoldTime"), "must be longer than 0")
     f.done()
