@@ -294,7 +294,25 @@ def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_re
     assert beat["ordering"] == {"heldMessages": 2, "blockedKeys": 3, "blockedKeySample": sorted((a, b, c))}
 
 
-def test_the_bound_on_all_held_messages_stops_the_job_naming_it_and_loses_nothing(
+@pytest.mark.parametrize(
+    ("bounds", "named"),
+    [
+        pytest.param(TOTAL_BOUND, "more than maxHeldTotal (16) messages held in all", id="in-total"),
+        pytest.param(
+            {**TOTAL_BOUND, "maxHeldPerKey": 1, "maxHeldTotal": 100_000},
+            "more than maxHeldPerKey (1) messages held for its key",
+            id="per-key",
+        ),
+        pytest.param(
+            {**TOTAL_BOUND, "maxHeldTotal": 100_000, "maxHoldTime": "3s"},
+            "held longer than maxHoldTime (3000 ms) behind its key",
+            id="hold-time",
+        ),
+    ],
+)
+def test_a_bound_under_on_overflow_stop_stops_the_job_naming_it_and_loses_nothing(
+    bounds: dict[str, Any],
+    named: str,
     spark: Any,
     bootstrap_servers: str,
     topics: Callable[..., dict[str, str]],
@@ -310,13 +328,13 @@ def test_the_bound_on_all_held_messages_stops_the_job_naming_it_and_loses_nothin
         names,
         checkpoint=checkpoint,
         source={"ordering": "key"},
-        ordering={**TOTAL_BOUND, "onOverflow": "stop"},
+        ordering={**bounds, "onOverflow": "stop"},
         **ORDERED,
     )
     assert stopped.join(120) == EXIT_STOP_STRATEGY, stopped.describe()
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("dlq-engine: stopped:"))
     assert "ordering.onOverflow stop" in line, line
-    assert "more than maxHeldTotal (16)" in line, line
+    assert named in line, line
 
     # The batch that went past the bound was not committed: under skip, the same checkpoint
     # releases the blocked keys and every later message comes out, in its key's order.
@@ -324,7 +342,7 @@ def test_the_bound_on_all_held_messages_stops_the_job_naming_it_and_loses_nothin
         names,
         checkpoint=checkpoint,
         source={"ordering": "key"},
-        ordering={**TOTAL_BOUND, "onDeadLetter": "skip"},
+        ordering={**bounds, "onDeadLetter": "skip"},
         **ORDERED,
     )
     output = read_distinct(bootstrap_servers, names["output"], 6, timeout=120)
