@@ -149,6 +149,7 @@ public final class OrderByKey extends StatefulProcessor<Integer, Row, Row> {
     boolean blocked;
     List<Row> waiting = new ArrayList<>();
     List<Row> held = new ArrayList<>();
+    final boolean hadHead;
     final int heldBefore;
     final boolean blockedBefore;
 
@@ -162,6 +163,7 @@ public final class OrderByKey extends StatefulProcessor<Integer, Row, Row> {
         this.waiting = waiting;
         this.held = held;
       }
+      hadHead = hasHead;
       heldBefore = this.held.size();
       blockedBefore = blocked;
     }
@@ -352,9 +354,11 @@ public final class OrderByKey extends StatefulProcessor<Integer, Row, Row> {
       }
     }
     if (!key.hasHead) {
-      heads.removeKey(key.key);
-      waiting.removeKey(key.key);
-      held.removeKey(key.key);
+      if (key.hadHead) { // a key that never had one has nothing stored: no writes for it
+        heads.removeKey(key.key);
+        waiting.removeKey(key.key);
+        held.removeKey(key.key);
+      }
       return Long.MAX_VALUE;
     }
     long deadline = Long.MAX_VALUE;
