@@ -236,7 +236,12 @@ async def write_status(
                 metrics.status_written(owner.namespace, owner.name, old, new)
                 return old, new
             continue
-        patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": new}
+        # A merge patch keeps what it does not name: a field the new status drops is named null.
+        gone = dict.fromkeys(old.keys() - new.keys())
+        patch = {
+            "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "status": {**gone, **new},
+        }
         try:
             await services.api.patch(POLICIES, owner.namespace, owner.name, patch, subresource="status")
         except ApiError as error:
@@ -363,6 +368,7 @@ async def _reconcile(
             spark_application=render.application_name(policy.name),
             config_hash=digest,
             restarted=restarted,
+            ordering_off=policy.source.ordering != "key",
         )
 
     written = await write_status(
@@ -764,9 +770,18 @@ async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner)
 # --- the supervisor ----------------------------------------------------------------------------
 
 
-async def supervise(services: Services, *, owner: Owner, app: Obj | None, config_map: Obj | None) -> None:
+async def supervise(
+    services: Services,
+    *,
+    owner: Owner,
+    app: Obj | None,
+    config_map: Obj | None,
+    policy: Mapping[str, Any] | None = None,
+) -> None:
     """What the spark-operator does not catch, looked at once per resync round for a policy's
-    application (as listed in that round): a failed application due for resubmission (as its
+    application (as listed in that round), and what the driver reports: ``status.ordering``
+    from its heartbeat (``policy``: the policy as listed, to skip a write that changes nothing);
+    a failed application due for resubmission (as its
     watcher would have done), a RUNNING driver whose heartbeat (on ``config_map``)
     reports no progress for ``stall_timeout`` is resubmitted, with JobRunning EngineStalled and
     a Warning event; an application stuck without a running driver for ``pending_timeout`` gets
@@ -776,6 +791,10 @@ async def supervise(services: Services, *, owner: Owner, app: Obj | None, config
     controller = policy_owner(app)
     if controller is None or controller.uid != owner.uid:
         return
+    ordering = render.ordering_status(app, config_map)
+    if ordering is not None and ordering != (policy or {}).get("status", {}).get("ordering"):
+        async with services.lock(owner.uid):
+            await write_status(services, owner, lambda _: Observation(ordering=ordering), known=policy)
     config = services.config
     metadata = app.get("metadata") or {}
     key = (str(metadata.get("namespace")), str(metadata.get("name")))

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict, TypeGuard
 
 import yaml
 
@@ -564,6 +564,20 @@ def time_of(value: object) -> datetime.datetime | None:
 # --- the supervisor: what the spark-operator does not catch -------------------------------------
 
 
+class OrderingStatus(TypedDict):
+    """``status.ordering``: what the ordering stage of ``source.ordering: key`` holds."""
+
+    heldMessages: int
+    blockedKeys: int
+    blockedKeySample: list[str]
+
+
+#: The most blocked keys ``status.ordering`` names, and the longest name it keeps (the CRD
+#: allows as many; the engine sends no more).
+ORDERING_SAMPLE: Final = 10
+ORDERING_KEY_CHARS: Final = 100
+
+
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     """The driver's last liveness report (times as the driver's clock has them)."""
@@ -571,6 +585,28 @@ class Heartbeat:
     time: datetime.datetime
     query_active: bool
     last_progress: datetime.datetime
+    #: ``source.ordering: key``: the ordering stage's report; None without one (or unreadable).
+    ordering: OrderingStatus | None = None
+
+
+def _ordering_of(raw: object) -> OrderingStatus | None:
+    """The heartbeat's ``ordering``, None when absent or not as the engine writes it."""
+    if not isinstance(raw, Mapping):
+        return None
+    held, blocked, sample = raw.get("heldMessages"), raw.get("blockedKeys"), raw.get("blockedKeySample")
+    if not (_count(held) and _count(blocked)) or not isinstance(sample, list):
+        return None
+    if not all(isinstance(k, str) for k in sample):
+        return None
+    return {
+        "heldMessages": int(held),
+        "blockedKeys": int(blocked),
+        "blockedKeySample": [str(k)[:ORDERING_KEY_CHARS] for k in sample[:ORDERING_SAMPLE]],
+    }
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def heartbeat_of(config_map: Mapping[str, Any] | None) -> Heartbeat | None:
@@ -587,7 +623,21 @@ def heartbeat_of(config_map: Mapping[str, Any] | None) -> Heartbeat | None:
         return None
     if at is None or progress is None or not isinstance(active, bool):
         return None
-    return Heartbeat(at, active, progress)
+    return Heartbeat(at, active, progress, _ordering_of(raw.get("ordering")))
+
+
+def ordering_status(
+    app: Mapping[str, Any] | None, config_map: Mapping[str, Any] | None
+) -> OrderingStatus | None:
+    """``status.ordering`` from the heartbeat of the application's current submission (one sent
+    after it was submitted), None when there is none or it carries no ordering report."""
+    beat = heartbeat_of(config_map)
+    if app is None or beat is None:
+        return None
+    submitted = time_of((app.get("status") or {}).get("lastSubmissionAttemptTime"))
+    if submitted is not None and beat.time < submitted:
+        return None
+    return beat.ordering
 
 
 def engine_stalled(
@@ -692,6 +742,10 @@ class Observation:
     restarted: bool = False
     #: Why the job was restarted: ``ConfigChanged`` (the default) or ``EngineStalled``.
     restart_reason: str = "ConfigChanged"
+    #: ``status.ordering`` as the driver's heartbeat reports it; ``ordering_off``: the policy
+    #: does not order by key (any ``status.ordering`` goes).
+    ordering: OrderingStatus | None = None
+    ordering_off: bool = False
 
 
 def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -> dict[str, Any]:
@@ -750,6 +804,10 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     ):
         if value is not None:
             status[key] = value
+    if observation.ordering is not None:
+        status["ordering"] = dict(observation.ordering)
+    elif observation.ordering_off:
+        status.pop("ordering", None)
     status.setdefault("restartCount", 0)
     if observation.restarted:
         status["restartCount"] = int(status["restartCount"]) + 1

@@ -132,7 +132,7 @@ class Resync:
         owner = reconcile.owner_of(body)
         try:
             await reconcile.supervise(
-                self._services, owner=owner, app=seen.application, config_map=seen.config_map
+                self._services, owner=owner, app=seen.application, config_map=seen.config_map, policy=body
             )
         except Exception:  # logged; the next round looks again
             logger.exception("supervising %s/%s failed", owner.namespace, owner.name)

@@ -193,6 +193,7 @@ def full_spec() -> dict[str, Any]:
         "ordering": {
             "onDeadLetter": "block",
             "maxHeldPerKey": 50,
+            "maxHeldTotal": 2000,
             "maxHoldTime": "10m",
             "onOverflow": "stop",
         },
@@ -604,6 +605,18 @@ INVALID = [
         id="zero-max-hold-time",
     ),
     pytest.param(
+        {"source": {"ordering": "key"}, "ordering": {"maxHeldTotal": 0}},
+        "spec.ordering.maxHeldTotal",
+        "Invalid value: 0: spec.ordering.maxHeldTotal in body should be greater than or equal to 1",
+        id="zero-max-held-total",
+    ),
+    pytest.param(
+        {"source": {"ordering": "key"}, "ordering": {"maxHeldPerKey": 2**31}},
+        "spec.ordering.maxHeldPerKey",
+        "Invalid value: 2147483648: spec.ordering.maxHeldPerKey in body should be less than or equal to 2147483647",
+        id="max-held-per-key-beyond-an-int",
+    ),
+    pytest.param(
         {"spark": {"executor": {"instances": 0}}},
         "spec.spark.executor.instances",
         "Invalid value: 0: spec.spark.executor.instances in body should be greater than or equal to 1",
@@ -734,6 +747,35 @@ def test_printer_columns_show_phase_and_restarts(
     assert out.splitlines()[1].split()[:5] == ["orders-billing", "orders", "billing", "Restarting", "2"]
 
 
+def test_wide_printer_columns_show_what_ordering_holds(
+    kube_api: Any,
+    kubeconfig: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    create(kube_api, minimal(namespace))
+    client.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        "orders-billing",
+        {
+            "status": {
+                "phase": "Running",
+                "restartCount": 1,
+                "ordering": {"heldMessages": 12, "blockedKeys": 2},
+            }
+        },
+    )
+
+    out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace, "-o", "wide")
+
+    header, row = out.splitlines()
+    assert header.split()[4:7] == ["RESTARTS", "HELD", "BLOCKED"]
+    assert row.split()[3:7] == ["Running", "1", "12", "2"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Status subresource
 
@@ -759,6 +801,7 @@ STATUS = {
     "configHash": "9f2c0d",
     "restartCount": 1,
     "lastRestartTime": "2026-11-22T01:00:00Z",
+    "ordering": {"heldMessages": 12, "blockedKeys": 2, "blockedKeySample": ["order-7", "order-9"]},
 }
 
 

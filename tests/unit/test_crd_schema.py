@@ -33,6 +33,7 @@ from dlq_engine.model.policy import (
     Provisioner,
     StartingOffsets,
 )
+from spark_dlq_operator.render import ORDERING_SAMPLE, OrderingStatus
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$|^0$"
@@ -198,13 +199,19 @@ def test_one_version_served_and_stored_with_status_subresource(version: dict[str
 
 
 def test_printer_columns(version: dict[str, Any]) -> None:
-    columns = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    columns = [
+        (c["name"], c["type"], c["jsonPath"], c.get("priority", 0))
+        for c in version["additionalPrinterColumns"]
+    ]
     assert columns == [
-        ("Topic", "string", ".spec.source.topic"),
-        ("Subscription", "string", ".spec.source.subscription"),
-        ("Phase", "string", ".status.phase"),
-        ("Restarts", "integer", ".status.restartCount"),
-        ("Age", "date", ".metadata.creationTimestamp"),
+        ("Topic", "string", ".spec.source.topic", 0),
+        ("Subscription", "string", ".spec.source.subscription", 0),
+        ("Phase", "string", ".status.phase", 0),
+        ("Restarts", "integer", ".status.restartCount", 0),
+        # -o wide only: most policies do not order by key.
+        ("Held", "integer", ".status.ordering.heldMessages", 1),
+        ("Blocked", "integer", ".status.ordering.blockedKeys", 1),
+        ("Age", "date", ".metadata.creationTimestamp", 0),
     ]
 
 
@@ -261,7 +268,12 @@ def test_status_schema(root: dict[str, Any]) -> None:
         "restartCount",
         "lastRestartTime",
         "lastRestartReason",
+        "ordering",
     }
+    # The keys of what the operator copies from the heartbeat (render.OrderingStatus).
+    ordering = status["properties"]["ordering"]
+    assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
+    assert ordering["properties"]["blockedKeySample"]["maxItems"] == ORDERING_SAMPLE
     assert status["properties"]["phase"]["enum"] == [
         "Pending",
         "Provisioning",

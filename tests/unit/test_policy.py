@@ -1320,6 +1320,7 @@ FULL_OVERRIDES: dict[str, Any] = {
     "spec.ordering": {
         "onDeadLetter": "block",
         "maxHeldPerKey": 7,
+        "maxHeldTotal": 70,
         "maxHoldTime": "30m",
         "onOverflow": "stop",
     },
@@ -1514,6 +1515,7 @@ def test_ordering_key_writes_the_whole_ordering_section_with_defaults() -> None:
     assert spec["ordering"] == {
         "onDeadLetter": "skip",
         "maxHeldPerKey": 1000,
+        "maxHeldTotal": 100000,
         "maxHoldTime": "1h",
         "onOverflow": "deadLetter",
     }
@@ -1527,13 +1529,14 @@ def test_ordering_section_is_read() -> None:
             "spec.ordering": {
                 "onDeadLetter": "block",
                 "maxHeldPerKey": 5,
+                "maxHeldTotal": 50,
                 "maxHoldTime": "2m",
                 "onOverflow": "stop",
             },
         }
     )
     assert parsed.ordering.on_dead_letter == "block"
-    assert parsed.ordering.max_held_per_key == 5
+    assert (parsed.ordering.max_held_per_key, parsed.ordering.max_held_total) == (5, 50)
     assert (parsed.ordering.max_hold_ms, parsed.ordering.on_overflow) == (120_000, "stop")
 
 
@@ -1559,6 +1562,16 @@ def test_ordering_section_is_read() -> None:
             {"spec.source.ordering": "key", "spec.ordering.maxHeldPerKey": 0},
             "spec.ordering.maxHeldPerKey: must be at least 1, got 0",
             id="held-per-key",
+        ),
+        pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.maxHeldPerKey": 2**31},
+            "spec.ordering.maxHeldPerKey: must be at most 2147483647, got 2147483648",
+            id="held-per-key-beyond-an-int",
+        ),
+        pytest.param(
+            {"spec.source.ordering": "key", "spec.ordering.maxHeldTotal": 0},
+            "spec.ordering.maxHeldTotal: must be at least 1, got 0",
+            id="held-total",
         ),
         pytest.param(
             {"spec.source.ordering": "key", "spec.ordering.maxHoldTime": "0s"},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
-from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile, update_job_status
+from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile, supervise, update_job_status
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_kube import FakeKube
@@ -350,3 +351,79 @@ def test_a_failed_application_is_resubmitted_once_while_its_patch_is_on_the_way(
     annotations = bed.app()["spec"]["driver"]["annotations"]
     assert annotations[render.RESUBMIT_ANNOTATION] == "1"
     assert bed.reasons().count("SparkApplicationResubmitted") == 1
+
+
+def _running_with_heartbeat(bed: Bed, ordering: dict[str, Any] | None) -> None:
+    """The application RUNNING since a minute, and its driver's heartbeat on the ConfigMap."""
+    now = datetime.datetime.now(datetime.UTC)
+    submitted = (now - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def running(app: dict[str, Any]) -> None:
+        app["status"] = {
+            "applicationState": {"state": "RUNNING"},
+            "submissionID": "1",
+            "lastSubmissionAttemptTime": submitted,
+        }
+
+    beat: dict[str, Any] = {
+        "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "queryActive": True,
+        "lastProgressTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "batchId": 4,
+    }
+    if ordering is not None:
+        beat["ordering"] = ordering
+
+    def annotate(config_map: dict[str, Any]) -> None:
+        annotations = config_map["metadata"].setdefault("annotations", {})
+        annotations[render.HEARTBEAT_ANNOTATION] = json.dumps(beat)
+
+    bed.api.edit(APPS, NAMESPACE, bed.app_name, running)
+    bed.api.edit(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name), annotate)
+
+
+def _supervise(bed: Bed) -> None:
+    async def run() -> None:
+        await supervise(
+            bed.services,
+            owner=owner_of(bed.body),
+            app=bed.app(),
+            config_map=bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)),
+            policy=bed.policy(),
+        )
+        await bed.services.events.close()
+
+    asyncio.run(run())
+
+
+HELD = {"heldMessages": 3, "blockedKeys": 1, "blockedKeySample": ["order-7"]}
+
+
+def test_the_heartbeats_ordering_report_is_written_to_the_status_once() -> None:
+    bed = Bed(**{"spec.source.ordering": "key"})
+    bed.reconcile()
+    _running_with_heartbeat(bed, HELD)
+
+    _supervise(bed)
+    assert bed.status()["ordering"] == HELD
+    writes = bed.api.count("PATCH", POLICIES)
+    _supervise(bed)  # the same report: nothing to write
+    assert bed.api.count("PATCH", POLICIES) == writes
+    _running_with_heartbeat(bed, {**HELD, "heldMessages": 0, "blockedKeys": 0, "blockedKeySample": []})
+    _supervise(bed)
+    assert bed.status()["ordering"] == {"heldMessages": 0, "blockedKeys": 0, "blockedKeySample": []}
+
+
+def test_the_ordering_status_goes_when_the_policy_stops_ordering_by_key() -> None:
+    bed = Bed(**{"spec.source.ordering": "key"})
+    bed.reconcile()
+    _running_with_heartbeat(bed, HELD)
+    _supervise(bed)
+    assert "ordering" in bed.status()
+
+    bed.change({"spec.source.ordering": "none"})
+    bed.reconcile()
+    assert "ordering" not in bed.status()
+    _running_with_heartbeat(bed, None)  # the new driver reports no ordering
+    _supervise(bed)
+    assert "ordering" not in bed.status()

@@ -770,3 +770,66 @@ def test_driver_pending_names_the_pods_reason(
 def test_no_state_at_all_is_left_to_the_not_picked_up_hint() -> None:
     app = running_app(submitted_ago=400, state="")
     assert render.driver_pending(app, None, now=NOW, bound=300) is None
+
+
+def ordering_beat(*, at_ago: float, ordering: object) -> dict[str, Any]:
+    config_map = beat(at_ago=at_ago, progress_ago=at_ago)
+    annotations = config_map["metadata"]["annotations"]
+    document = json.loads(annotations[render.HEARTBEAT_ANNOTATION])
+    annotations[render.HEARTBEAT_ANNOTATION] = json.dumps({**document, "ordering": ordering})
+    return config_map
+
+
+HELD = {"heldMessages": 12, "blockedKeys": 2, "blockedKeySample": ["order-7", "order-9"]}
+
+
+@pytest.mark.parametrize(
+    ("app", "config_map", "expected"),
+    [
+        pytest.param(
+            running_app(submitted_ago=900), ordering_beat(at_ago=5, ordering=HELD), HELD, id="reported"
+        ),
+        pytest.param(
+            running_app(submitted_ago=900), beat(at_ago=5, progress_ago=5), None, id="no-ordering-report"
+        ),
+        pytest.param(
+            running_app(submitted_ago=60),
+            ordering_beat(at_ago=90, ordering=HELD),
+            None,
+            id="previous-submission",
+        ),
+        pytest.param(None, ordering_beat(at_ago=5, ordering=HELD), None, id="no-application"),
+        pytest.param(
+            running_app(submitted_ago=900),
+            ordering_beat(at_ago=5, ordering={**HELD, "heldMessages": -1}),
+            None,
+            id="negative-count",
+        ),
+        pytest.param(
+            running_app(submitted_ago=900),
+            ordering_beat(at_ago=5, ordering={**HELD, "blockedKeySample": [7]}),
+            None,
+            id="key-not-text",
+        ),
+        pytest.param(
+            running_app(submitted_ago=900),
+            ordering_beat(
+                at_ago=5, ordering={**HELD, "blockedKeySample": [f"k{i}" + "x" * 200 for i in range(12)]}
+            ),
+            {**HELD, "blockedKeySample": [f"k{i}" + "x" * 98 for i in range(10)]},
+            id="sample-bounded",
+        ),
+    ],
+)
+def test_ordering_status_comes_from_this_submissions_heartbeat(
+    app: dict[str, Any] | None, config_map: dict[str, Any], expected: dict[str, Any] | None
+) -> None:
+    assert render.ordering_status(app, config_map) == expected
+
+
+def test_next_status_takes_the_ordering_report_and_drops_it_when_ordering_is_off() -> None:
+    status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    held = render.next_status(status, render.Observation(ordering=HELD), now=NOW)  # type: ignore[arg-type]
+    assert held["ordering"] == HELD
+    assert render.next_status(held, render.Observation(), now=NOW)["ordering"] == HELD
+    assert "ordering" not in render.next_status(held, render.Observation(ordering_off=True), now=NOW)

@@ -6,7 +6,9 @@ driver reports, every ``interval`` seconds, in the annotation ``sparkdlq.io/hear
 policy's ConfigMap (``--heartbeat-configmap NAMESPACE/NAME``; the operator lists those
 ConfigMaps on every resync anyway): the time of the report, whether the query is active, and
 when the query last made progress (a finished micro-batch, or Spark's idle progress report,
-which it posts every 10 s while no data arrives; the query's start before the first).
+which it posts every 10 s while no data arrives; the query's start before the first); and, for
+``source.ordering: key``, what the ordering stage holds (``ordering``: held messages, blocked
+keys and a few of their names), which the operator puts in the policy's status.
 
 The report goes to the Kubernetes API with the pod's service-account token (re-read for every
 report: projected tokens rotate) and its CA, at ``KUBERNETES_SERVICE_HOST``; a local driver
@@ -27,10 +29,10 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 log = logging.getLogger("dlq_engine.heartbeat")
 
@@ -46,6 +48,8 @@ class Liveness:
     query_active: bool
     last_progress: float
     batch_id: int | None
+    #: ``source.ordering: key`` only: ``HeldKeys.document()`` of the ordering stage's reports.
+    ordering: Mapping[str, Any] | None = None
 
     def document(self, now: float) -> str:
         return json.dumps(
@@ -54,6 +58,7 @@ class Liveness:
                 "queryActive": self.query_active,
                 "lastProgressTime": _rfc3339(self.last_progress),
                 "batchId": self.batch_id,
+                **({"ordering": dict(self.ordering)} if self.ordering is not None else {}),
             },
             separators=(",", ":"),
         )

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from dlq_engine.job.ordering import HeldKeys
 from dlq_engine.job.pipeline import DEAD_REASONS, STATS
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing import stats as routing_stats
@@ -166,6 +167,20 @@ class EngineMetrics:
             p,
             registry=registry,
         )
+        self.ordering_held = Gauge(
+            "spark_dlq_ordering_held_messages",
+            "Messages held behind a retrying or blocked message of their key (as of the ordering "
+            "stage's last reports)",
+            p,
+            registry=registry,
+        )
+        self.ordering_blocked = Gauge(
+            "spark_dlq_ordering_blocked_keys_current",
+            "Keys blocked now by a dead letter under ordering.onDeadLetter block (as of the "
+            "ordering stage's last reports)",
+            p,
+            registry=registry,
+        )
         self.messages_in = Counter(
             "spark_dlq_messages_in",
             "Messages handed to the processor, by where they came from (source: the source "
@@ -285,6 +300,9 @@ class EngineMetrics:
         self.batches.labels(self.policy)
         self.parked.labels(self.policy)
         self.blocked.labels(self.policy)
+        if self.model is not None and self.model.source.ordering == "key":
+            self.ordering_held.labels(self.policy).set(0)
+            self.ordering_blocked.labels(self.policy).set(0)
         self.released_late.labels(self.policy)
         if self.model is not None and self.model.error_window.size > 0:
             self.window_threshold.labels(self.policy).set(self.model.error_window.threshold)
@@ -370,6 +388,11 @@ class EngineMetrics:
         if topic == self.model.retry_topic:
             return "retry"
         return None
+
+    def held_keys(self, state: HeldKeys) -> None:
+        """What the ordering stage holds (``source.ordering: key``), after a batch's reports."""
+        self.ordering_held.labels(self.policy).set(state.held)
+        self.ordering_blocked.labels(self.policy).set(state.blocked)
 
     def error_window(self, ratio: float | None) -> None:
         if ratio is not None:

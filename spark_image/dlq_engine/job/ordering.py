@@ -17,9 +17,20 @@ state or in the retry topic past the committed offsets: a crash replays the batc
 
 The retry topic is read without ``maxOffsetsPerTrigger`` here: a head's retry record must be
 read in the same batch as the source records written after it was routed, or those would pass.
+
+The stage's state is kept per group of keys (``OrderByKey.GROUPS``), so that a group can count
+what its keys hold (``maxHeldTotal`` is shared evenly by the groups). Each call of a group ends
+with a report row: the group's held records, blocked keys and a few of their names. The reports
+are taken out of the stream into the observed metric ``ordering`` before routing, and the driver
+keeps the latest of each group (``OrderingReports``) for the metrics and the heartbeat.
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -37,16 +48,27 @@ from dlq_engine.model.policy import Ordering
 from dlq_engine.processing.batches import ORDER_NOTE
 from dlq_engine.routing import headers as h
 
-#: ``OrderByKey``'s record kinds (the ``order_kind`` column).
-SOURCE, PARKED, RETRY, RELEASE, BLOCK = 0, 1, 2, 3, 4
+#: ``OrderByKey``'s record kinds (the ``order_kind`` column); REPORT rows never reach routing.
+SOURCE, PARKED, RETRY, RELEASE, BLOCK, REPORT = 0, 1, 2, 3, 4, 5
 #: The JVM entry point (``spark_image/jvm``).
 JVM_STAGE = "io.sparkdlq.engine.DelayStage"
 ROUTED_COLUMNS = [*RECORD_COLUMNS, DELIVER_AT_COLUMN, ORDER_NOTE]
+#: A report row's ``order_report``: one group of keys after one call of the stage.
+REPORT_COLUMN = "order_report"
+REPORT_TYPE = "struct<group: int, seq: bigint, held: bigint, blocked: bigint, blocked_keys: array<binary>>"
+#: The observed metric with the batch's reports (in each batch's progress).
+ORDERING_METRICS: Final = "ordering"
+#: The most blocked keys a status names (each report names at most ``OrderByKey.SAMPLE``).
+SAMPLE: Final = 10
+#: The longest a blocked key's name is shown.
+KEY_CHARS: Final = 100
 
 
 def _stage_columns(frame: DataFrame) -> DataFrame:
-    return frame.withColumn("held_at", F.lit(None).cast("bigint")).withColumn(
-        ORDER_NOTE, F.lit(None).cast("string")
+    return (
+        frame.withColumn("held_at", F.lit(None).cast("bigint"))
+        .withColumn(ORDER_NOTE, F.lit(None).cast("string"))
+        .withColumn(REPORT_COLUMN, F.lit(None).cast(REPORT_TYPE))
     )
 
 
@@ -123,16 +145,22 @@ def ordered_records(
     spark = source.sparkSession
     keyed = _keyed_source(source).unionByName(_keyed_retries(retries))
     stage = engine_class(spark, JVM_STAGE)
-    ordered = DataFrame(
+    staged = DataFrame(
         stage.orderByKey(
             keyed._jdf,
             int(lookahead_ms),
             ordering.on_dead_letter == "block",
             int(ordering.max_held_per_key),
+            int(ordering.max_held_total),
             int(ordering.max_hold_ms),
         ),
         spark,
-    ).select(*ROUTED_COLUMNS)
+    )
+    ordered = (
+        staged.observe(ORDERING_METRICS, F.collect_list(F.col(REPORT_COLUMN)).alias("reports"))
+        .where(F.col("order_kind") != REPORT)
+        .select(*ROUTED_COLUMNS)
+    )
     note = F.lit(None).cast("string").alias(ORDER_NOTE)
     unordered_source = source.where(F.col("key").isNull()).select(
         *RECORD_COLUMNS, F.lit(None).cast("bigint").alias(DELIVER_AT_COLUMN), note
@@ -140,3 +168,52 @@ def ordered_records(
     others = retries.where(~_ours(header_text(h.CONTROL))).select(*RECORD_COLUMNS)
     unordered_retries = hold_until_due(others, lookahead_ms).select(*RECORD_COLUMNS, DELIVER_AT_COLUMN, note)
     return unordered_source.unionByName(unordered_retries).unionByName(ordered)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldKeys:
+    """What the ordering stage holds, as of each group's last report."""
+
+    #: Messages held behind a head (retrying or blocked) of their key.
+    held: int
+    #: Keys blocked by a dead letter under ``onDeadLetter: block``.
+    blocked: int
+    #: Some of the blocked keys (UTF-8, undecodable bytes replaced; at most ``SAMPLE``).
+    blocked_sample: tuple[str, ...]
+
+    def document(self) -> dict[str, Any]:
+        """The heartbeat's ``ordering`` (the operator copies it to the policy's status)."""
+        return {
+            "heldMessages": self.held,
+            "blockedKeys": self.blocked,
+            "blockedKeySample": list(self.blocked_sample),
+        }
+
+
+class OrderingReports:
+    """The latest report of each group of keys (by its sequence number, which the group keeps
+    in its state across restarts). A group that has not reported since this driver started
+    counts as holding nothing: a group that holds anything reports at least every 10 s."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[int, tuple[int, int, int, tuple[bytes, ...]]] = {}
+
+    def add(self, reports: Iterable[Mapping[str, Any]]) -> None:
+        with self._lock:
+            for report in reports:
+                group, seq = int(report["group"]), int(report["seq"])
+                if group in self._latest and self._latest[group][0] >= seq:
+                    continue
+                keys = tuple(bytes(k) for k in report["blocked_keys"] or ())
+                self._latest[group] = (seq, int(report["held"]), int(report["blocked"]), keys)
+
+    def state(self) -> HeldKeys:
+        with self._lock:
+            latest = list(self._latest.values())
+        names = sorted({k.decode("utf-8", "replace")[:KEY_CHARS] for *_, keys in latest for k in keys})
+        return HeldKeys(
+            held=sum(held for _, held, _, _ in latest),
+            blocked=sum(blocked for _, _, blocked, _ in latest),
+            blocked_sample=tuple(names[:SAMPLE]),
+        )

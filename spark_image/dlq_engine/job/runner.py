@@ -34,6 +34,7 @@ from dlq_engine.exits import (
 )
 from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
+from dlq_engine.job.ordering import ORDERING_METRICS, OrderingReports
 from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, SinkWriteError, start
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import StopPipeline
@@ -131,6 +132,8 @@ class Run:
         #: clock; its start before the first. Read by the heartbeat's thread.
         self.last_progress_at = time.time()
         self.last_batch_id: int | None = None
+        #: ``source.ordering: key``: the ordering stage's latest reports (None otherwise).
+        self.ordering = OrderingReports() if policy.source.ordering == "key" else None
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
@@ -160,7 +163,12 @@ class Run:
     def liveness(self) -> Liveness:
         query = self.query
         active = bool(query is not None and query.isActive and not self._stop_requested)
-        return Liveness(query_active=active, last_progress=self.last_progress_at, batch_id=self.last_batch_id)
+        return Liveness(
+            query_active=active,
+            last_progress=self.last_progress_at,
+            batch_id=self.last_batch_id,
+            ordering=self.ordering.state().document() if self.ordering is not None else None,
+        )
 
     def _drain_progress(self) -> None:
         """Account for every batch progress not seen yet."""
@@ -171,6 +179,11 @@ class Run:
                 self.on_batch(row)
             if self.metrics is not None:
                 self.metrics.add_progress(progress, row)
+            reports = progress.observedMetrics.get(ORDERING_METRICS)
+            if self.ordering is not None and reports is not None:
+                self.ordering.add(reports.asDict(recursive=True).get("reports") or [])
+                if self.metrics is not None:
+                    self.metrics.held_keys(self.ordering.state())
             empty = int(progress.numInputRows) == 0 and int(row.get("total") or 0) == 0
             self._empty_batches = self._empty_batches + 1 if empty else 0
             # Two in a row: after a restart Spark first re-runs the last uncommitted batch with

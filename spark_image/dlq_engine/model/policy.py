@@ -110,6 +110,9 @@ class Source:
 
 #: The defaults of ``spec.ordering`` (the CRD says the same).
 DEFAULT_MAX_HELD_PER_KEY: Final = 1_000
+DEFAULT_MAX_HELD_TOTAL: Final = 100_000
+#: The ordering stage counts one key's held messages in a Java int.
+MAX_HELD_PER_KEY: Final = 2**31 - 1
 DEFAULT_MAX_HOLD_MS: Final = 3_600_000
 
 
@@ -120,8 +123,10 @@ class Ordering:
     #: ``skip``: a dead-lettered message releases the next one of its key; ``block``: its key
     #: stays held (its later messages wait, up to the bounds below).
     on_dead_letter: OnDeadLetter = "skip"
-    #: The most messages held behind one key; the longest one message is held.
+    #: The most messages held behind one key; the most held behind all keys together (shared
+    #: evenly by the ordering stage's groups of keys); the longest one message is held.
     max_held_per_key: int = DEFAULT_MAX_HELD_PER_KEY
+    max_held_total: int = DEFAULT_MAX_HELD_TOTAL
     max_hold_ms: int = DEFAULT_MAX_HOLD_MS
     #: What happens to a message beyond a bound: dead-lettered with reason
     #: ``ordering-overflow``, or the job stops naming the bound.
@@ -571,11 +576,14 @@ def _parse_ordering(spec: _Fields, source: Source) -> Ordering:
     ordering = Ordering(
         on_dead_letter=f.choice("onDeadLetter", ON_DEAD_LETTER, "skip"),
         max_held_per_key=f.integer("maxHeldPerKey", DEFAULT_MAX_HELD_PER_KEY, minimum=1),
+        max_held_total=f.integer("maxHeldTotal", DEFAULT_MAX_HELD_TOTAL, minimum=1),
         max_hold_ms=f.duration("maxHoldTime", DEFAULT_MAX_HOLD_MS),
         on_overflow=f.choice("onOverflow", ON_OVERFLOW, "deadLetter"),
     )
     if present and source.ordering != "key":
         f.fail(f.path, f"is only read with spec.source.ordering key, got {source.ordering!r}")
+    if ordering.max_held_per_key > MAX_HELD_PER_KEY:
+        f.fail(f.at("maxHeldPerKey"), f"must be at most {MAX_HELD_PER_KEY}, got {ordering.max_held_per_key}")
     if ordering.max_hold_ms <= 0:
         f.fail(f.at("maxHoldTime"), "must be longer than 0")
     f.done()
@@ -586,6 +594,7 @@ def _ordering_spec(ordering: Ordering) -> dict[str, Any]:
     return {
         "onDeadLetter": ordering.on_dead_letter,
         "maxHeldPerKey": ordering.max_held_per_key,
+        "maxHeldTotal": ordering.max_held_total,
         "maxHoldTime": format_ms(ordering.max_hold_ms),
         "onOverflow": ordering.on_overflow,
     }

@@ -1,17 +1,22 @@
 """``source.ordering: key`` on the real broker and Spark: the output topic keeps each key's
 source order while messages of the key wait in the retry stage, with many keys and a hot key,
 across a stop and a restart from the checkpoint under a changed policy; ``onDeadLetter:
-block`` and the hold bounds dead-letter with reason ``ordering-overflow``."""
+block`` and the hold bounds dead-letter with reason ``ordering-overflow``, or stop the job; what
+the stage holds is reported (metrics, heartbeat)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from dlq_engine.exits import EXIT_STOP_STRATEGY
+from dlq_engine.job.metrics import EngineMetrics
 from spark_dlq_devtools.chaos import end_offsets, start_engine
 from tests.helpers import Record, engine_policy, produce, read_all
 
@@ -221,3 +226,128 @@ def test_block_keeps_a_key_held_and_the_bounds_dead_letter_as_ordering_overflow(
     }, state
     assert counts["blocked"] == 1, counts
     assert counts["dead_ordering_overflow"] == 5, counts
+
+
+def keys_in_groups(spark: Any) -> tuple[str, str, str]:
+    """Two keys of one group of the ordering stage, and a key of another group."""
+    group = spark._jvm.io.sparkdlq.engine.OrderByKey.group
+    by_group: dict[int, list[str]] = {}
+    for i in range(200):
+        by_group.setdefault(int(group(f"k{i}".encode())), []).append(f"k{i}")
+    first, second = next(keys[:2] for keys in by_group.values() if len(keys) >= 2)
+    other = next(keys[0] for keys in by_group.values() if first not in keys)
+    return first, second, other
+
+
+def blocked_three(a: str, b: str, c: str) -> list[tuple[bytes, bytes]]:
+    """Each key's first message is dead-lettered (under block, its key stays blocked); then
+    three later messages of ``a``, two of ``b`` and one of ``c``."""
+    later = [(a, 1), (b, 1), (c, 1), (a, 2), (b, 2), (a, 3)]
+    records = [(k, 0, "dead") for k in (a, b, c)] + [(k, i, "ok") for k, i in later]
+    return [(k.encode(), f"{k}:{i}:{command}".encode()) for k, i, command in records]
+
+
+#: Every group holds one message at most (16 groups share the bound).
+TOTAL_BOUND = {"onDeadLetter": "block", "maxHeldPerKey": 10, "maxHeldTotal": 16, "maxHoldTime": "10m"}
+
+
+def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_reported(
+    spark: Any, bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
+) -> None:
+    names = topics(partitions=1)
+    a, b, c = keys_in_groups(spark)
+    produce(bootstrap_servers, names["source"], blocked_three(a, b, c))
+    running = engine(
+        names, metrics=EngineMetrics, source={"ordering": "key"}, ordering=TOTAL_BOUND, **ORDERED
+    )
+    # a and b share their group's one place: one of their five later messages is held, four
+    # overflow; c's one is held in its own group.
+    dead = read_all(bootstrap_servers, names["dlq"], expect=7, timeout=120, settle=1)
+    deadline = time.monotonic() + 60
+    assert running.run.ordering is not None
+    while running.run.ordering.state().held != 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    held = running.run.ordering.state()
+    registry = running.run.metrics.registry
+    beat = json.loads(running.run.liveness().document(time.time()))
+    state = running.describe()
+    counts = dict(running.run.totals.counts)
+    running.stop()
+
+    assert read_all(bootstrap_servers, names["output"], timeout=3) == [], state
+    reasons = sorted((r.key or b"").decode() + ":" + str(r.header("dlq.reason")) for r in dead)
+    assert reasons.count(f"{c}:ordering-overflow") == 0, reasons
+    assert sorted(r for r in reasons if r.endswith("terminated")) == [
+        f"{k}:terminated" for k in sorted((a, b, c))
+    ]
+    overflow = [r for r in dead if r.header("dlq.reason") == "ordering-overflow"]
+    assert len(overflow) == 4, reasons
+    assert {(r.key or b"").decode() for r in overflow} <= {a, b}
+    for record in overflow:
+        assert "more than maxHeldTotal (16) messages held in all" in str(record.header("dlq.error.message"))
+    assert counts["dead_ordering_overflow"] == 4, counts
+    # What is held is visible: in the run's state, the metrics and the heartbeat.
+    assert (held.held, held.blocked, held.blocked_sample) == (2, 3, tuple(sorted((a, b, c)))), state
+    policy = running.policy.qualified_name
+    assert registry.get_sample_value("spark_dlq_ordering_held_messages", {"policy": policy}) == 2
+    assert registry.get_sample_value("spark_dlq_ordering_blocked_keys_current", {"policy": policy}) == 3
+    assert beat["ordering"] == {"heldMessages": 2, "blockedKeys": 3, "blockedKeySample": sorted((a, b, c))}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "named"),
+    [
+        pytest.param(TOTAL_BOUND, "more than maxHeldTotal (16) messages held in all", id="in-total"),
+        pytest.param(
+            {**TOTAL_BOUND, "maxHeldPerKey": 1, "maxHeldTotal": 100_000},
+            "more than maxHeldPerKey (1) messages held for its key",
+            id="per-key",
+        ),
+        pytest.param(
+            {**TOTAL_BOUND, "maxHeldTotal": 100_000, "maxHoldTime": "3s"},
+            "held longer than maxHoldTime (3000 ms) behind its key",
+            id="hold-time",
+        ),
+    ],
+)
+def test_a_bound_under_on_overflow_stop_stops_the_job_naming_it_and_loses_nothing(
+    bounds: dict[str, Any],
+    named: str,
+    spark: Any,
+    bootstrap_servers: str,
+    topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    names = topics(partitions=1)
+    checkpoint = tmp_path / "checkpoint"
+    a, b, c = keys_in_groups(spark)
+    produce(bootstrap_servers, names["source"], blocked_three(a, b, c))
+    stopped = engine(
+        names,
+        checkpoint=checkpoint,
+        source={"ordering": "key"},
+        ordering={**bounds, "onOverflow": "stop"},
+        **ORDERED,
+    )
+    assert stopped.join(120) == EXIT_STOP_STRATEGY, stopped.describe()
+    line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("dlq-engine: stopped:"))
+    assert "ordering.onOverflow stop" in line, line
+    assert named in line, line
+
+    # The batch that went past the bound was not committed: under skip, the same checkpoint
+    # releases the blocked keys and every later message comes out, in its key's order.
+    second = engine(
+        names,
+        checkpoint=checkpoint,
+        source={"ordering": "key"},
+        ordering={**bounds, "onDeadLetter": "skip"},
+        **ORDERED,
+    )
+    output = read_distinct(bootstrap_servers, names["output"], 6, timeout=120)
+    state = second.describe()
+    second.stop()
+    assert_in_key_order(first_seen(output), {a: [1, 2, 3], b: [1, 2], c: [1]}, state)
+    dead = read_all(bootstrap_servers, names["dlq"], expect=3, timeout=10, settle=1)
+    assert sorted(str(r.header("dlq.reason")) for r in dead) == ["terminated"] * 3

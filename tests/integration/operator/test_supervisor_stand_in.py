@@ -137,3 +137,43 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
     assert calls.read_text().splitlines() == ["k:0", "k:0"]
     wait_for(lambda: cluster.status("billing").get("phase") == "Running", timeout=60, what="Running again")
     assert cluster.status("billing")["restartCount"] == 1
+
+
+def test_what_ordering_holds_reaches_the_policys_status_from_the_drivers_heartbeat(
+    start_operator: Callable[..., RunningOperator],
+    stand_in: LocalSparkOperator,
+    cluster: Cluster,
+    namespace: str,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+    tmp_path: Path,
+) -> None:
+    start_operator(checkpoint_base=str(tmp_path / "checkpoints"), provisioner="admin")
+    source, output = make_topic("orders"), make_topic("billed")
+    # b's first message is dead-lettered and, under block, holds b's two later ones.
+    produce(
+        bootstrap_servers,
+        source,
+        [(b"b", b"b:0:dead"), (b"a", b"a:0:ok"), (b"b", b"b:1:ok"), (b"b", b"b:2:ok")],
+    )
+    document = policy_document(
+        namespace,
+        "billing",
+        source=source,
+        bootstrap=bootstrap_servers,
+        processor={"entrypoint": "tests.processors.ordered:process"},
+        output={"topic": output},
+        spark={"trigger": "500ms"},
+        ordering={"onDeadLetter": "block"},
+    )
+    document["spec"]["source"].update({"ordering": "key", "startingOffsets": "earliest"})
+    cluster.create_policy(document)
+
+    expected = {"heldMessages": 2, "blockedKeys": 1, "blockedKeySample": ["b"]}
+    wait_for(
+        lambda: cluster.status("billing").get("ordering") == expected,
+        timeout=300,
+        interval=1,
+        what=f"status.ordering {expected}",
+    )
+    assert [r.value for r in read_all(bootstrap_servers, output, expect=1, timeout=30)] == [b"a:0"]

@@ -27,29 +27,31 @@ public final class DelayStage {
   /**
    * The records of {@code input} (source, retry and control records of non-null keys, with the
    * columns {@link OrderByKey} names) in per-key order: a key's records wait behind its message
-   * in the retry loop ({@code source.ordering: key}); same schema as the input.
+   * in the retry loop ({@code source.ordering: key}); same schema as the input, plus one report
+   * row per group of keys and call (kind {@link OrderByKey#REPORT}).
    */
   public static Dataset<Row> orderByKey(Dataset<Row> input, long lookaheadMs, boolean blockOnDeadLetter,
-                                        int maxHeldPerKey, long maxHoldMs) {
+                                        int maxHeldPerKey, long maxHeldTotal, long maxHoldMs) {
     int index = input.schema().fieldIndex("key");
+    OrderByKey stage = new OrderByKey(input.schema(), lookaheadMs, blockOnDeadLetter, maxHeldPerKey, maxHeldTotal,
+        maxHoldMs);
     return input
-        .groupByKey(new KafkaKey(index), Encoders.BINARY())
-        .transformWithState(new OrderByKey(input.schema(), lookaheadMs, blockOnDeadLetter, maxHeldPerKey, maxHoldMs),
-            TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(input.schema()));
+        .groupByKey(new KeyGroup(index), Encoders.INT())
+        .transformWithState(stage, TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(input.schema()));
   }
 
-  /** The grouping key of the ordering stage: a record's Kafka key (never null there). */
-  static final class KafkaKey implements MapFunction<Row, byte[]> {
+  /** The grouping key of the ordering stage: the group of a record's Kafka key (never null there). */
+  static final class KeyGroup implements MapFunction<Row, Integer> {
     private static final long serialVersionUID = 1L;
     private final int index;
 
-    KafkaKey(int index) {
+    KeyGroup(int index) {
       this.index = index;
     }
 
     @Override
-    public byte[] call(Row row) {
-      return (byte[]) row.get(index);
+    public Integer call(Row row) {
+      return OrderByKey.group((byte[]) row.get(index));
     }
   }
 
