@@ -246,6 +246,7 @@ def profile(
     periods = [b[0] - a[0] for a, b in itertools.pairwise(spans)]
     prepared = [min(times) - spans[i][0] for i, times in routed.items()]
     tails = [spans[i][1] - max(times) for i, times in routed.items()]
+    commits = [float(b["stateCommitMs"]) for b in batches if "stateCommitMs" in b]
     return {
         "late": late,
         "late_fell_due": classes,
@@ -259,6 +260,10 @@ def profile(
             round(percentile(sorted(prepared), 90), 1) if prepared else None,
         ],
         "batch_tail_ms_p50_p90": [_median(tails), round(percentile(sorted(tails), 90), 1) if tails else None],
+        "state_commit_ms_p50_p90": [
+            _median(commits),
+            round(percentile(sorted(commits), 90), 1) if commits else None,
+        ],
     }
 
 

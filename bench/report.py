@@ -523,12 +523,13 @@ def _precision_section(data: dict[str, Any], image: str) -> list[str]:
             "failed in the batch just before, so no earlier batch could read it), while the batch "
             "prepared (planning, reading the retry topic, the delay stage: up to its first routed "
             "retry), or after routing had begun. Batch figures are p50 / p90 in ms; the tail is from "
-            "the last record processed to the batch's end (sink flush, commit). Load average "
+            "the last record processed to the batch's end (sink flush, commit); state commits are the "
+            "delay stage's RocksDB commits, summed over its tasks. Load average "
             "(1 min) at each run's start and end.",
             "",
             "| delays | late | before its batch (failed in the one before) | while it prepared "
-            "| after routing began | batch period | preparation | tail | load |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| after routing began | batch period | preparation | tail | state commits | load |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for r in profiled:
             p, fell = r["profile"], r["profile"]["late_fell_due"]
@@ -538,7 +539,7 @@ def _precision_section(data: dict[str, Any], image: str) -> list[str]:
                 f"({fell['of_which_failed_in_batch_before']:,}) | {fell['while_its_batch_prepared']:,} | "
                 f"{fell['after_routing_began']:,} | {_pair(p['batch_period_ms_p50_p90'])} | "
                 f"{_pair(p['batch_preparation_ms_p50_p90'])} | {_pair(p['batch_tail_ms_p50_p90'])} | "
-                f"{load[0]} / {load[1]} |"
+                f"{_pair(p.get('state_commit_ms_p50_p90', [None, None]))} | {load[0]} / {load[1]} |"
             )
         lines.append("")
     return lines

@@ -14,14 +14,19 @@ public final class DelayStage {
 
   /**
    * The retry records of {@code withDue}, each released no earlier than {@code lookaheadMs}
-   * before the bucket named by its long column {@code dueColumn}; same schema as the input.
+   * before the bucket named by its long column {@code dueColumn}, those not yet due in the
+   * order of their long column {@code deliverAtColumn} ({@link InDueOrder}); same schema as
+   * the input.
    */
-  public static Dataset<Row> holdUntilDue(Dataset<Row> withDue, String dueColumn, long lookaheadMs) {
+  public static Dataset<Row> holdUntilDue(Dataset<Row> withDue, String dueColumn, String deliverAtColumn,
+                                          long lookaheadMs) {
     int index = withDue.schema().fieldIndex(dueColumn);
     return withDue
         .groupByKey(new DueBucket(index), Encoders.LONG())
         .transformWithState(new HoldUntilDue(withDue.schema(), lookaheadMs),
-            TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(withDue.schema()));
+            TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(withDue.schema()))
+        .mapPartitions(new InDueOrder(withDue.schema().fieldIndex(deliverAtColumn)),
+            Encoders.row(withDue.schema()));
   }
 
   /**
