@@ -135,10 +135,19 @@ def one(
         values = read_values(
             bootstrap, engine.topics["out"], m + warm_up_messages, timeout=900.0, stall=180.0
         )
+        query = engine.run.query
+        last_ran = max((decode_timed(v)["ran_at"] for v in values), default=0.0)
+        batches = progress_summary(query.recentProgress) if query is not None else []
+        deadline = time.monotonic() + 60.0
+        # The output is read before the batch that wrote it has reported its progress: wait for
+        # a batch that started after the last record ran, so the profile can place every record.
+        while query is not None and time.monotonic() < deadline:
+            if any(b["start"] * 1000.0 > last_ran for b in batches):
+                break
+            time.sleep(0.5)
+            batches = progress_summary(query.recentProgress)
         counts = engine.counts()
         lateness_range = (engine.run.totals.min_lateness_ms, engine.run.totals.max_lateness_ms)
-        query = engine.run.query
-        batches = progress_summary(query.recentProgress) if query is not None else []
     finally:
         engine.stop()
     results = [r for r in map(decode_timed, values) if not r["warm_up"]]
