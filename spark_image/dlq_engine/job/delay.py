@@ -4,8 +4,9 @@ Records read from the retry topic are grouped by their due time, rounded up to
 ``BUCKET_MS``. A group that falls due within the next ``lookahead_ms`` (one trigger interval
 plus ``RELEASE_MARGIN_MS``) passes on in this micro-batch; the others are appended to the
 group's list state with a processing-time timer at ``due - lookahead``. When the timer fires
-the records are emitted into the same micro-batch as the source records. The stateful part is
-Java (``spark_image/jvm``: ``io.sparkdlq.engine.HoldUntilDue``), so no Python worker runs for it.
+the records are emitted into the same micro-batch as the source records, those not yet due in
+due order (``InDueOrder``: the routing task waits for each in turn). The stateful part is Java
+(``spark_image/jvm``: ``io.sparkdlq.engine.HoldUntilDue``), so no Python worker runs for it.
 
 Released records carry their exact ``deliver_at``, and :func:`release_when_due` (run in the
 routing task, just before the processor) holds each one back until that moment. So a retry is
