@@ -201,6 +201,8 @@ def progress_summary(progresses: Iterable[Any]) -> list[dict[str, Any]]:
                 "rows": int(p.numInputRows),
                 "start": progress_epoch(p),
                 "durationMs": dict(p.durationMs),
+                # Summed over the stateful operators' tasks (the delay stage's state commits).
+                "stateCommitMs": sum(int(op.commitTimeMs) for op in p.stateOperators),
             }
         )
     return rows

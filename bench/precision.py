@@ -6,11 +6,18 @@ the processor (``bench.processors:timed``) records the time it ran and the ``dlq
 its message carried in its output result. Lateness = ran at - due, for the last retry of each
 message, measured after a warm-up through the same path. Delays: fixed 1 s, fixed 5 s, and
 exponential (1 s x 2^n, each message failing 1, 2 or 3 times, so its last delay is 1, 2 or 4 s).
-Target: p99 <= trigger + 250 ms, none early.
+Target (issue 20): p99 <= 300 ms at a 1 s trigger, none early.
+
+Each run also profiles its late retries (``profile``): from Spark's progress reports, which
+micro-batch routed each one and whether it fell due before that batch began, while it read its
+input and ran the delay stage, or after its routing had begun (queued behind other records).
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import os
 import shutil
 import threading
 import time
@@ -20,8 +27,12 @@ from typing import Any
 from bench.common import create_topics, log, progress_summary, read_values, unique
 from bench.processors import decode_timed
 from bench.spark_runs import EngineRun
+from dlq_engine.model.durations import parse_duration_ms
+from dlq_engine.model.policy import BackoffSpec
+from dlq_engine.routing.backoff import delay_ms
 
-SLACK_MS = 250
+#: The p99 lateness the engine is held to (issue 20), at the benchmark's 1 s trigger.
+TARGET_P99_MS = 300
 
 DELAYS: dict[str, dict[str, Any]] = {
     "fixed 1s": {"backoff": {"type": "fixed", "delay": "1s"}, "failures": (1,)},
@@ -109,6 +120,7 @@ def one(
         max_redeliver=max(spec["failures"]),
         backoff=spec["backoff"],
     )
+    load_start = os.getloadavg()[0]
     try:
         engine.start()
         warm_up(engine, bootstrap, source, rate, spec["failures"], warm_up_messages)
@@ -123,10 +135,19 @@ def one(
         values = read_values(
             bootstrap, engine.topics["out"], m + warm_up_messages, timeout=900.0, stall=180.0
         )
+        query = engine.run.query
+        last_ran = max((decode_timed(v)["ran_at"] for v in values), default=0.0)
+        batches = progress_summary(query.recentProgress) if query is not None else []
+        deadline = time.monotonic() + 60.0
+        # The output is read before the batch that wrote it has reported its progress: wait for
+        # a batch that started after the last record ran, so the profile can place every record.
+        while query is not None and time.monotonic() < deadline:
+            if any(b["start"] * 1000.0 > last_ran for b in batches):
+                break
+            time.sleep(0.5)
+            batches = progress_summary(query.recentProgress)
         counts = engine.counts()
         lateness_range = (engine.run.totals.min_lateness_ms, engine.run.totals.max_lateness_ms)
-        query = engine.run.query
-        batches = progress_summary(query.recentProgress) if query is not None else []
     finally:
         engine.stop()
     results = [r for r in map(decode_timed, values) if not r["warm_up"]]
@@ -146,10 +167,12 @@ def one(
         "max_ms": round(lateness[-1], 1) if lateness else None,
         "min_ms": round(lateness[0], 1) if lateness else None,
         "early": early,
-        "target_p99_ms": trigger_ms + SLACK_MS,
-        "target_met": bool(lateness) and early == 0 and p99 <= trigger_ms + SLACK_MS and len(results) >= m,
+        "target_p99_ms": TARGET_P99_MS,
+        "target_met": bool(lateness) and early == 0 and p99 <= TARGET_P99_MS and len(results) >= m,
+        "profile": profile(results, batches, spec["backoff"]),
         "engine_counts": counts,
         "engine_lateness_ms_min_max": lateness_range,
+        "loadavg_1m_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
         "warm_up_messages": warm_up_messages,
         "warm_up_batches": warm_up_batches,
         "batches": batches,
@@ -160,6 +183,106 @@ def one(
         f"p99={summary['p99_ms']}ms max={summary['max_ms']}ms early={early}"
     )
     return summary
+
+
+def _median(values: list[float]) -> float | None:
+    return round(percentile(sorted(values), 50), 1) if values else None
+
+
+def profile(
+    results: list[dict[str, float]], batches: list[dict[str, Any]], backoff: dict[str, Any]
+) -> dict[str, Any]:
+    """Where the late retries (lateness > ``TARGET_P99_MS``) lost their time.
+
+    Each retry is put in the micro-batch whose run (progress ``start`` .. start +
+    ``triggerExecution``) holds the moment it was processed; a batch's *routing start* is its
+    first measured record's moment. A late retry then fell due:
+
+    - ``before_its_batch``: before that batch began. ``of_which_failed_in_batch_before``: its
+      previous attempt failed in the batch just before, so no earlier batch could have read it
+      from the retry topic (the read lag: a retry is read by the batch after the one that wrote
+      it); the others were in the delay stage and released no earlier;
+    - ``while_its_batch_prepared``: between the batch's start and its routing start (planning,
+      reading the retry topic, the delay stage);
+    - ``after_routing_began``: the routing task reached it late (waiting for other records).
+
+    Batch figures: the period (start to next start), the preparation (start to routing start)
+    and the tail (last record processed to the batch's end: sink flush and commit)."""
+    spans = sorted(
+        (
+            b["start"] * 1000.0,
+            b["start"] * 1000.0 + float(b["durationMs"].get("triggerExecution", 0)),
+            b["batch"],
+        )
+        for b in batches
+    )
+    starts = [s for s, _, _ in spans]
+    spec = _backoff_spec(backoff)
+    routed: dict[int, list[float]] = {}
+    placed: list[tuple[dict[str, float], int | None]] = []
+    for r in results:
+        index = bisect.bisect_right(starts, r["ran_at"]) - 1
+        if index < 0 or r["ran_at"] > spans[index][1]:
+            placed.append((r, None))
+            continue
+        routed.setdefault(index, []).append(r["ran_at"])
+        placed.append((r, index))
+    classes = {
+        "before_its_batch": 0,
+        "of_which_failed_in_batch_before": 0,
+        "while_its_batch_prepared": 0,
+        "after_routing_began": 0,
+        "not_placed": 0,
+    }
+    late = 0
+    for r, where in placed:
+        if r["ran_at"] - r["due"] <= TARGET_P99_MS:
+            continue
+        late += 1
+        if where is None:
+            classes["not_placed"] += 1
+            continue
+        start = spans[where][0]
+        if r["due"] < start:
+            classes["before_its_batch"] += 1
+            failed_at = r["due"] - delay_ms(spec, int(r["attempt"]))
+            if where > 0 and failed_at >= spans[where - 1][0]:
+                classes["of_which_failed_in_batch_before"] += 1
+        elif r["due"] < min(routed[where]):
+            classes["while_its_batch_prepared"] += 1
+        else:
+            classes["after_routing_began"] += 1
+    periods = [b[0] - a[0] for a, b in itertools.pairwise(spans)]
+    prepared = [min(times) - spans[i][0] for i, times in routed.items()]
+    tails = [spans[i][1] - max(times) for i, times in routed.items()]
+    commits = [float(b["stateCommitMs"]) for b in batches if "stateCommitMs" in b]
+    return {
+        "late": late,
+        "late_fell_due": classes,
+        "batches_routing_retries": len(routed),
+        "batch_period_ms_p50_p90": [
+            _median(periods),
+            round(percentile(sorted(periods), 90), 1) if periods else None,
+        ],
+        "batch_preparation_ms_p50_p90": [
+            _median(prepared),
+            round(percentile(sorted(prepared), 90), 1) if prepared else None,
+        ],
+        "batch_tail_ms_p50_p90": [_median(tails), round(percentile(sorted(tails), 90), 1) if tails else None],
+        "state_commit_ms_p50_p90": [
+            _median(commits),
+            round(percentile(sorted(commits), 90), 1) if commits else None,
+        ],
+    }
+
+
+def _backoff_spec(backoff: dict[str, Any]) -> BackoffSpec:
+    return BackoffSpec(
+        type=backoff["type"],
+        delay_ms=parse_duration_ms(backoff["delay"]),
+        multiplier=float(backoff.get("multiplier", 2.0)),
+        max_delay_ms=parse_duration_ms(backoff.get("maxDelay", "600s")),
+    )
 
 
 def run(
@@ -193,4 +316,10 @@ def run(
         )
         for kind in (kinds or list(DELAYS))
     ]
-    return {"m": m, "rate_per_s": rate, "trigger_ms": trigger_ms, "slack_ms": SLACK_MS, "runs": runs}
+    return {
+        "m": m,
+        "rate_per_s": rate,
+        "trigger_ms": trigger_ms,
+        "target_p99_ms": TARGET_P99_MS,
+        "runs": runs,
+    }

@@ -4,8 +4,9 @@ Records read from the retry topic are grouped by their due time, rounded up to
 ``BUCKET_MS``. A group that falls due within the next ``lookahead_ms`` (one trigger interval
 plus ``RELEASE_MARGIN_MS``) passes on in this micro-batch; the others are appended to the
 group's list state with a processing-time timer at ``due - lookahead``. When the timer fires
-the records are emitted into the same micro-batch as the source records. The stateful part is
-Java (``spark_image/jvm``: ``io.sparkdlq.engine.HoldUntilDue``), so no Python worker runs for it.
+the records are emitted into the same micro-batch as the source records, those not yet due in
+due order (``InDueOrder``: the routing task waits for each in turn). The stateful part is Java
+(``spark_image/jvm``: ``io.sparkdlq.engine.HoldUntilDue``), so no Python worker runs for it.
 
 Released records carry their exact ``deliver_at``, and :func:`release_when_due` (run in the
 routing task, just before the processor) holds each one back until that moment. So a retry is
@@ -85,7 +86,9 @@ def hold_until_due(retries: DataFrame, lookahead_ms: int) -> DataFrame:
     )
     spark = with_due.sparkSession
     stage = engine_class(spark, JVM_DELAY_STAGE)
-    held = DataFrame(stage.holdUntilDue(with_due._jdf, "due", int(lookahead_ms)), spark)
+    # Those not yet due leave in due order (io.sparkdlq.engine.InDueOrder): release_when_due
+    # waits for each record in turn.
+    held = DataFrame(stage.holdUntilDue(with_due._jdf, "due", DELIVER_AT_COLUMN, int(lookahead_ms)), spark)
     return held.select(*RECORD_COLUMNS, DELIVER_AT_COLUMN)
 
 
@@ -99,8 +102,8 @@ def release_when_due(
     """The batches again, cut so that no record is handed on before its ``deliver_at``.
 
     A slice is yielded as soon as every record in it is due; the generator sleeps before the
-    next record that is not (records leave the delay stage in about due order). Batches with
-    no future due time (all source batches) pass through untouched."""
+    next record that is not (records leave the delay stage in due order: ``hold_until_due``).
+    Batches with no future due time (all source batches) pass through untouched."""
     max_wait = max_wait_ms / 1000.0
     for batch in batches:
         if DELIVER_AT_COLUMN not in batch.schema.names or batch.num_rows == 0:

@@ -3,8 +3,9 @@
 On Kubernetes the spark-operator's ``spark-submit`` has already made the session's
 configuration (image, resources, ``spark.jars`` baked into the image); locally the CLI's
 ``--master`` and ``PYSPARK_SUBMIT_ARGS`` do. What the engine itself requires is set here:
-the RocksDB state store for the delay stage, Delta Lake's extension and catalog when the
-dead-letter table is a Delta table, and the policy's ``sparkConf``.
+the RocksDB state store for the delay stage (with changelog checkpointing), Delta Lake's
+extension and catalog when the dead-letter table is a Delta table, and the policy's
+``sparkConf``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ REQUIRED_CONF = {
     # bucket of n retries cost O(n^2): 2,000 retries due in the same 100 ms held a micro-batch
     # for 20-40 s (bench/analysis.md). The row count is only a metric.
     "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+    # A state commit writes the batch's changes (a changelog file) instead of a snapshot of the
+    # whole store; snapshots are made in the background. The commit sits between two batches'
+    # routing, where every millisecond is retry lateness: it took about half the time
+    # (bench/notes/10-retry-precision.md). Spark reads older snapshot-only checkpoints with it.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # PySpark's daemon without the ~100 ms per task of re-reading pyspark.zip (worker_daemon).
     "spark.python.daemon.module": "dlq_engine.job.worker_daemon",

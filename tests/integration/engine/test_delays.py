@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
+from dlq_engine.job.delay import DELIVER_AT_COLUMN, JVM_DELAY_STAGE
+from dlq_engine.job.preflight import engine_class
 from tests.helpers import produce, read_all
 
 
@@ -61,3 +64,16 @@ def test_retry_delay_from_the_processor_overrides_the_backoff(
     (record,) = retry
     assert int(record.header("dlq.deliver.at") or 0) - int(record.header("dlq.failed.at") or 0) == 3000
     assert record.header("dlq.error.class") == "dlq_engine.model.processor_api.Retry"
+
+
+def test_released_retries_not_yet_due_leave_in_due_order(spark: Any) -> None:
+    """The routing task waits for each record in turn, so the delay stage hands on the records
+    that are not yet due sorted by due time; those already due go first, as they came."""
+    from pyspark.sql import DataFrame
+
+    now, hour = int(time.time() * 1000), 3_600_000
+    dues = [now + 3 * hour, now - hour, now + hour, None, now + 2 * hour, now - 2 * hour]
+    released = spark.createDataFrame(list(enumerate(dues)), f"id int, {DELIVER_AT_COLUMN} bigint").coalesce(1)
+    stage = engine_class(spark, JVM_DELAY_STAGE)
+    ordered = DataFrame(stage.inDueOrder(released._jdf, DELIVER_AT_COLUMN), spark)
+    assert [row.id for row in ordered.collect()] == [1, 3, 5, 2, 4, 0]

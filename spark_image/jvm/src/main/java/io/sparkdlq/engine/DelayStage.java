@@ -14,14 +14,28 @@ public final class DelayStage {
 
   /**
    * The retry records of {@code withDue}, each released no earlier than {@code lookaheadMs}
-   * before the bucket named by its long column {@code dueColumn}; same schema as the input.
+   * before the bucket named by its long column {@code dueColumn}, those not yet due in the
+   * order of their long column {@code deliverAtColumn} ({@link InDueOrder}); same schema as
+   * the input.
    */
-  public static Dataset<Row> holdUntilDue(Dataset<Row> withDue, String dueColumn, long lookaheadMs) {
+  public static Dataset<Row> holdUntilDue(Dataset<Row> withDue, String dueColumn, String deliverAtColumn,
+                                          long lookaheadMs) {
     int index = withDue.schema().fieldIndex(dueColumn);
-    return withDue
+    Dataset<Row> released = withDue
         .groupByKey(new DueBucket(index), Encoders.LONG())
         .transformWithState(new HoldUntilDue(withDue.schema(), lookaheadMs),
             TimeMode.ProcessingTime(), OutputMode.Append(), Encoders.row(withDue.schema()));
+    return inDueOrder(released, deliverAtColumn);
+  }
+
+  /**
+   * The records of {@code released}, in each partition those due (by their long column
+   * {@code deliverAtColumn}, epoch ms) as they come, then the others in due order
+   * ({@link InDueOrder}); same schema as the input.
+   */
+  public static Dataset<Row> inDueOrder(Dataset<Row> released, String deliverAtColumn) {
+    return released.mapPartitions(new InDueOrder(released.schema().fieldIndex(deliverAtColumn)),
+        Encoders.row(released.schema()));
   }
 
   /**
