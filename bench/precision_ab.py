@@ -12,7 +12,7 @@ session, so every variant sees about the same load:
 
     python -m bench.precision_ab --m 2000 --rounds 2
 
-Writes ``bench/results/precision-ab.json``; ``bench/notes/10-retry-precision.md`` reads it.
+Writes ``bench/results/precision-ab.json``; ``bench/notes/11-retry-precision.md`` reads it.
 """
 
 from __future__ import annotations

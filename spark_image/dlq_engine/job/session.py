@@ -24,7 +24,7 @@ REQUIRED_CONF = {
     # A state commit writes the batch's changes (a changelog file) instead of a snapshot of the
     # whole store; snapshots are made in the background. The commit sits between two batches'
     # routing, where every millisecond is retry lateness: it took about half the time
-    # (bench/notes/10-retry-precision.md). Spark reads older snapshot-only checkpoints with it.
+    # (bench/notes/11-retry-precision.md). Spark reads older snapshot-only checkpoints with it.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # PySpark's daemon without the ~100 ms per task of re-reading pyspark.zip (worker_daemon).
