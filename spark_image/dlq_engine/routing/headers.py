@@ -128,6 +128,46 @@ OWNED_NAMES: Final[Mapping[HeaderProfile, tuple[str, ...]]] = {
 }
 
 
+#: A Pulsar message id (ledger, entry, batch index) packed into the ``offset`` column's long:
+#: ledger ids below 2**31, entry ids below 2**20 (Pulsar rolls a ledger over at 50,000 entries by
+#: default), batch indexes below 2**12 (a producer batches at most 1,000 by default). Packed ids
+#: order as the message ids do within a partition.
+PULSAR_LEDGER_BITS: Final = 31
+PULSAR_ENTRY_BITS: Final = 20
+PULSAR_BATCH_BITS: Final = 12
+
+
+def pulsar_offset(ledger: int, entry: int, batch: int) -> int:
+    """The ``offset`` of a Pulsar message (``PULSAR_*_BITS``); a message id out of that range
+    raises ``ValueError`` naming it."""
+    batch = max(batch, 0)
+    if not (
+        0 <= ledger < 2**PULSAR_LEDGER_BITS
+        and 0 <= entry < 2**PULSAR_ENTRY_BITS
+        and batch < 2**PULSAR_BATCH_BITS
+    ):
+        raise ValueError(
+            f"Pulsar message id {ledger}:{entry}:{batch} does not fit the engine's offsets (ledger below "
+            f"2^{PULSAR_LEDGER_BITS}, entry below 2^{PULSAR_ENTRY_BITS}, batch index below 2^{PULSAR_BATCH_BITS})"
+        )
+    return (ledger << (PULSAR_ENTRY_BITS + PULSAR_BATCH_BITS)) | (entry << PULSAR_BATCH_BITS) | batch
+
+
+def pulsar_message_id(partition: int, offset: int) -> str:
+    """The Java client's ``MessageId.toString()`` of a packed ``offset``:
+    ``ledger:entry:partition``, with ``:batch`` for a message of a batch (index above 0)."""
+    batch = offset & (2**PULSAR_BATCH_BITS - 1)
+    entry = (offset >> PULSAR_BATCH_BITS) & (2**PULSAR_ENTRY_BITS - 1)
+    ledger = offset >> (PULSAR_ENTRY_BITS + PULSAR_BATCH_BITS)
+    return f"{ledger}:{entry}:{partition}" + (f":{batch}" if batch else "")
+
+
+def pulsar_topic(topic: str, partition: int) -> str:
+    """The Java client's ``Message.getTopicName()``: the full name, of the partition if any."""
+    name = topic if "://" in topic else f"persistent://public/default/{topic}"
+    return f"{name}-partition-{partition}" if partition >= 0 else name
+
+
 def owned(profiles: Sequence[HeaderProfile]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The prefixes and exact names of the headers the listed profiles write."""
     prefixes = tuple(p for profile in profiles for p in OWNED_PREFIXES[profile])
