@@ -46,6 +46,12 @@ def kafka_libs() -> Path:
     return _need(cache_dir() / "kafka" / v / "libs" / ".complete", f"Apache Kafka {v}", "jars.sh").parent
 
 
+def pulsar_libs() -> Path:
+    """A standalone Apache Pulsar broker's jars (``pulsar-broker`` and what it needs)."""
+    v = versions()["PULSAR_VERSION"]
+    return _need(cache_dir() / "pulsar" / v / "libs" / ".complete", f"Apache Pulsar {v}", "pulsar.sh").parent
+
+
 def kafka_tools() -> Path:
     """Kafka's command-line tools (``kafka-tools`` and what it needs beside the broker's jars)."""
     v = versions()["KAFKA_VERSION"]
