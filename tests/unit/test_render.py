@@ -288,7 +288,7 @@ def test_pulsar_topics_subscriptions_and_status_names() -> None:
     retry, dlq = wanted_topics(p, source_partitions=0)
     assert (retry.name, retry.partitions, dlq.name) == (
         "shop/orders/orders-billing-RETRY",
-        None,
+        0,
         "shop/orders/orders-billing-DLQ",
     )
     assert pulsar_subscriptions(p) == (
