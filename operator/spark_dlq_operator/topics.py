@@ -316,10 +316,7 @@ class PulsarProvisioner:
                 if found is None:
                     continue
                 suffix = "/partitions" if found else ""
-                if (
-                    await self._call(policy, "DELETE", f"{topic.rest_path}{suffix}?force=true") is None
-                    and found
-                ):
+                if await self._call(policy, "DELETE", f"{topic.rest_path}{suffix}?force=true") is _NOT_FOUND:
                     continue
             except _Refused as error:
                 raise BrokerUnavailable(f"deleting topic {topic.full_name!r}: {error}") from None
