@@ -16,7 +16,14 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
-from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile, update_job_status
+from spark_dlq_operator.reconcile import (
+    Seen,
+    Services,
+    owner_of,
+    reconcile,
+    resolve_provisioner,
+    update_job_status,
+)
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_kube import FakeKube
@@ -350,3 +357,20 @@ def test_a_failed_application_is_resubmitted_once_while_its_patch_is_on_the_way(
     annotations = bed.app()["spec"]["driver"]["annotations"]
     assert annotations[render.RESUBMIT_ANNOTATION] == "1"
     assert bed.reasons().count("SparkApplicationResubmitted") == 1
+
+
+def test_a_pulsar_policy_s_status_names_its_topics_fully_and_its_provisioner_is_pulsar() -> None:
+    bed = Bed(
+        **{
+            "spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://pulsar:6650"},
+            "spec.source.topic": "shop/orders/orders",
+        }
+    )
+    bed.reconcile()
+
+    status = bed.status()
+    assert status["retryTopic"] == "persistent://shop/orders/orders-billing-RETRY"
+    assert status["deadLetterTopic"] == "persistent://shop/orders/orders-billing-DLQ"
+    assert bed.condition("TopicsReady")["reason"] == "NotManaged"
+    policy = parse_policy(bed.policy())
+    assert asyncio.run(resolve_provisioner(bed.services, policy, None)) == "pulsar"
