@@ -33,6 +33,7 @@ into Spark's Python workers), and never pickled.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dlq_engine.job.preflight import PreflightError
+from dlq_engine.model.policy import DeadLetterPolicy, pulsar_topic
+from dlq_engine.model.topics import pulsar_subscriptions, wanted_topics
 from dlq_engine.routing.headers import DELIVER_AT, pulsar_offset
 
 #: The format name the engine registers the data source under.
@@ -91,8 +95,9 @@ class PulsarError(RuntimeError):
 
 
 def full_topic(name: str) -> str:
-    """``persistent://public/default/<name>`` for a short name, a full name as it is."""
-    return name if "://" in name else f"persistent://public/default/{name}"
+    """``persistent://<tenant>/<namespace>/<name>`` of a policy's topic name (``public/default``
+    when the name has none)."""
+    return pulsar_topic(name).full_name
 
 
 def partition_index(partition_topic: str) -> int:
@@ -508,3 +513,118 @@ class PulsarBatchWriter(DataSourceWriter):
 def register(spark: Any) -> None:
     """Make ``FORMAT`` known to the session (idempotent)."""
     spark.dataSource.register(PulsarDataSource)
+
+
+# -- before a run ------------------------------------------------------------------------------
+
+
+def _names(policy: DeadLetterPolicy) -> list[tuple[str, str]]:
+    named = [
+        ("spec.source.topic", policy.source.topic),
+        ("spec.retry.topic", policy.retry_topic),
+    ]
+    if policy.dead_letter.strategy == "topic":
+        named.append(("spec.deadLetter.topic", policy.dead_letter_topic))
+    if policy.output.topic:
+        named.append(("spec.output.topic", policy.output.topic))
+    return named
+
+
+def check_topics(policy: DeadLetterPolicy) -> None:
+    """Every topic the policy names exists on the Pulsar cluster; else ``PreflightError``
+    naming the missing ones (or the unreachable broker)."""
+    client = _client(policy.broker.service_url)
+    try:
+        missing = []
+        for path, name in _names(policy):
+            try:
+                client.get_topic_partitions(full_topic(name))
+            except Exception as error:  # noqa: BLE001 - the client raises one class per broker error
+                if type(error).__name__ != "TopicNotFound":
+                    raise PreflightError(
+                        f"cannot reach the Pulsar broker at {policy.broker.service_url} "
+                        f"(spec.broker.serviceUrl): {type(error).__name__}: {error}"
+                    ) from None
+                missing.append(f"{full_topic(name)} ({path})")
+    finally:
+        client.close()
+    if missing:
+        raise PreflightError(
+            f"topics missing on {policy.broker.service_url}: {', '.join(missing)} (the operator creates "
+            "the retry and dead-letter topics; run with --create-topics to create them here)"
+        )
+
+
+def create_topics(policy: DeadLetterPolicy) -> list[str]:
+    """Create the retry and dead-letter topics that are missing through the admin REST API
+    (``spec.broker.adminUrl``), partitioned as ``wanted_topics`` says, and the durable
+    subscriptions the operator would (``pulsar_subscriptions``). One line per step."""
+    import urllib.error
+    import urllib.request
+
+    admin = policy.broker.admin_url.rstrip("/")
+    if not admin:
+        raise PreflightError("--create-topics on Pulsar needs spec.broker.adminUrl (the admin REST API)")
+
+    def call(method: str, path: str, body: str | None = None) -> str:
+        request = urllib.request.Request(
+            admin + path,
+            data=None if body is None else body.encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return str(answer.read().decode())
+
+    def partitions_of(name: str) -> int | None:
+        try:
+            found = json.loads(call("GET", f"/admin/v2/{pulsar_topic(name).rest_path}/partitions"))
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+        return int(found.get("partitions", 0))
+
+    try:
+        exists = set(json.loads(call("GET", f"/admin/v2/namespaces/{_namespace(policy.source.topic)}/")))
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise PreflightError(
+            f"cannot reach the Pulsar admin API at {admin} (spec.broker.adminUrl): {error}"
+        ) from None
+    source_partitions = (
+        partitions_of(policy.source.topic) if full_topic(policy.source.topic) in exists else None
+    )
+    report = []
+    for want in wanted_topics(policy, source_partitions=source_partitions):
+        name = full_topic(want.name)
+        if name in exists or any(t.startswith(f"{name}-partition-") for t in exists):
+            report.append(f"topic {name!r} exists, left as it is")
+            continue
+        path = f"/admin/v2/{pulsar_topic(want.name).rest_path}"
+        try:
+            if want.partitions:
+                call("PUT", f"{path}/partitions", str(want.partitions))
+            else:
+                call("PUT", path)
+        except urllib.error.HTTPError as error:
+            raise PreflightError(
+                f"creating topic {name!r} through {admin} failed: HTTP {error.code}: {error.read().decode(errors='replace')}"
+            ) from None
+        report.append(f"created topic {name!r} ({want.partitions or 'not'} partitioned)")
+    import pulsar
+
+    client = _client(policy.broker.service_url)
+    try:
+        for keep in pulsar_subscriptions(policy):
+            client.subscribe(
+                full_topic(keep.topic), keep.subscription, initial_position=pulsar.InitialPosition.Earliest
+            ).close()
+            report.append(f"subscription {keep.subscription!r} on {full_topic(keep.topic)!r}")
+    finally:
+        client.close()
+    return report
+
+
+def _namespace(name: str) -> str:
+    parts = pulsar_topic(name)
+    return f"{parts.tenant}/{parts.namespace}"

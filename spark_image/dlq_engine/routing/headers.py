@@ -14,7 +14,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from dlq_engine.model.policy import HeaderProfile
+from dlq_engine.model.policy import HeaderProfile, pulsar_topic
 
 PREFIX: Final = "dlq."
 ORIGINAL_TOPIC: Final = "dlq.original.topic"
@@ -162,9 +162,27 @@ def pulsar_message_id(partition: int, offset: int) -> str:
     return f"{ledger}:{entry}:{partition}" + (f":{batch}" if batch else "")
 
 
-def pulsar_topic(topic: str, partition: int) -> str:
-    """The Java client's ``Message.getTopicName()``: the full name, of the partition if any."""
-    name = topic if "://" in topic else f"persistent://public/default/{topic}"
+def parse_pulsar_message_id(text: str) -> tuple[int, int] | None:
+    """``(partition, offset)`` of a Java client's ``MessageId.toString()``
+    (``ledger:entry:partition[:batch]``); None when it is not one or does not fit."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        return None
+    try:
+        ledger, entry, partition = int(parts[0]), int(parts[1]), int(parts[2])
+        batch = int(parts[3]) if len(parts) == 4 else -1
+        return partition, pulsar_offset(ledger, entry, batch)
+    except ValueError:
+        return None
+
+
+def pulsar_real_topic(topic: str, partition: int) -> str:
+    """The Java client's ``Message.getTopicName()`` (``REAL_TOPIC``) of a message read from a
+    policy's ``topic``: the full name, of the partition if any. A name that is already a
+    partition's full name (a Java client's ``REAL_TOPIC``) stays as it is."""
+    if topic.startswith("persistent://") and "-partition-" in topic:
+        return topic
+    name = pulsar_topic(topic).full_name
     return f"{name}-partition-{partition}" if partition >= 0 else name
 
 
@@ -258,12 +276,16 @@ def failure_headers(
     rule: str | None = None,
     profiles: Sequence[HeaderProfile] = ("spark-dlq",),
     retry_topic: str = "",
+    pulsar_ids: bool = False,
 ) -> list[tuple[str, bytes]]:
     """The ``dlq.*`` headers (and static dead-letter headers) for one failed message, then
     those of each other listed profile, in the list's order. A retry record is one with a
     ``deliver_at``.
 
-    ``origin`` holds the carried headers (``CARRIED``) as they should be written.
+    ``origin`` holds the carried headers (``CARRIED``) as they should be written. With
+    ``pulsar_ids`` (a policy on Pulsar) the origin's offset is a packed Pulsar message id
+    (``pulsar_offset``): the pulsar profile writes ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID`` as the
+    Java client does, the full topic name and ``ledger:entry:partition[:batch]``.
     """
     values: list[tuple[str, str]] = [(name, origin[name]) for name in CARRIED if name in origin]
     values += [
@@ -300,10 +322,18 @@ def failure_headers(
                 *([(CONNECT_EXCEPTION_STACKTRACE, stacktrace)] if stacktrace else []),
             )
         elif profile == "pulsar":
+            real_topic, message_id = (
+                origin[ORIGINAL_TOPIC],
+                f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}",
+            )
+            if pulsar_ids:
+                partition, offset = _int(origin[ORIGINAL_PARTITION], 32), _int(origin[ORIGINAL_OFFSET])
+                real_topic = pulsar_real_topic(real_topic, partition)
+                message_id = pulsar_message_id(partition, offset)
             written += _utf8(
-                (PULSAR_REAL_TOPIC, origin[ORIGINAL_TOPIC]),
-                (PULSAR_ORIGIN_MESSAGE_ID, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
-                (PULSAR_ORIGIN_MESSAGE_ID_NEW, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
+                (PULSAR_REAL_TOPIC, real_topic),
+                (PULSAR_ORIGIN_MESSAGE_ID, message_id),
+                (PULSAR_ORIGIN_MESSAGE_ID_NEW, message_id),
                 (PULSAR_RECONSUME_TIMES, str(attempt)),
                 *(
                     [
