@@ -264,16 +264,24 @@ class PulsarStreamReader(DataSourceStreamReader):
             start = {name: list(BEFORE_ALL) for name in _partitions(self._client, self.options.topic)}
             for name in start:
                 self._consumer(name)  # the subscription exists, and holds, from now on
-        self._last = start
+        # Spark asks for the initial offset when it plans the first batch, after its
+        # ``latestOffset``: what that returned stays the last end.
+        if self._last is None:
+            self._last = start
         return start
 
     def latestOffset(self) -> dict[str, Any]:
+        """Each partition's last position, at most ``maxEntriesPerTrigger`` entries past the
+        end this reader returned last, and never before it. A reader does not know where a
+        restarted query's checkpoint left off, so the first batch of each run is not limited."""
         ends = self._ends()
+        last = self._last or {}
         limit = self.options.max_entries
         if limit and self._last is not None:
             url = self.options.service_url
             ends = _limited(self._last, ends, limit, lambda name, at: next_position(url, name, at))
-        self._last = {**(self._last or {}), **ends}
+        ends = {name: max(end, last.get(name, end)) for name, end in ends.items()}
+        self._last = {**last, **ends}
         return ends
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
