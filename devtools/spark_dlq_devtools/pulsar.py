@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlq_engine.model.policy import pulsar_topic
 from spark_dlq_devtools.paths import pulsar_libs, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 
@@ -56,8 +57,8 @@ _ADD_OPENS = (
 
 
 def full_topic(name: str) -> str:
-    """``persistent://public/default/<name>`` for a short name; a full name as it is."""
-    return name if "://" in name else f"persistent://{TENANT_NAMESPACE}/{name}"
+    """``persistent://public/default/<name>`` for a short name, as a policy's names are read."""
+    return pulsar_topic(name).full_name
 
 
 class PulsarBroker:
@@ -308,7 +309,7 @@ def admin_call(base: str, method: str, path: str, body: Any = None, *, timeout: 
 
 
 def _topic_path(name: str) -> str:
-    return full_topic(name).replace("://", "/")
+    return pulsar_topic(name).rest_path
 
 
 def produce(
