@@ -253,8 +253,8 @@ class PulsarBroker:
         messages: Iterable[Message | tuple[str | None, bytes]],
         *,
         batching: bool = False,
-    ) -> None:
-        produce(self.service_url, topic, messages, batching=batching)
+    ) -> int:
+        return produce(self.service_url, topic, messages, batching=batching)
 
     def read_all(self, topic: str, *, timeout: float = 5.0) -> list[Message]:
         return read_all(self.service_url, topic, timeout=timeout)
@@ -318,13 +318,27 @@ def produce(
     messages: Iterable[Message | tuple[str | None, bytes]],
     *,
     batching: bool = False,
-) -> None:
-    """Send messages and wait until the broker has stored every one."""
+) -> int:
+    """Send messages and wait until the broker has stored every one; a failed send raises
+    (``send_async`` reports a failure only to its callback). Returns how many were sent."""
+    import threading
+
     import pulsar
 
     client = pulsar.Client(service_url, logger=_quiet_logger())
+    failures: list[str] = []
+    receipts = threading.Semaphore(0)
+
+    def sent(result: Any, _message_id: Any) -> None:
+        if result != pulsar.Result.Ok:
+            failures.append(str(result))
+        receipts.release()
+
+    count = 0
     try:
-        producer = client.create_producer(full_topic(topic), batching_enabled=batching)
+        producer = client.create_producer(
+            full_topic(topic), batching_enabled=batching, block_if_queue_full=True
+        )
         for item in messages:
             message = item if isinstance(item, Message) else Message(item[0], item[1])
             extra: dict[str, Any] = {}
@@ -334,11 +348,17 @@ def produce(
                 from datetime import timedelta
 
                 extra["deliver_after"] = timedelta(milliseconds=message.deliver_after_ms)
-            producer.send_async(message.value, None, properties=dict(message.properties), **extra)
+            producer.send_async(message.value, sent, properties=dict(message.properties), **extra)
+            count += 1
         producer.flush()
+        for _ in range(count):
+            receipts.acquire()
         producer.close()
     finally:
         client.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {count} messages not stored on {topic}: first {failures[0]}")
+    return count
 
 
 def read_all(service_url: str, topic: str, *, timeout: float = 5.0) -> list[Message]:
