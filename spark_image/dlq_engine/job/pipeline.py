@@ -15,6 +15,11 @@ batch is persisted (the processor runs once per micro-batch, however many action
 its Kafka records are written with the batch Kafka writer (the same producer settings), then
 its dead letters are appended to the table (``dead_letter_table``); the batch commits only
 after both. Without one, the streaming Kafka sink as it always was.
+
+On Pulsar (``spec.broker.type: pulsar``) the topics are read and written through the engine's
+own data source (``pulsar_source``: checkpointed message-id offsets, the durable subscription
+acknowledged on commit, retry and dead-letter topics written unbatched) with the same columns,
+so everything between the sources and the sink is the same query.
 """
 
 from __future__ import annotations
