@@ -99,3 +99,16 @@ def test_a_missing_source_is_reported_not_created(pulsar: PulsarBroker) -> None:
     report = ensure(pulsar_policy(pulsar, "never-made-orders"))
     assert (report.ready, report.reason) == (False, "SourceTopicMissing")
     assert "'persistent://public/default/never-made-orders' does not exist" in report.message
+
+
+def test_a_non_partitioned_source_gives_non_partitioned_topics(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    source = make_pulsar_topic("orders")
+    report = ensure(pulsar_policy(pulsar, source))
+    assert (report.ready, len(report.created)) == (True, 2)
+    for suffix in ("RETRY", "DLQ"):
+        metadata = pulsar.admin(
+            "GET", f"/admin/v2/persistent/public/default/{source}-billing-{suffix}/partitions"
+        )
+        assert metadata["partitions"] == 0
