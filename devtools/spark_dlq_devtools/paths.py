@@ -100,6 +100,10 @@ JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
             ("pulsar.version", "PULSAR_CLIENT_VERSION"),
         ),
     ),
+    "pulsar-interop": (
+        "tests/interop/pulsar",
+        (("pulsar.version", "PULSAR_VERSION"), ("slf4j.version", "SLF4J_VERSION")),
+    ),
     "spring": (
         "bench/peers/spring",
         (

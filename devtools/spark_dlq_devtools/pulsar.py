@@ -121,8 +121,9 @@ class PulsarBroker:
             "maxMessageSize": str(8 * 1024 * 1024),
             "brokerShutdownTimeoutMs": "3000",
             "backlogQuotaDefaultLimitBytes": "-1",
-            "defaultRetentionTimeInMinutes": "0",
-            "defaultRetentionSizeInMB": "0",
+            # Keep every message: a test reads topics that no subscription holds (the output).
+            "defaultRetentionTimeInMinutes": "-1",
+            "defaultRetentionSizeInMB": "-1",
             # The embedded bookie: on the loopback interface, on --bookkeeper-port (without these
             # two it binds 3181 on every interface), with small caches.
             "allowEphemeralPorts": "true",
@@ -256,6 +257,21 @@ class PulsarBroker:
 
     def read_all(self, topic: str, *, timeout: float = 5.0) -> list[Message]:
         return read_all(self.service_url, topic, timeout=timeout)
+
+    def wait_for(self, topic: str, count: int, *, timeout: float = 120.0) -> list[Message]:
+        """Every message of the topic once there are at least ``count`` (AssertionError with
+        what is there after ``timeout`` seconds)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.read_all(topic)
+            if len(found) >= count or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if len(found) < count:
+            raise AssertionError(f"{topic}: {len(found)} messages after {timeout:.0f}s, expected {count}")
+        return found
 
 
 @dataclass(frozen=True, slots=True)
