@@ -196,6 +196,7 @@ _EARLIEST: Final = {"ledgerId": -1, "entryId": -1}
 #: What ``PulsarProvisioner._call`` gives for a 404 (not there) and a 409 (already there).
 _NOT_FOUND: Final = object()
 _EXISTS: Final = object()
+_JSON: Final = {"Content-Type": "application/json"}
 
 
 class PulsarProvisioner:
@@ -226,8 +227,9 @@ class PulsarProvisioner:
         url = f"{base}/admin/v2/{path}"
         call = f"{method} {url}"
         try:
-            async with self._session.request(method, url, json=body) as answer:
-                status, text = answer.status, await answer.text()
+            # Pulsar answers 415 to a PUT without a JSON content type, even one with no body.
+            async with self._session.request(method, url, json=body, headers=_JSON) as answer:
+                status, text, phrase = answer.status, await answer.text(), answer.reason or ""
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             raise BrokerUnavailable(
                 f"Pulsar's admin API at {base} (spec.broker.adminUrl) did not answer {call}: "
@@ -237,7 +239,7 @@ class PulsarProvisioner:
             return _NOT_FOUND
         if status == 409:
             return _EXISTS
-        reason = _reason(text)
+        reason = _reason(text) or phrase or "no reason given"
         if status >= 500:
             raise BrokerUnavailable(f"{call}: HTTP {status} from Pulsar's admin API: {reason}")
         if status >= 400:
@@ -329,14 +331,14 @@ def _pulsar_partitions(count: int) -> str:
 
 
 def _reason(text: str) -> str:
-    """Pulsar's ``{"reason": ...}``, else the answer's text (shortened)."""
+    """Pulsar's ``{"reason": ...}``, else the answer's text (shortened); empty when none."""
     try:
         found = json.loads(text)
     except ValueError:
-        return text.strip()[:300] or "no reason given"
+        return text.strip()[:300]
     if isinstance(found, dict) and found.get("reason"):
         return str(found["reason"])
-    return text.strip()[:300] or "no reason given"
+    return text.strip()[:300]
 
 
 def _describe_http(error: BaseException) -> str:

@@ -4,7 +4,8 @@ creates, that doing it again changes nothing, and how it answers a broker that i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 
@@ -13,7 +14,10 @@ from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.pulsar import PulsarBroker
 from spark_dlq_operator.topics import BrokerUnavailable, PulsarProvisioner, TopicsReport
+from tests.integration.operator.test_pulsar import partitions
 from tests.policy_builder import policy_document
+
+T = TypeVar("T")
 
 
 def pulsar_policy(pulsar: PulsarBroker, source: str, **overrides: object) -> DeadLetterPolicy:
@@ -21,26 +25,25 @@ def pulsar_policy(pulsar: PulsarBroker, source: str, **overrides: object) -> Dea
     return parse_policy(policy_document({"spec.broker": broker, "spec.source.topic": source, **overrides}))
 
 
-def ensure(policy: DeadLetterPolicy) -> TopicsReport:
-    async def run() -> TopicsReport:
+def with_provisioner(call: Callable[[PulsarProvisioner], Awaitable[T]]) -> T:
+    """Run ``call`` on a fresh provisioner, closed afterwards (as the operator's cleanup does)."""
+
+    async def run() -> T:
         provisioner = PulsarProvisioner(timeout=5.0)
         try:
-            return await provisioner.ensure(policy)
+            return await call(provisioner)
         finally:
             await provisioner.close()
 
     return asyncio.run(run())
+
+
+def ensure(policy: DeadLetterPolicy) -> TopicsReport:
+    return with_provisioner(lambda p: p.ensure(policy))
 
 
 def delete(policy: DeadLetterPolicy) -> list[str]:
-    async def run() -> list[str]:
-        provisioner = PulsarProvisioner(timeout=5.0)
-        try:
-            return await provisioner.delete(policy)
-        finally:
-            await provisioner.close()
-
-    return asyncio.run(run())
+    return with_provisioner(lambda p: p.delete(policy))
 
 
 def test_ensure_creates_once_and_converges(
@@ -66,8 +69,7 @@ def test_topics_partitions_from_the_policy_win(
     source = make_pulsar_topic("orders")
     report = ensure(pulsar_policy(pulsar, source, **{"spec.topics.partitions": 4}))
     assert report.ready
-    metadata = pulsar.admin("GET", f"/admin/v2/persistent/public/default/{source}-billing-DLQ/partitions")
-    assert metadata["partitions"] == 4
+    assert partitions(pulsar, f"{source}-billing-DLQ") == 4
 
 
 def test_delete_removes_both_topics_and_then_finds_them_gone(
@@ -99,3 +101,12 @@ def test_a_missing_source_is_reported_not_created(pulsar: PulsarBroker) -> None:
     report = ensure(pulsar_policy(pulsar, "never-made-orders"))
     assert (report.ready, report.reason) == (False, "SourceTopicMissing")
     assert "'persistent://public/default/never-made-orders' does not exist" in report.message
+
+
+def test_a_non_partitioned_source_gives_non_partitioned_topics(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    source = make_pulsar_topic("orders")
+    report = ensure(pulsar_policy(pulsar, source))
+    assert (report.ready, len(report.created)) == (True, 2)
+    assert partitions(pulsar, f"{source}-billing-RETRY") == partitions(pulsar, f"{source}-billing-DLQ") == 0
