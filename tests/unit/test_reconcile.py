@@ -435,6 +435,8 @@ def test_the_ordering_status_goes_when_the_policy_stops_ordering_by_key() -> Non
     _running_with_heartbeat(bed, None)  # the new driver reports no ordering
     _supervise(bed)
     assert "ordering" not in bed.status()
+
+
 def test_a_pulsar_policy_s_status_names_its_topics_fully_and_its_provisioner_is_pulsar() -> None:
     bed = Bed(
         **{
