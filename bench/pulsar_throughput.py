@@ -6,9 +6,11 @@ partitions). The engine's first pass over them (``bench.spark_runs.engine_first_
 from just before the query starts to the end of the batch that routes the N-th source message)
 runs per broker, in rounds whose order alternates, with the failure mix ``1%+0.1%`` in
 ``mode: message``; each broker's fastest round is its figure, as in bench/throughput.py.
-Results: ``bench/results/pulsar_throughput.json``, and the ratio Pulsar / Kafka.
+Results: ``bench/results/pulsar_throughput.json``, and the ratio Pulsar / Kafka; ``bench/run.py``
+runs it as its ``pulsar`` benchmark and ``bench/report.py`` puts it in docs/benchmarks.md.
 
     python -m bench.pulsar_throughput [--n 100000] [--rounds 2]
+    bench/run.sh --only pulsar [--pulsar-n 100000] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def fill_pulsar(pulsar: PulsarBroker, topic: str, n: int) -> None:
 
 
 def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
+    loadavg_start = os.getloadavg()
     workdir = work_dir(f"bench-pulsar-{os.getpid()}")
     kafka = KafkaBroker(name=f"kafka-bench-pulsar-{os.getpid()}", log_level="WARN")
     pulsar = PulsarBroker(name=f"pulsar-bench-{os.getpid()}", log_level="WARN")
@@ -127,6 +130,7 @@ def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
             "kafka_rate": round(best["kafka"]),
             "pulsar_rate": round(best["pulsar"]),
             "pulsar_vs_kafka": round(best["pulsar"] / best["kafka"], 3),
+            "loadavg_start": loadavg_start,
             "loadavg_end": os.getloadavg(),
         }
         write_json(results, "pulsar_throughput", summary)
