@@ -325,7 +325,7 @@ def produce(
 
     import pulsar
 
-    client = pulsar.Client(service_url, logger=_quiet_logger())
+    client = pulsar.Client(service_url, logger=quiet_logger())
     failures: list[str] = []
     receipts = threading.Semaphore(0)
 
@@ -366,7 +366,7 @@ def read_all(service_url: str, topic: str, *, timeout: float = 5.0) -> list[Mess
     arrives for ``timeout`` seconds after the broker's last message."""
     import pulsar
 
-    client = pulsar.Client(service_url, logger=_quiet_logger())
+    client = pulsar.Client(service_url, logger=quiet_logger())
     found: list[Message] = []
     try:
         partitions = client.get_topic_partitions(full_topic(topic))
@@ -396,7 +396,7 @@ def from_client(msg: Any) -> Message:
     )
 
 
-def _quiet_logger() -> Any:
+def quiet_logger() -> Any:
     """The C++ client logs every connection at INFO on stderr: warnings only."""
     import logging
 
