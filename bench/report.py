@@ -647,6 +647,7 @@ def _pulsar_section(data: dict[str, Any]) -> list[str]:
     """Benchmark 1c: the engine's first pass on Pulsar beside Kafka (bench/pulsar_throughput.py)."""
     rounds = {b: [r for r in data["runs"] if r["broker"] == b] for b in ("kafka", "pulsar")}
     best = {b: max(rounds[b], key=lambda r: r["rate"]) for b in rounds}
+    per_broker = f"{len(rounds['kafka'])} round" + ("s" if len(rounds["kafka"]) != 1 else "")
     load = f"{_load(data.get('loadavg_end'))} at the end"
     if data.get("loadavg_start"):
         load = f"{_load(data['loadavg_start'])} at the start, {load}"
@@ -669,7 +670,7 @@ def _pulsar_section(data: dict[str, Any]) -> list[str]:
         f"`bench/pulsar_throughput.py` (`bench/run.sh --only pulsar`): the engine's first pass over the same "
         f"{data['n']:,} messages on a Kafka broker and on a standalone Pulsar, both started by the bench "
         f"({data['partitions']} partitions, `mode: {data['mode']}`, failure mix {data['mix']}, one `local[2]` "
-        f"session, {len(data['runs']) // 2} rounds per broker in alternating order, the fastest of each; "
+        f"session, {per_broker} per broker in alternating order, the fastest of each; "
         f"start-up of the query included). Load average {load}.",
         "",
         "| broker | msg/s (fastest round) | vs Kafka | each round, msg/s | fastest round's time |",
