@@ -9,7 +9,17 @@ from typing import Any
 
 from bench.common import RESULTS
 
-NAMES = ("meta", "routing", "throughput", "peers", "memory", "scaling", "precision", "operator")
+NAMES = (
+    "meta",
+    "routing",
+    "throughput",
+    "peers",
+    "pulsar_throughput",
+    "memory",
+    "scaling",
+    "precision",
+    "operator",
+)
 
 
 def load(results: Path = RESULTS) -> dict[str, Any]:
@@ -609,6 +619,8 @@ def write(doc: Path, results: Path = RESULTS, *, analysis: Path | None = None) -
     if "peers" in data:
         plot_peers(data["peers"], images / "peers.png")
         lines += _peers_section(data["peers"], f"{rel}/peers.png")
+    if "pulsar_throughput" in data:
+        lines += _pulsar_section(data["pulsar_throughput"])
     if "scaling" in data:
         plot_scaling(data["scaling"], images / "scaling.png")
         lines += _scaling_section(data["scaling"], f"{rel}/scaling.png", data.get("throughput"))
@@ -629,6 +641,46 @@ def write(doc: Path, results: Path = RESULTS, *, analysis: Path | None = None) -
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(lines))
     return doc
+
+
+def _pulsar_section(data: dict[str, Any]) -> list[str]:
+    """Benchmark 1c: the engine's first pass on Pulsar beside Kafka (bench/pulsar_throughput.py)."""
+    rounds = {b: [r for r in data["runs"] if r["broker"] == b] for b in ("kafka", "pulsar")}
+    best = {b: max(rounds[b], key=lambda r: r["rate"]) for b in rounds}
+    per_broker = f"{len(rounds['kafka'])} round" + ("s" if len(rounds["kafka"]) != 1 else "")
+    load = f"{_load(data.get('loadavg_end'))} at the end"
+    if data.get("loadavg_start"):
+        load = f"{_load(data['loadavg_start'])} at the start, {load}"
+    rows = [
+        (
+            name,
+            _fmt(data[f"{b}_rate"]),
+            f"{data['pulsar_vs_kafka']:.2f}x" if b == "pulsar" else "1.00x",
+            ", ".join(_fmt(r["rate"]) for r in rounds[b]),
+            f"{best[b]['seconds']:.1f} s",
+        )
+        for b, name in (
+            ("kafka", "Kafka (Spark's Kafka connector)"),
+            ("pulsar", "Pulsar (the Python data source)"),
+        )
+    ]
+    return [
+        "## 1c. Pulsar beside Kafka",
+        "",
+        f"`bench/pulsar_throughput.py` (`bench/run.sh --only pulsar`): the engine's first pass over the same "
+        f"{data['n']:,} messages on a Kafka broker and on a standalone Pulsar, both started by the bench "
+        f"({data['partitions']} partitions, `mode: {data['mode']}`, failure mix {data['mix']}, one `local[2]` "
+        f"session, {per_broker} per broker in alternating order, the fastest of each; "
+        f"start-up of the query included). Load average {load}.",
+        "",
+        "| broker | msg/s (fastest round) | vs Kafka | each round, msg/s | fastest round's time |",
+        "| --- | ---: | ---: | --- | ---: |",
+        *[f"| {' | '.join(row)} |" for row in rows],
+        "",
+        'docs/engine.md ("On Pulsar") says where the difference goes: Spark\'s Kafka connector is JVM code '
+        "end to end, the Pulsar data source is Python.",
+        "",
+    ]
 
 
 #: Issue 7's operator targets.

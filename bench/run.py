@@ -12,7 +12,10 @@ be running. Benchmarks, in order:
 2. retry precision on the same session;
 3. scaling, one subprocess per (cores, partitions) point;
 4. operator: ``bench/operator_scale.py`` in its own process, after the broker is stopped (it
-   starts the test bed's kube-apiserver, etcd and controller manager, and ``dlq-operator run``).
+   starts the test bed's kube-apiserver, etcd and controller manager, and ``dlq-operator run``);
+5. pulsar: ``bench/pulsar_throughput.py``, the engine's first pass on Pulsar beside Kafka, on a
+   Kafka broker and a standalone Pulsar of its own and a session of its own (``--pulsar-n``
+   messages, ``--rounds`` rounds).
 
 Each prints its figures as it goes and writes ``bench/results/<name>.json``; the document is
 rebuilt from those files at the end (``--report-only`` rebuilds it without running anything).
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import precision, report, routing, scaling, throughput
+from bench import precision, pulsar_throughput, report, routing, scaling, throughput
 from bench.common import (
     RESULTS,
     bench_session,
@@ -48,7 +51,7 @@ from dlq_engine.model.durations import parse_duration_ms
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.paths import REPO_ROOT, work_dir
 
-BENCHMARKS = ("routing", "throughput", "peers", "precision", "scaling", "operator")
+BENCHMARKS = ("routing", "throughput", "peers", "precision", "scaling", "operator", "pulsar")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
         "1,000,000 messages, 100,000 back-offs of 200 ms on 2 tasks, hours)",
     )
     p.add_argument("--peer-n", type=int, default=None, help="messages in the peers benchmark (default --n)")
+    p.add_argument(
+        "--pulsar-n", type=int, default=100_000, help="messages on each broker in the pulsar benchmark"
+    )
     p.add_argument("--no-baselines", action="store_true", help="skip the confluent-kafka baselines")
     p.add_argument("--scaling-n", type=int, default=500_000, help="messages per scaling point")
     p.add_argument("--scaling-cores", default="1,2")
@@ -126,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         on_broker(args, only, mixes, modes)
     if "operator" in only:
         operator_scale(args.results / "operator.json", args.note)
+    if "pulsar" in only:
+        log(f"pulsar: the engine's first pass on Pulsar beside Kafka ({args.pulsar_n:,} messages)")
+        print_pulsar(pulsar_throughput.run(args.pulsar_n, args.rounds, args.results))
     meta["minutes"] = round((time.time() - started) / 60, 1)
     meta["loadavg_end"] = os.getloadavg()
     write_json(args.results, "meta", merge_meta(args.results / "meta.json", meta, only))
@@ -289,6 +298,12 @@ def print_precision(result: dict[str, Any]) -> None:
             f"p99 {r['p99_ms']} ms max {r['max_ms']} ms early {r['early']} "
             f"target {'met' if r['target_met'] else 'NOT MET'}"
         )
+
+
+def print_pulsar(result: dict[str, Any]) -> None:
+    print(f"\n== Pulsar beside Kafka ({result['n']:,} messages, {result['partitions']} partitions)")
+    print(f"kafka  {result['kafka_rate']:>10,} msg/s")
+    print(f"pulsar {result['pulsar_rate']:>10,} msg/s  ({result['pulsar_vs_kafka']:.2f}x Kafka)")
 
 
 def print_scaling(result: dict[str, Any]) -> None:

@@ -74,8 +74,12 @@ class EngineRun:
         max_redeliver: int = 2,
         backoff: dict[str, Any] | None = None,
         ordering: str = "none",
+        broker: dict[str, str] | None = None,
+        topics: dict[str, str] | None = None,
     ) -> None:
-        self.topics = engine_topics(bootstrap, partitions)
+        # ``broker`` and ``topics``: another broker's ``spec.broker`` and the retry, dlq and out
+        # topics made there (bench/pulsar_throughput.py); else this Kafka broker's new topics.
+        self.topics = topics or engine_topics(bootstrap, partitions)
         document = policy_document(
             name=unique("engine"),
             bootstrap=bootstrap,
@@ -91,6 +95,8 @@ class EngineRun:
         )
         if ordering != "none":
             document["spec"]["source"]["ordering"] = ordering
+        if broker is not None:
+            document["spec"]["broker"] = broker
         self.policy = parse_policy(document)
         self.run = Run(spark, self.policy, RunOptions(checkpoint=str(checkpoint)))
         self.status: int | None = None
@@ -161,6 +167,8 @@ def engine_first_pass(
     checkpoint: Path,
     timeout: float = 1800.0,
     ordering: str = "none",
+    broker: dict[str, str] | None = None,
+    topics: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Messages per second of the engine's first pass over the ``n`` messages of ``source``."""
     engine = EngineRun(
@@ -172,6 +180,8 @@ def engine_first_pass(
         mode=mode,
         checkpoint=checkpoint,
         ordering=ordering,
+        broker=broker,
+        topics=topics,
     )
     try:
         engine.start()

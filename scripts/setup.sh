@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything spark-dlq's demo and tests need, into $SPARK_DLQ_CACHE (default
 # ~/.cache/spark-dlq): the Python environment, the Kafka broker and Spark connector jars from
-# Maven Central, the engine's jar (javac), kube-apiserver, kubectl and helm built from the Go
+# Maven Central, a standalone Apache Pulsar broker from Maven Central, the engine's jar (javac), kube-apiserver, kubectl and helm built from the Go
 # module proxy, etcd from Debian, devtools/argocd-health (Argo CD's own health code, from its Go
 # module), Strimzi's KafkaTopic CRDs (its own generator, from Maven Central), the test bed's Kubernetes node (kubelet, kube-proxy, kube-scheduler, CoreDNS,
 # crictl from the Go module proxy; containerd, runc, the CNI plugins from Debian; its images
@@ -15,6 +15,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 start=$SECONDS
 venv="$(bash "$here/setup/python.sh")"
 bash "$here/setup/jars.sh"
+bash "$here/setup/pulsar.sh"
 bash "$here/setup/engine_jar.sh"
 bash "$here/setup/java_programs.sh"
 bash "$here/setup/kubernetes.sh"

@@ -19,6 +19,7 @@ from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_devtools.pulsar import PulsarBroker
 
 #: The whole flow on the test bed's node (tests/e2e/cluster): run by scripts/cluster-e2e.sh,
 #: and by pytest when named on its command line; the suite's default run leaves it out.
@@ -83,6 +84,34 @@ def make_topic(bootstrap_servers: str) -> Callable[..., str]:
         for future in futures.values():
             future.result(timeout=30)
         return name
+
+    return create
+
+
+# ---------------------------------------------------------------------------------------------
+# Pulsar
+
+
+@pytest.fixture(scope="session")
+def pulsar() -> Iterator[PulsarBroker]:
+    """The session's standalone Pulsar broker (broker, bookie and metadata store in one JVM),
+    started only when a test asks for it."""
+    broker = PulsarBroker(name=f"pulsar-test-{os.getpid()}")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def make_pulsar_topic(pulsar: PulsarBroker) -> Callable[..., str]:
+    """Create a persistent topic in ``public/default`` with a unique name for this test:
+    ``make_pulsar_topic("orders", partitions=2)``; ``partitions=0`` (the default) makes a
+    non-partitioned topic."""
+
+    def create(prefix: str = "topic", *, partitions: int = 0) -> str:
+        return pulsar.create_topic(unique(prefix), partitions)
 
     return create
 

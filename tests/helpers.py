@@ -120,6 +120,17 @@ def engine_policy(names: Mapping[str, str], bootstrap: str, **spec: Any) -> dict
     return document
 
 
+def pulsar_engine_policy(names: Mapping[str, str], pulsar: Any, **spec: Any) -> dict[str, Any]:
+    """``engine_policy`` on a Pulsar broker (a ``spark_dlq_devtools.pulsar.PulsarBroker``)."""
+    document = engine_policy(names, "", **spec)
+    document["spec"]["broker"] = {
+        "type": "pulsar",
+        "serviceUrl": pulsar.service_url,
+        "adminUrl": pulsar.admin_url,
+    }
+    return document
+
+
 def policy_document(**spec: Any) -> dict[str, Any]:
     """BASE_POLICY with top-level spec sections merged in (one level deep)."""
     return policy_builder.policy_document(base=BASE_POLICY, **spec)

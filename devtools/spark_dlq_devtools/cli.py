@@ -1,6 +1,6 @@
 """``spark-dlq-dev``: the development tools from the command line.
 
-spark-dlq-dev demo [--orders N] [--seed S] [--monitor] [--dashboard PNG] [--rate R]
+spark-dlq-dev demo [--broker kafka|pulsar] [--orders N] [--seed S] [--monitor] [--dashboard PNG] [--rate R]
                                                   the local end-to-end demo
 spark-dlq-dev cluster [--no-kafka] [--ready-file F]   a one-node Kubernetes cluster here
 spark-dlq-dev kafka [--port P] [--topic NAME:PARTITIONS ...]
@@ -30,6 +30,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dashboard", type=Path, help="at the end, draw the chart's Grafana dashboard from it into this PNG"
     )
     demo.add_argument("--rate", type=float, default=0, help="orders per second (default: all at once)")
+    demo.add_argument(
+        "--broker",
+        choices=("kafka", "pulsar"),
+        default="kafka",
+        help="the broker the orders go through, with its example policy (default kafka)",
+    )
     cluster = commands.add_parser("cluster", help="start a one-node cluster here; Ctrl-C stops it")
     cluster.add_argument("--no-kafka", action="store_true", help="no Kafka broker for the pods")
     cluster.add_argument(
@@ -62,7 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from spark_dlq_devtools.demo import main as demo_main
 
         return demo_main(
-            orders=args.orders, seed=args.seed, monitor=args.monitor, dashboard=args.dashboard, rate=args.rate
+            orders=args.orders,
+            seed=args.seed,
+            monitor=args.monitor,
+            dashboard=args.dashboard,
+            rate=args.rate,
+            broker=args.broker,
         )
     if args.command == "cluster":
         from spark_dlq_devtools.cluster import main as cluster_main

@@ -7,6 +7,12 @@ shows progress live; changes the policy (``maxRedeliverCount``) to show the rest
 checkpoint; then prints a summary, a few dead letters with their headers, and the check that
 every produced order is accounted for. Ctrl-C or the end stops everything it started.
 
+With ``--broker pulsar`` the same story runs on a real standalone Pulsar (broker, bookie and
+metadata store in one JVM, ``spark_dlq_devtools.pulsar``) with ``examples/orders-billing-pulsar.yaml``:
+only producing, following and creating the team's topics differ (``KafkaSide``/``PulsarSide``).
+The ``kubectl dlq`` act (stats, a fix and a redrive) is Kafka's only: the plugin and
+DeadLetterRedrive refuse Pulsar policies, so the Pulsar demo says so and goes on to the summary.
+
 With ``--monitor`` a real Prometheus scrapes the operator and the engine as well (its URL is
 printed); ``--dashboard PNG`` then draws the chart's Grafana dashboard from it at the end
 (``spark_dlq_devtools.dashboard``), and ``--rate`` spreads the orders over time.
@@ -18,15 +24,16 @@ import collections
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, Protocol, cast
 
 import yaml
 
@@ -36,11 +43,19 @@ from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.prometheus import Prometheus
+from spark_dlq_devtools.pulsar import PulsarBroker, full_topic
 
 NAMESPACE = "demo"
 #: librdkafka's own log lines (``%6|...|BGQUEUE|...``) stay out of the demo's output: warnings only.
 QUIET_CLIENT = {"log_level": 4}
-POLICY = "orders-billing"
+Broker = Literal["kafka", "pulsar"]
+#: Which of the demo's topics a record was read from.
+Seen = Literal["output", "retry", "dead"]
+#: The example policy each broker's demo applies, and its name.
+EXAMPLES: dict[Broker, tuple[str, str]] = {
+    "kafka": ("orders-billing.yaml", "orders-billing"),
+    "pulsar": ("orders-billing-pulsar.yaml", "orders-billing-pulsar"),
+}
 KINDS = (
     ("normal", 0.84),
     ("flaky", 0.08),
@@ -65,6 +80,15 @@ def note(text: str) -> None:
     print(f"    {DIM}{text}{RESET}", flush=True)
 
 
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A dead letter as read from either broker: its key, value and headers (Pulsar: properties)."""
+
+    key: str
+    value: bytes
+    headers: dict[str, str]
+
+
 @dataclass
 class Tally:
     """What the demo has seen on the output and dead-letter topics, by order id."""
@@ -72,7 +96,7 @@ class Tally:
     produced: dict[int, str] = field(default_factory=dict)
     output: collections.Counter[int] = field(default_factory=collections.Counter)
     dead: collections.Counter[int] = field(default_factory=collections.Counter)
-    dead_records: list[Any] = field(default_factory=list)
+    dead_records: list[DeadLetter] = field(default_factory=list)
     retries: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -86,12 +110,195 @@ class Tally:
                 missing.append(order_id)
         return len(self.produced) - len(missing), missing
 
+    def seen(
+        self,
+        kind: Seen,
+        value: bytes | None,
+        key: str | None,
+        headers: dict[str, str],
+    ) -> None:
+        """Count one record read from the output, retry or dead-letter topic."""
+        with self.lock:
+            if kind == "output":
+                assert value is not None  # every output record carries its order
+                self.output[int(json.loads(value)["id"])] += 1
+            elif kind == "retry":
+                self.retries += 1
+            else:
+                self.dead[int(key or "-1")] += 1
+                self.dead_records.append(DeadLetter(key or "", value or b"", headers))
+
+
+class BrokerSide(Protocol):
+    """What the demo does on the broker itself; everything else is the same on both."""
+
+    name: str
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def address(self) -> str: ...
+    def create_team_topics(self) -> None: ...
+    def point_policy(self, document: dict[str, Any]) -> None: ...
+    def produce(self, orders: list[tuple[str, bytes]], rate: float) -> None: ...
+    def follow(self, topics: dict[str, str], tally: Tally, stop: threading.Event) -> None: ...
+
+
+class KafkaSide:
+    name = "Kafka"
+
+    def __init__(self) -> None:
+        self.kafka = KafkaBroker(name="demo-kafka", log_level="WARN")
+
+    def start(self) -> None:
+        self.kafka.start()
+
+    def stop(self) -> None:
+        self.kafka.stop()
+
+    def address(self) -> str:
+        return self.kafka.bootstrap_servers
+
+    def create_team_topics(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers, **QUIET_CLIENT})
+        for future in admin.create_topics(
+            [NewTopic("orders", 3, 1), NewTopic("orders-billed", 3, 1)]
+        ).values():
+            future.result(30)
+
+    def point_policy(self, document: dict[str, Any]) -> None:
+        document["spec"]["broker"]["bootstrapServers"] = self.kafka.bootstrap_servers
+
+    def produce(self, orders: list[tuple[str, bytes]], rate: float) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {"bootstrap.servers": self.kafka.bootstrap_servers, "linger.ms": 20, **QUIET_CLIENT}
+        )
+        for key, value in orders:
+            producer.produce("orders", key=key.encode(), value=value)
+            if rate > 0:
+                producer.poll(0)
+                time.sleep(1 / rate)
+        producer.flush(30)
+
+    def follow(self, topics: dict[str, str], tally: Tally, stop: threading.Event) -> None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.kafka.bootstrap_servers,
+                "group.id": "demo-watcher",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **QUIET_CLIENT,
+            }
+        )
+        kinds: dict[str, Seen] = {topics["output"]: "output", topics["retry"]: "retry", topics["dlq"]: "dead"}
+        consumer.subscribe(list(kinds))
+        try:
+            while not stop.is_set():
+                message = consumer.poll(0.3)
+                if message is None or message.error() is not None:
+                    continue
+                key, value = message.key(), message.value()
+                tally.seen(
+                    kinds[message.topic() or ""],
+                    value.encode() if isinstance(value, str) else value,
+                    None if key is None else _text(key),
+                    {k: _text(v) for k, v in dict(message.headers() or {}).items()},
+                )
+        finally:
+            consumer.close()
+
+
+def _text(raw: str | bytes | None) -> str:
+    return raw if isinstance(raw, str) else (raw or b"").decode(errors="replace")
+
+
+class PulsarSide:
+    name = "Pulsar"
+
+    def __init__(self) -> None:
+        self.pulsar = PulsarBroker(name="demo-pulsar", log_level="WARN")
+
+    def start(self) -> None:
+        self.pulsar.start()
+
+    def stop(self) -> None:
+        self.pulsar.stop()
+
+    def address(self) -> str:
+        return f"{self.pulsar.service_url} (admin {self.pulsar.admin_url})"
+
+    def create_team_topics(self) -> None:
+        # The broker creates no topic on the fly: the team's come first, as on Kafka.
+        self.pulsar.create_topics(["orders", "orders-billed"], partitions=3)
+
+    def point_policy(self, document: dict[str, Any]) -> None:
+        document["spec"]["broker"]["serviceUrl"] = self.pulsar.service_url
+        document["spec"]["broker"]["adminUrl"] = self.pulsar.admin_url
+
+    def produce(self, orders: list[tuple[str, bytes]], rate: float) -> None:
+        def paced() -> Iterator[tuple[str, bytes]]:
+            for order in orders:
+                yield order
+                if rate > 0:
+                    time.sleep(1 / rate)
+
+        self.pulsar.produce("orders", paced(), batching=rate <= 0)
+
+    def follow(self, topics: dict[str, str], tally: Tally, stop: threading.Event) -> None:
+        import pulsar
+
+        from spark_dlq_devtools.pulsar import from_client, quiet_logger
+
+        client = pulsar.Client(self.pulsar.service_url, logger=quiet_logger())
+        kinds: dict[str, Seen] = {
+            full_topic(topics["output"]): "output",
+            full_topic(topics["retry"]): "retry",
+            full_topic(topics["dlq"]): "dead",
+        }
+        # Exclusive: the retry topic's delayed messages are counted when written, not when due.
+        consumer = client.subscribe(
+            list(kinds),
+            "demo-watcher",
+            consumer_type=pulsar.ConsumerType.Exclusive,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        try:
+            while not stop.is_set():
+                try:
+                    message = consumer.receive(300)
+                except pulsar.Timeout:
+                    continue
+                read = from_client(message)
+                tally.seen(
+                    kinds[re.sub(r"-partition-\d+$", "", read.topic)],
+                    read.value,
+                    read.key,
+                    dict(read.properties),
+                )
+                consumer.acknowledge(message)
+        finally:
+            client.close()
+
 
 class Demo:
     def __init__(
-        self, *, orders: int, seed: int, monitor: bool = False, dashboard: Path | None = None, rate: float = 0
+        self,
+        *,
+        orders: int,
+        seed: int,
+        monitor: bool = False,
+        dashboard: Path | None = None,
+        rate: float = 0,
+        broker: Broker = "kafka",
     ) -> None:
         self.orders = orders
+        self.broker_type: Broker = broker
+        self.example, self.policy = EXAMPLES[broker]
         self.monitor = monitor or dashboard is not None
         self.dashboard = dashboard
         self.rate = rate
@@ -100,7 +307,7 @@ class Demo:
         self.random = random.Random(seed)
         self.root = work_dir("demo")
         self.kube = ControlPlane(name="demo-kube")
-        self.kafka = KafkaBroker(name="demo-kafka", log_level="WARN")
+        self.broker: BrokerSide = KafkaSide() if broker == "kafka" else PulsarSide()
         self.operator: Service | None = None
         self.runner: LocalSparkOperator | None = None
         self.tally = Tally()
@@ -114,12 +321,12 @@ class Demo:
         # The broker starts empty: a previous run's checkpoints would name offsets it never had.
         for stale in ("checkpoints", "spark-apps", "prometheus"):
             shutil.rmtree(self.root / stale, ignore_errors=True)
-        say("Starting a Kubernetes control plane (etcd + kube-apiserver) and a Kafka broker")
+        say(f"Starting a Kubernetes control plane (etcd + kube-apiserver) and a {self.broker.name} broker")
         started = time.monotonic()
         self.kube.start()
-        self.kafka.start()
+        self.broker.start()
         note(
-            f"kube-apiserver {self.kube.server}, Kafka {self.kafka.bootstrap_servers} "
+            f"kube-apiserver {self.kube.server}, {self.broker.name} {self.broker.address()} "
             f"({time.monotonic() - started:.0f}s)"
         )
         from kubernetes import client, config
@@ -197,22 +404,14 @@ class Demo:
             )
 
     def create_team_topics(self) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
         say("The team's topics: orders (3 partitions) and orders-billed")
-        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers, **QUIET_CLIENT})
-        for future in admin.create_topics(
-            [NewTopic("orders", 3, 1), NewTopic("orders-billed", 3, 1)]
-        ).values():
-            future.result(30)
+        self.broker.create_team_topics()
 
     def apply_policy(self) -> dict[str, Any]:
-        document: dict[str, Any] = yaml.safe_load(
-            (REPO_ROOT / "examples" / "orders-billing.yaml").read_text()
-        )
+        document: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / self.example).read_text())
         document["metadata"]["namespace"] = NAMESPACE
-        document["spec"]["broker"]["bootstrapServers"] = self.kafka.bootstrap_servers
-        say(f"kubectl apply -f examples/orders-billing.yaml  (DeadLetterPolicy {NAMESPACE}/{POLICY})")
+        self.broker.point_policy(document)
+        say(f"kubectl apply -f examples/{self.example}  (DeadLetterPolicy {NAMESPACE}/{self.policy})")
         note(
             f"maxRedeliverCount={document['spec']['retry']['maxRedeliverCount']}, exponential backoff "
             f"1s x2 (jitter 10%), dead letters to a topic, processor {document['spec']['processor']['entrypoint']}"
@@ -229,7 +428,7 @@ class Demo:
         policy = cast(
             "dict[str, Any]",
             self.objects.get_namespaced_custom_object(
-                "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies", POLICY
+                "sparkdlq.io", "v1alpha1", NAMESPACE, "deadletterpolicies", self.policy
             ),
         )
         return dict(policy.get("status") or {})
@@ -254,44 +453,11 @@ class Demo:
 
     def consume(self) -> None:
         """Follow the output, retry and dead-letter topics in the background."""
-        from confluent_kafka import Consumer
-
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.kafka.bootstrap_servers,
-                "group.id": "demo-watcher",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                **QUIET_CLIENT,
-            }
-        )
-        consumer.subscribe(["orders-billed", self.topics["retry"], self.topics["dlq"]])
-        try:
-            while not self._stop.is_set():
-                message = consumer.poll(0.3)
-                if message is None or message.error() is not None:
-                    continue
-                with self.tally.lock:
-                    if message.topic() == "orders-billed":
-                        value = message.value()
-                        assert value is not None  # every output record carries its order
-                        self.tally.output[int(json.loads(value)["id"])] += 1
-                    elif message.topic() == self.topics["retry"]:
-                        self.tally.retries += 1
-                    else:
-                        order_id = int((message.key() or b"-1").decode())
-                        self.tally.dead[order_id] += 1
-                        self.tally.dead_records.append(message)
-        finally:
-            consumer.close()
+        self.broker.follow(self.topics, self.tally, self._stop)
 
     def produce(self, first: int, count: int) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer(
-            {"bootstrap.servers": self.kafka.bootstrap_servers, "linger.ms": 20, **QUIET_CLIENT}
-        )
         kinds, weights = zip(*KINDS, strict=True)
+        orders: list[tuple[str, bytes]] = []
         for order_id in range(first, first + count):
             kind = self.random.choices(kinds, weights)[0]
             self.tally.produced[order_id] = kind
@@ -301,11 +467,8 @@ class Demo:
                 value = json.dumps(
                     {"id": order_id, "amount": self.random.randint(5, 500), "kind": kind}
                 ).encode()
-            producer.produce("orders", key=str(order_id).encode(), value=value)
-            if self.rate > 0:
-                producer.poll(0)
-                time.sleep(1 / self.rate)
-        producer.flush(30)
+            orders.append((str(order_id), value))
+        self.broker.produce(orders, self.rate)
 
     def progress(self, until: Callable[[], bool], timeout: float, label: str) -> None:
         started = time.monotonic()
@@ -351,10 +514,14 @@ class Demo:
         self.create_team_topics()
         self.apply_policy()
         status = self.wait_running()
-        self.topics = {"retry": status["retryTopic"], "dlq": status["deadLetterTopic"]}
+        self.topics = {
+            "output": "orders-billed",
+            "retry": status["retryTopic"],
+            "dlq": status["deadLetterTopic"],
+        }
         say(
             f"The operator created {status['retryTopic']} and {status['deadLetterTopic']}, "
-            f"ConfigMap {POLICY}-policy and SparkApplication {status['sparkApplication']}"
+            f"ConfigMap {self.policy}-policy and SparkApplication {status['sparkApplication']}"
         )
         note(f"config hash {status['configHash']}; the Spark job is running")
         threading.Thread(target=self.consume, daemon=True).start()
@@ -371,7 +538,7 @@ class Demo:
             "v1alpha1",
             NAMESPACE,
             "deadletterpolicies",
-            POLICY,
+            self.policy,
             {"spec": {"retry": {"maxRedeliverCount": 1}}},
         )
         status = self.wait_running(restart_count=1)
@@ -385,7 +552,14 @@ class Demo:
         self.produce(self.orders, second)
         self.progress(self.all_accounted, 240, "routing")
 
-        self.redrive_act()
+        if self.broker_type == "kafka":
+            self.redrive_act()
+        else:
+            say("Skipping the kubectl dlq act (stats, a fix, a redrive): Kafka policies only")
+            note(
+                "the plugin and DeadLetterRedrive refuse a Pulsar policy by design; its dead letters "
+                "stay on the dead-letter topic, held by the spark-dlq-keep subscription"
+            )
         self.summary(before_output, time.monotonic() - started)
         if self.dashboard is not None:
             self.draw_dashboard(self.dashboard)
@@ -407,7 +581,7 @@ class Demo:
                 "spark_dlq_operator.triage",
                 *args,
                 "--policy",
-                POLICY,
+                self.policy,
                 "-n",
                 NAMESPACE,
                 "--kubeconfig",
@@ -436,7 +610,7 @@ class Demo:
             "v1alpha1",
             NAMESPACE,
             "deadletterpolicies",
-            POLICY,
+            self.policy,
             {"spec": {"processor": {"entrypoint": "shop_orders:process_v2"}}},
         )
         self.wait_running(restart_count=2)
@@ -495,7 +669,7 @@ class Demo:
             self.prometheus,
             document,
             out,
-            variables={"policy": f"{NAMESPACE}/{POLICY}", "__rate_interval": "30s", "datasource": ""},
+            variables={"policy": f"{NAMESPACE}/{self.policy}", "__rate_interval": "30s", "datasource": ""},
             start=self.monitoring_since,
             end=time.time(),
             note="The demo's run ($__rate_interval = 30s).",
@@ -506,9 +680,7 @@ class Demo:
         with self.tally.lock:
             tally = self.tally
             by_kind = collections.Counter(tally.produced.values())
-            reasons = collections.Counter(
-                dict(r.headers() or []).get("dlq.reason", b"?").decode() for r in tally.dead_records
-            )
+            reasons = collections.Counter(r.headers.get("dlq.reason", "?") for r in tally.dead_records)
             duplicates = sum(n - 1 for n in tally.output.values() if n > 1) + sum(
                 n - 1 for n in tally.dead.values() if n > 1
             )
@@ -520,7 +692,7 @@ class Demo:
         )
         print(f"    {GREEN}output{RESET}       {sum(tally.output.values()):5d}  (orders-billed)")
         print(f"    acknowledged {by_kind['ignore']:5d}  (processor returned None)")
-        print(f"    {YELLOW}retried{RESET}      {tally.retries:5d}  (records written to the retry topic)")
+        print(f"    {YELLOW}retried{RESET}      {tally.retries:5d}  (messages written to the retry topic)")
         print(
             f"    {RED}dead letters{RESET} {sum(tally.dead.values()):5d}  "
             + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
@@ -533,12 +705,12 @@ class Demo:
         say("A few dead letters, with their headers")
         shown: set[str] = set()
         for record in tally.dead_records:
-            headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers() or []}
+            headers = record.headers
             reason = headers.get("dlq.reason", "")
             if reason in shown:
                 continue
             shown.add(reason)
-            print(f"    {BOLD}key={record.key().decode()} value={record.value()[:60]!r}{RESET}")
+            print(f"    {BOLD}key={record.key} value={record.value[:60]!r}{RESET}")
             for name in (
                 "dlq.reason",
                 "dlq.attempt",
@@ -551,6 +723,9 @@ class Demo:
                 "dlq.subscription",
                 "dlq.first.failure.at",
                 "dlq.failed.at",
+                "REAL_TOPIC",
+                "ORIGIN_MESSAGE_ID",
+                "RECONSUMETIMES",
                 "team",
             ):
                 if name in headers:
@@ -574,7 +749,7 @@ class Demo:
             self.runner.stop()
         if self.operator is not None:
             self.operator.stop()
-        self.kafka.stop()
+        self.broker.stop()
         self.kube.stop()
 
     def _until(self, check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -590,9 +765,15 @@ class Demo:
 
 
 def main(
-    orders: int = 400, seed: int = 7, *, monitor: bool = False, dashboard: Path | None = None, rate: float = 0
+    orders: int = 400,
+    seed: int = 7,
+    *,
+    monitor: bool = False,
+    dashboard: Path | None = None,
+    rate: float = 0,
+    broker: Broker = "kafka",
 ) -> int:
-    demo = Demo(orders=orders, seed=seed, monitor=monitor, dashboard=dashboard, rate=rate)
+    demo = Demo(orders=orders, seed=seed, monitor=monitor, dashboard=dashboard, rate=rate, broker=broker)
     try:
         return demo.run()
     except KeyboardInterrupt:

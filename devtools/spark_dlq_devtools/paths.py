@@ -46,6 +46,12 @@ def kafka_libs() -> Path:
     return _need(cache_dir() / "kafka" / v / "libs" / ".complete", f"Apache Kafka {v}", "jars.sh").parent
 
 
+def pulsar_libs() -> Path:
+    """A standalone Apache Pulsar broker's jars (``pulsar-broker`` and what it needs)."""
+    v = versions()["PULSAR_VERSION"]
+    return _need(cache_dir() / "pulsar" / v / "libs" / ".complete", f"Apache Pulsar {v}", "pulsar.sh").parent
+
+
 def kafka_tools() -> Path:
     """Kafka's command-line tools (``kafka-tools`` and what it needs beside the broker's jars)."""
     v = versions()["KAFKA_VERSION"]
@@ -93,6 +99,10 @@ JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
             ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
             ("pulsar.version", "PULSAR_CLIENT_VERSION"),
         ),
+    ),
+    "pulsar-interop": (
+        "tests/interop/pulsar",
+        (("pulsar.version", "PULSAR_VERSION"), ("slf4j.version", "SLF4J_VERSION")),
     ),
     "spring": (
         "bench/peers/spring",

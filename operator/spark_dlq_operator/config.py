@@ -85,7 +85,8 @@ class OperatorConfig:
     resync_interval: float = 60.0
     #: How long a finalizer keeps trying to delete topics before it gives up with an event.
     finalizer_timeout: float = 300.0
-    #: One Kafka admin request (metadata, create, delete) may take this long.
+    #: One Kafka admin request (metadata, create, delete), or one call to Pulsar's admin REST
+    #: API, may take this long.
     kafka_timeout: float = 10.0
     #: Retry delays: broker unreachable (grows up to 8x), waiting for Strimzi, other topic problems.
     broker_retry_delay: float = 10.0

@@ -26,7 +26,7 @@ from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.metrics import MetricsServer
 from spark_dlq_operator.reconcile import Services
 from spark_dlq_operator.resync import Resync
-from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
+from spark_dlq_operator.topics import AdminProvisioner, PulsarProvisioner, StrimziProvisioner
 
 POLICY = (render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
 APPLICATION = (render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
@@ -76,6 +76,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             events=EventRecorder(api, instance=socket.gethostname()),
             admin=AdminProvisioner(timeout=config.kafka_timeout, extra_config=dict(config.kafka_config)),
             strimzi=StrimziProvisioner(api),
+            pulsar=PulsarProvisioner(timeout=config.kafka_timeout),
         )
         memo["metrics"] = MetricsServer(config.metrics_port) if config.metrics_port else None
         memo["resync"] = asyncio.create_task(Resync(services).run_forever(), name="spark-dlq resync")

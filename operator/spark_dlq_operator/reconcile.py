@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash, parse_policy
+from dlq_engine.model.topics import broker_topic_name
 from spark_dlq_operator import metrics, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
@@ -40,6 +41,7 @@ from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topics import (
     AdminProvisioner,
     BrokerUnavailable,
+    PulsarProvisioner,
     StrimziNotServed,
     StrimziProvisioner,
 )
@@ -95,6 +97,8 @@ class Services:
     events: EventRecorder
     admin: AdminProvisioner
     strimzi: StrimziProvisioner
+    #: For policies with broker type pulsar (no client is opened until one is provisioned).
+    pulsar: PulsarProvisioner = field(default_factory=lambda: PulsarProvisioner(timeout=10.0))
     #: One lock per policy (by uid): kopf's handlers, the resync and the SparkApplication
     #: watcher never reconcile the same policy at once. Unused locks are collected.
     _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
@@ -148,6 +152,7 @@ class Services:
             task.cancel()
         self._timers.clear()
         self.admin.close()
+        await self.pulsar.close()
         await self.events.close()
         await self.api.close()
 
@@ -363,8 +368,8 @@ async def _reconcile(
             generation=generation,
             topics=topics,
             job=condition,
-            retry_topic=policy.retry_topic,
-            dead_letter_topic=policy.dead_letter_topic,
+            retry_topic=broker_topic_name(policy, policy.retry_topic),
+            dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
             spark_application=render.application_name(policy.name),
             config_hash=digest,
             restarted=restarted,
@@ -414,13 +419,19 @@ async def _listing_is_stale(
 def _pinned_provisioner_matters(services: Services, policy: DeadLetterPolicy) -> bool:
     """Whether the provisioner pinned on the ConfigMap could decide this policy's provisioner."""
     return (
-        policy.topics.create and policy.topics.provisioner == "auto" and services.config.provisioner == "auto"
+        policy.topics.create
+        and not policy.is_pulsar
+        and policy.topics.provisioner == "auto"
+        and services.config.provisioner == "auto"
     )
 
 
 async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, config_map: Obj | None) -> str:
-    """admin or strimzi: the policy's choice, else the operator's, else the one pinned on the
-    ConfigMap at first provisioning, else strimzi when its KafkaTopic CRD is served."""
+    """pulsar for a Pulsar policy (its admin REST API is the one way). Else admin or strimzi:
+    the policy's choice, else the operator's, else the one pinned on the ConfigMap at first
+    provisioning, else strimzi when its KafkaTopic CRD is served."""
+    if policy.is_pulsar:
+        return PulsarProvisioner.name
     choice: str = policy.topics.provisioner
     if choice == "auto":
         choice = services.config.provisioner
@@ -444,6 +455,8 @@ async def _provision_topics(
     try:
         if provisioner == "strimzi":
             report = await services.strimzi.ensure(policy, owner=owner)
+        elif provisioner == PulsarProvisioner.name:
+            report = await services.pulsar.ensure(policy)
         else:
             report = await services.admin.ensure(policy)
     except BrokerUnavailable as error:
@@ -474,8 +487,8 @@ async def _write_topics_problem(
         lambda _: Observation(
             generation=generation,
             topics=condition,
-            retry_topic=policy.retry_topic,
-            dead_letter_topic=policy.dead_letter_topic,
+            retry_topic=broker_topic_name(policy, policy.retry_topic),
+            dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
             spark_application=render.application_name(policy.name),
         ),
     )
@@ -908,6 +921,8 @@ async def clean_up(
         provisioner = await resolve_provisioner(services, policy, config_map)
         if provisioner == "strimzi":
             deleted = await services.strimzi.delete(policy)
+        elif provisioner == PulsarProvisioner.name:
+            deleted = await services.pulsar.delete(policy)
         else:
             deleted = await services.admin.delete(policy)
     except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:

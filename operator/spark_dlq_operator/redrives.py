@@ -103,6 +103,16 @@ async def _start(
             services, body, "Pending", "PolicyInvalid", f"DeadLetterPolicy {policy_name} is invalid: {error}"
         )
         return PENDING_RECHECK
+    if policy.is_pulsar:
+        await _write(
+            services,
+            body,
+            "Failed",
+            "BrokerNotSupported",
+            f"DeadLetterPolicy {policy_name} is on Pulsar (spec.broker.type pulsar): a redrive reads "
+            "Kafka dead-letter topics only, for now",
+        )
+        return None
     running = [
         other["metadata"]["name"]
         for other in await api.list(REDRIVES, redrive.namespace)

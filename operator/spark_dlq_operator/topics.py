@@ -1,29 +1,35 @@
-"""Provisioning the retry and dead-letter topics: through the Kafka Admin API or Strimzi.
+"""Provisioning the retry and dead-letter topics: through the Kafka Admin API, Strimzi, or
+Pulsar's admin REST API.
 
-Two provisioners, one per mode of docs/reference.md section 2, never both for one topic. ``admin``
+One provisioner per mode of docs/reference.md section 2, never two for one topic. ``admin``
 creates missing topics with the Kafka Admin API (confluent-kafka, whose blocking calls run in a
 thread) and never changes an existing one: fewer partitions than wanted is reported as drift,
 not fixed. ``strimzi`` writes one ``KafkaTopic`` per topic in the Kafka cluster's namespace and
-waits for Strimzi's topic operator to report it Ready. Both report a ``TopicsReport`` that the
-reconcile turns into the ``TopicsReady`` condition; an unreachable broker is an exception,
-``BrokerUnavailable``, so the reconcile can retry with backoff.
+waits for Strimzi's topic operator to report it Ready. ``pulsar`` (a policy with broker type
+pulsar) creates the topics through Pulsar's admin REST API, partitioned like the source, and
+the durable subscriptions that keep what they hold from Pulsar's retention. All report a
+``TopicsReport`` that the reconcile turns into the ``TopicsReady`` condition; an unreachable
+broker is an exception, ``BrokerUnavailable``, so the reconcile can retry with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+import aiohttp
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from dlq_engine.model import DeadLetterPolicy
-from dlq_engine.model.topics import wanted_topics
+from dlq_engine.model.policy import pulsar_topic
+from dlq_engine.model.topics import PulsarSubscriptionWant, pulsar_subscriptions, wanted_topics
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
 
@@ -44,7 +50,7 @@ _UNREACHABLE: Final = frozenset(
 
 
 class BrokerUnavailable(Exception):
-    """The Kafka cluster did not answer."""
+    """The Kafka cluster, or Pulsar's admin API, did not answer (or answered that it cannot now)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,166 @@ class AdminProvisioner:
             except TimeoutError:
                 raise BrokerUnavailable(f"deleting topic {name!r} timed out") from None
         return deleted
+
+
+class _Refused(Exception):
+    """Pulsar's admin API refused a call (4xx); the message names the call and the reason."""
+
+
+#: Pulsar's name of the earliest message, as a subscription's start position.
+_EARLIEST: Final = {"ledgerId": -1, "entryId": -1}
+#: What ``PulsarProvisioner._call`` gives for a 404 (not there) and a 409 (already there).
+_NOT_FOUND: Final = object()
+_EXISTS: Final = object()
+_JSON: Final = {"Content-Type": "application/json"}
+
+
+class PulsarProvisioner:
+    """Creates a Pulsar policy's retry and dead-letter topics through the admin REST API, with
+    as many partitions as the source (none when the source has none, or ``topics.partitions``),
+    and the durable subscriptions of ``pulsar_subscriptions``. Never changes an existing topic:
+    a partition count other than wanted is reported as drift. Creating what exists (409) is
+    success, so a retried or repeated reconcile converges."""
+
+    name: Final = "pulsar"
+
+    def __init__(self, *, timeout: float) -> None:
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _call(self, policy: DeadLetterPolicy, method: str, path: str, body: Any = None) -> Any:
+        """One admin call; its JSON answer (None when empty), ``_NOT_FOUND`` for a 404 and
+        ``_EXISTS`` for a 409. Another 4xx raises ``_Refused``; no answer, or a 5xx (the broker
+        cannot now: starting, no bookie), raises ``BrokerUnavailable``."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+        base = policy.broker.admin_url.rstrip("/")
+        url = f"{base}/admin/v2/{path}"
+        call = f"{method} {url}"
+        try:
+            # Pulsar answers 415 to a PUT without a JSON content type, even one with no body.
+            async with self._session.request(method, url, json=body, headers=_JSON) as answer:
+                status, text, phrase = answer.status, await answer.text(), answer.reason or ""
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise BrokerUnavailable(
+                f"Pulsar's admin API at {base} (spec.broker.adminUrl) did not answer {call}: "
+                f"{_describe_http(error)}"
+            ) from None
+        if status == 404:
+            return _NOT_FOUND
+        if status == 409:
+            return _EXISTS
+        reason = _reason(text) or phrase or "no reason given"
+        if status >= 500:
+            raise BrokerUnavailable(f"{call}: HTTP {status} from Pulsar's admin API: {reason}")
+        if status >= 400:
+            raise _Refused(f"{call}: HTTP {status}: {reason}")
+        return json.loads(text) if text.strip() else None
+
+    async def _partitions(self, policy: DeadLetterPolicy, name: str) -> int | None:
+        """The topic's partitions (0: a non-partitioned topic), or None when it does not exist."""
+        found = await self._call(policy, "GET", f"{pulsar_topic(name).rest_path}/partitions")
+        return None if found is _NOT_FOUND else int(found.get("partitions", 0))
+
+    async def ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+        try:
+            return await self._ensure(policy)
+        except _Refused as error:
+            return TopicsReport(False, "CreateFailed", f"Pulsar's admin API refused {error}")
+
+    async def _ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+        source_partitions = await self._partitions(policy, policy.source.topic)
+        if not policy.topics.partitions and source_partitions is None:
+            return TopicsReport(
+                False,
+                "SourceTopicMissing",
+                f"the source topic {pulsar_topic(policy.source.topic).full_name!r} does not exist, "
+                "and spec.topics.partitions is 0 (partitioned like the source)",
+            )
+        wants = wanted_topics(policy, source_partitions=source_partitions)
+        created: list[str] = []
+        drift: list[str] = []
+        for want in wants:
+            topic = pulsar_topic(want.name)
+            wanted = want.partitions or 0
+            found = await self._partitions(policy, want.name)
+            if found is None:
+                if wanted:
+                    answer = await self._call(policy, "PUT", f"{topic.rest_path}/partitions", wanted)
+                else:
+                    answer = await self._call(policy, "PUT", topic.rest_path)
+                if answer is _NOT_FOUND:  # the namespace (a topic's own 404 is "not found" too)
+                    raise _Refused(f"creating {topic.full_name!r}: its tenant or namespace does not exist")
+                if answer is not _EXISTS:
+                    created.append(topic.full_name)
+                found = await self._partitions(policy, want.name)
+            if found is not None and found != wanted:
+                drift.append(
+                    f"topic {topic.full_name!r} has {_pulsar_partitions(found)}, {_pulsar_partitions(wanted)} "
+                    "wanted (the operator never changes an existing topic's partitions)"
+                )
+        for sub in pulsar_subscriptions(policy):
+            await self._subscribe(policy, sub)
+        names = " and ".join(repr(pulsar_topic(w.name).full_name) for w in wants)
+        kept = ", ".join(
+            f"{s.subscription!r} on {pulsar_topic(s.topic).full_name!r}" for s in pulsar_subscriptions(policy)
+        )
+        message = f"topics {names} exist; durable subscriptions {kept}"
+        if drift:
+            message += "; drift: " + "; ".join(drift)
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=tuple(drift))
+
+    async def _subscribe(self, policy: DeadLetterPolicy, sub: PulsarSubscriptionWant) -> None:
+        """A durable subscription from the earliest message (a topic that existed before keeps
+        what it already holds too); one that exists is left where it is."""
+        topic = pulsar_topic(sub.topic)
+        path = f"{topic.rest_path}/subscription/{sub.subscription}"
+        if await self._call(policy, "PUT", path, _EARLIEST) is _NOT_FOUND:
+            raise _Refused(f"subscribing {sub.subscription!r} to {topic.full_name!r}: the topic is gone")
+
+    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
+        """Delete the retry and dead-letter topics with their subscriptions (``force``); the
+        names that were deleted. A refusal is raised as ``BrokerUnavailable`` (retried)."""
+        deleted: list[str] = []
+        for name in (policy.retry_topic, policy.dead_letter_topic):
+            topic = pulsar_topic(name)
+            try:
+                found = await self._partitions(policy, name)
+                if found is None:
+                    continue
+                suffix = "/partitions" if found else ""
+                if await self._call(policy, "DELETE", f"{topic.rest_path}{suffix}?force=true") is _NOT_FOUND:
+                    continue
+            except _Refused as error:
+                raise BrokerUnavailable(f"deleting topic {topic.full_name!r}: {error}") from None
+            deleted.append(topic.full_name)
+        return deleted
+
+
+def _pulsar_partitions(count: int) -> str:
+    return f"{count} partitions" if count else "no partitions (non-partitioned)"
+
+
+def _reason(text: str) -> str:
+    """Pulsar's ``{"reason": ...}``, else the answer's text (shortened); empty when none."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text.strip()[:300]
+    if isinstance(found, dict) and found.get("reason"):
+        return str(found["reason"])
+    return text.strip()[:300]
+
+
+def _describe_http(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    return str(error) or type(error).__name__
 
 
 class StrimziNotServed(Exception):

@@ -257,6 +257,11 @@ def target_for(
 ) -> Target:
     """The dead-letter topic of ``policy`` and how to reach its broker: ``--bootstrap-servers``
     over ``bootstrap.servers`` in ``--kafka-config`` over the policy's own address."""
+    if policy.is_pulsar:
+        raise BadInput(
+            f"{policy.qualified_name} is a Pulsar policy (spec.broker.type pulsar): kubectl dlq reads "
+            "Kafka dead-letter topics only, for now"
+        )
     client = {"bootstrap.servers": policy.broker.bootstrap_servers}
     origin = f"spec.broker.bootstrapServers of {policy.qualified_name}; --bootstrap-servers overrides it"
     if kafka_config:

@@ -6,6 +6,9 @@
 # otherwise the cached build is kept. Needs a JDK 17 or newer (javac).
 # - interop (tests/interop/java): Spring for Apache Kafka, Kafka Connect's runtime and the Pulsar
 #   client, run by tests/integration/engine/test_interop.py to check deadLetter.headerProfiles;
+# - pulsar-interop (tests/interop/pulsar): Pulsar's Java client at the broker's version, its
+#   enableRetry/reconsumeLater/DeadLetterPolicy run against the engine's topics by
+#   tests/integration/engine/test_pulsar_interop.py;
 # - spring, connect (bench/peers/<name>): the benchmark's peers, a Spring Kafka @RetryableTopic
 #   listener and a Kafka Connect standalone worker's plugin.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -32,6 +35,8 @@ build() {  # build <name> <sources> <maven -D properties...>
 
 build interop "$REPO_ROOT/tests/interop/java" -Dkafka.version="$KAFKA_VERSION" \
   -Dspring.kafka.version="$SPRING_KAFKA_VERSION" -Dpulsar.version="$PULSAR_CLIENT_VERSION"
+build pulsar-interop "$REPO_ROOT/tests/interop/pulsar" -Dpulsar.version="$PULSAR_VERSION" \
+  -Dslf4j.version="$SLF4J_VERSION"
 build spring "$REPO_ROOT/bench/peers/spring" -Dspring.kafka.version="$SPRING_KAFKA_VERSION" \
   -Dkafka.version="$KAFKA_VERSION" -Dslf4j.version="$SLF4J_VERSION"
 build connect "$REPO_ROOT/bench/peers/connect" -Dkafka.version="$KAFKA_VERSION"

@@ -182,10 +182,18 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             engine_class(spark, JVM_DELAY_STAGE)
             check_table(spark, policy)
             client = client_properties(options.kafka_client_dir)
-            if args.create_topics:
-                for line in create_topics(spark, policy, client):
-                    print(f"dlq-engine: {line}")
-            check_topics(spark, policy, client)
+            if policy.is_pulsar:
+                from dlq_engine.job import pulsar_source
+
+                if args.create_topics:
+                    for line in pulsar_source.create_topics(policy):
+                        print(f"dlq-engine: {line}")
+                pulsar_source.check_topics(policy)
+            else:
+                if args.create_topics:
+                    for line in create_topics(spark, policy, client):
+                        print(f"dlq-engine: {line}")
+                check_topics(spark, policy, client)
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED

@@ -99,13 +99,40 @@ def test_the_benchmark_harness_runs_end_to_end(
         "scaling",
         {"n": N, "mode": "batch", "mix": "1%+0.1%", "points": points},
     )
+    # The Pulsar benchmark starts a Kafka broker, a Pulsar and a session of its own: its section is
+    # checked with a made-up result of bench/pulsar_throughput.py's shape.
+    write_json(
+        results,
+        "pulsar_throughput",
+        {
+            "n": N,
+            "partitions": 2,
+            "mix": "1%+0.1%",
+            "mode": "message",
+            "runs": [
+                {"broker": "kafka", "round": 0, "seconds": 2.0, "rate": 1000.0},
+                {"broker": "pulsar", "round": 0, "seconds": 4.0, "rate": 500.0},
+            ],
+            "kafka_rate": 1000,
+            "pulsar_rate": 500,
+            "pulsar_vs_kafka": 0.5,
+            "loadavg_end": [1.0, 1.0, 1.0],
+        },
+    )
     write_json(results, "meta", {"command": "smoke", "note": "smoke test", "machine": {}, "versions": {}})
 
     doc = report.write(tmp_path / "benchmarks.md", results)
     text = doc.read_text()
-    for heading in ("## 1. Engine throughput", "## 2. Scaling", "## 3. Retry precision", "## 5. Memory"):
+    for heading in (
+        "## 1. Engine throughput",
+        "## 1c. Pulsar beside Kafka",
+        "## 2. Scaling",
+        "## 3. Retry precision",
+        "## 5. Memory",
+    ):
         assert heading in text
     assert "so one fully used executor core routes about" in text  # from benchmark 1's CPU figures
+    assert "| Pulsar (the Python data source) | 500 | 0.50x | 500 | 4.0 s |" in text
     for image in ("throughput", "scaling", "precision", "memory"):
         assert (tmp_path / "benchmarks" / f"{image}.png").stat().st_size > 1000
     assert json.loads((results / "throughput.json").read_text())["n"] == N

@@ -447,7 +447,11 @@ def example_policies() -> list[Any]:
         pytest.param(p, id=p.name)
         for p in sorted((REPO_ROOT / "examples" / "gitops" / "policies").glob("*.yaml"))
     ]
-    return [*gitops, pytest.param(REPO_ROOT / "examples" / "orders-billing.yaml", id="orders-billing.yaml")]
+    examples = [
+        pytest.param(REPO_ROOT / "examples" / name, id=name)
+        for name in ("orders-billing.yaml", "orders-billing-pulsar.yaml")
+    ]
+    return [*gitops, *examples]
 
 
 @pytest.mark.parametrize("path", example_policies())

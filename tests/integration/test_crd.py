@@ -92,7 +92,14 @@ def crd_defaults_of(document: dict[str, Any]) -> dict[str, Any]:
     # The model leaves headerProfiles out at its default (config hashes of older policies stay);
     # the CRD stores the default.
     spec["deadLetter"].setdefault("headerProfiles", list(DEFAULT_HEADER_PROFILES))
+    # Likewise broker.type at kafka.
+    spec["broker"].setdefault("type", "kafka")
     return spec
+
+
+def with_kafka_type(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` as the CRD stores it: the model leaves broker.type out at kafka, the CRD fills it in."""
+    return {**spec, "broker": {"type": "kafka", **spec["broker"]}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +213,7 @@ def test_every_model_field_is_kept(kube_api: Any, namespace: str) -> None:
     stored = create(kube_api, document)
 
     assert to_spec(parse_policy(document)) == document["spec"]
-    assert stored["spec"] == document["spec"]
+    assert stored["spec"] == with_kafka_type(document["spec"])
 
 
 def test_retry_rules_are_kept_and_a_class_in_two_rules_is_refused(kube_api: Any, namespace: str) -> None:
@@ -259,7 +266,7 @@ def test_dead_letter_table_is_kept(kube_api: Any, namespace: str) -> None:
     stored = create(kube_api, document)
 
     assert to_spec(parse_policy(document)) == document["spec"]
-    assert stored["spec"] == document["spec"]
+    assert stored["spec"] == with_kafka_type(document["spec"])
 
 
 def test_unquoted_topic_config_numbers_are_accepted(kube_api: Any, namespace: str) -> None:
@@ -412,13 +419,14 @@ INVALID = [
     pytest.param(
         {"source": {"topic": ".."}},
         "spec.source.topic",
-        "Invalid value: \"string\": must not be '.' or '..'",
+        "Invalid value: \"string\": must not be named '.' or '..'",
         id="source-topic-dot-dot",
     ),
     pytest.param(
         {"source": {"topic": "or ders"}},
         "spec.source.topic",
-        "Invalid value: \"or ders\": spec.source.topic in body should match '^[a-zA-Z0-9._-]+$'",
+        'Invalid value: "or ders": spec.source.topic in body should match '
+        "'^(persistent://)?([a-zA-Z0-9._-]+/[a-zA-Z0-9._-]+/)?[a-zA-Z0-9._-]+$'",
         id="source-topic-with-space",
     ),
     pytest.param(
@@ -426,12 +434,6 @@ INVALID = [
         "spec.source.topic",
         "Too long: may not be longer than 249",
         id="source-topic-too-long",
-    ),
-    pytest.param(
-        {"deadLetter": {"topic": "dead/letters"}},
-        "spec.deadLetter.topic",
-        "Invalid value: \"dead/letters\": spec.deadLetter.topic in body should match '^[a-zA-Z0-9._-]*$'",
-        id="dead-letter-topic-with-slash",
     ),
     pytest.param(
         {"source": {"topic": "o" * 200, "subscription": "s" * 45}},
@@ -647,6 +649,221 @@ def test_invalid_policy_is_refused_naming_the_field(
     assert refused.value.status == 422
     causes, whole = refusal(refused.value)
     assert (field, message) in causes
+    assert f"{field}: {message}" in whole
+    with pytest.raises(PolicyError) as model_refused:
+        parse_policy(document)
+    assert any(issue.path.startswith(field) for issue in model_refused.value.issues), (
+        f"the model does not refuse {field}: {model_refused.value}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pulsar: spec.broker.type pulsar
+
+PULSAR_BROKER = {
+    "type": "pulsar",
+    "bootstrapServers": None,
+    "serviceUrl": "pulsar://pulsar.pulsar:6650",
+    "adminUrl": "http://pulsar.pulsar:8080",
+}
+
+
+def pulsar(namespace: str, patch: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The minimal policy on Pulsar (``None`` drops a field, as the API server prunes nulls)."""
+    return with_spec(with_spec(minimal(namespace), {"broker": PULSAR_BROKER}), patch or {})
+
+
+def test_pulsar_policy_is_stored_with_the_model_s_defaults(kube_api: Any, namespace: str) -> None:
+    document = pulsar(namespace, {"source": {"topic": "persistent://payments/shop/orders"}})
+    document["spec"]["broker"] = {k: v for k, v in document["spec"]["broker"].items() if v is not None}
+
+    stored = create(kube_api, document)
+
+    assert stored["spec"] == crd_defaults_of(document)
+    policy = parse_policy(stored)
+    assert (policy.broker.type, policy.retry_topic, policy.dead_letter_topic) == (
+        "pulsar",
+        "persistent://payments/shop/orders-billing-RETRY",
+        "persistent://payments/shop/orders-billing-DLQ",
+    )
+
+
+def test_pulsar_policy_without_topic_creation_needs_no_admin_url(kube_api: Any, namespace: str) -> None:
+    document = pulsar(namespace, {"broker": {"adminUrl": None}, "topics": {"create": False}})
+
+    stored = create(kube_api, document)
+
+    assert "adminUrl" not in stored["spec"]["broker"]
+    assert parse_policy(stored).broker.admin_url == ""
+
+
+KAFKA_CONFIGS_REFUSAL = (
+    "must be empty with broker type pulsar: these are Kafka topic configs (a Pulsar topic takes "
+    "retention and the rest from its namespace's policies)"
+)
+
+#: (base, patch, field, message): base "pulsar" starts from the minimal Pulsar policy.
+MIXED = [
+    pytest.param(
+        "kafka",
+        {"broker": {"bootstrapServers": None}},
+        "spec.broker.bootstrapServers",
+        "Required value: is required with type kafka",
+        id="kafka-without-bootstrap-servers",
+    ),
+    pytest.param(
+        "kafka",
+        {"broker": {"serviceUrl": "pulsar://p:6650"}},
+        "spec.broker.serviceUrl",
+        "Forbidden: is for type pulsar (spec.broker.type is kafka)",
+        id="service-url-with-kafka",
+    ),
+    pytest.param(
+        "kafka",
+        {"broker": {"adminUrl": "http://p:8080"}},
+        "spec.broker.adminUrl",
+        "Forbidden: is for type pulsar (spec.broker.type is kafka)",
+        id="admin-url-with-kafka",
+    ),
+    pytest.param(
+        "kafka",
+        {"source": {"topic": "persistent://public/default/orders"}},
+        "spec.source.topic",
+        "Invalid value: \"object\": may contain only letters, digits, '.', '_' and '-' with broker type kafka",
+        id="pulsar-topic-name-with-kafka",
+    ),
+    pytest.param(
+        "kafka",
+        {"deadLetter": {"topic": "dead/letters"}},
+        "spec.deadLetter.topic",
+        'Invalid value: "dead/letters": spec.deadLetter.topic in body should match '
+        "'^((persistent://)?([a-zA-Z0-9._-]+/[a-zA-Z0-9._-]+/)?[a-zA-Z0-9._-]+)?$'",
+        id="dead-letter-topic-two-parts",
+    ),
+    pytest.param(
+        "kafka",
+        {"broker": {"type": "rabbitmq"}},
+        "spec.broker.type",
+        'Unsupported value: "rabbitmq": supported values: "kafka", "pulsar"',
+        id="unknown-broker-type",
+    ),
+    pytest.param(
+        "pulsar",
+        {"broker": {"serviceUrl": None}},
+        "spec.broker.serviceUrl",
+        "Required value: is required with type pulsar",
+        id="pulsar-without-service-url",
+    ),
+    pytest.param(
+        "pulsar",
+        {"broker": {"bootstrapServers": "kafka:9092"}},
+        "spec.broker.bootstrapServers",
+        "Forbidden: is for type kafka: a Pulsar broker is reached through serviceUrl and adminUrl",
+        id="bootstrap-servers-with-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"broker": {"adminUrl": None}},
+        "spec.broker.adminUrl",
+        "Required value: is required with type pulsar when spec.topics.create is true: the operator "
+        "creates the topics through Pulsar's admin REST API",
+        id="pulsar-without-admin-url",
+    ),
+    pytest.param(
+        "pulsar",
+        {"broker": {"serviceUrl": "http://p:6650"}},
+        "spec.broker.serviceUrl",
+        'Invalid value: "http://p:6650": spec.broker.serviceUrl in body should match '
+        "'^pulsar(\\+ssl)?://[^\\s/]+/?$'",
+        id="service-url-not-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"broker": {"adminUrl": "p:8080"}},
+        "spec.broker.adminUrl",
+        "Invalid value: \"p:8080\": spec.broker.adminUrl in body should match '^https?://[^\\s]+$'",
+        id="admin-url-without-scheme",
+    ),
+    pytest.param(
+        "pulsar",
+        {"broker": {"secretRef": {"name": "pulsar-client"}}},
+        "spec.broker.secretRef",
+        "Forbidden: is not supported with type pulsar yet (Kafka client settings only)",
+        id="secret-ref-with-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"topics": {"provisioner": "strimzi", "strimzi": {"cluster": "c"}}},
+        "spec.topics.provisioner",
+        'Invalid value: "object": strimzi provisions Kafka topics: with broker type pulsar use auto or '
+        "admin (Pulsar's admin REST API)",
+        id="strimzi-with-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"topics": {"replicationFactor": 3}},
+        "spec.topics.replicationFactor",
+        'Invalid value: "object": must be -1 with broker type pulsar: a Pulsar topic\'s replicas are '
+        "its namespace's persistence policy",
+        id="replication-factor-with-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"topics": {"retryConfig": {"retention.ms": "1000"}}},
+        "spec.topics.retryConfig",
+        f'Invalid value: "object": {KAFKA_CONFIGS_REFUSAL}',
+        id="retry-config-with-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"topics": {"deadLetterConfig": {"retention.ms": "-1"}}},
+        "spec.topics.deadLetterConfig",
+        f'Invalid value: "object": {KAFKA_CONFIGS_REFUSAL}',
+        id="dead-letter-config-with-pulsar",
+    ),
+    pytest.param(
+        "pulsar",
+        {"source": {"topic": "non-persistent://t/ns/orders"}},
+        "spec.source.topic",
+        'Invalid value: "non-persistent://t/ns/orders": spec.source.topic in body should match '
+        "'^(persistent://)?([a-zA-Z0-9._-]+/[a-zA-Z0-9._-]+/)?[a-zA-Z0-9._-]+$'",
+        id="non-persistent-source",
+    ),
+    pytest.param(
+        "pulsar",
+        {"deadLetter": {"topic": "t/ns/orders-partition-0"}},
+        "spec.deadLetter.topic",
+        'Invalid value: "object": must not end in -partition-<n> with broker type pulsar: Pulsar names '
+        "a topic's partitions so",
+        id="dead-letter-topic-named-like-a-partition",
+    ),
+    pytest.param(
+        "pulsar",
+        {"retry": {"topic": "t/ns/.."}},
+        "spec.retry.topic",
+        "Invalid value: \"string\": must not be named '.' or '..'",
+        id="retry-topic-dot-dot",
+    ),
+]
+
+
+@pytest.mark.parametrize(("base", "patch", "field", "message"), MIXED)
+def test_mixed_broker_settings_are_refused_naming_the_field(
+    kube_api: Any,
+    namespace: str,
+    base: str,
+    patch: dict[str, Any],
+    field: str,
+    message: str,
+) -> None:
+    document = with_spec(pulsar(namespace) if base == "pulsar" else minimal(namespace), patch)
+
+    with pytest.raises(ApiException) as refused:
+        create(kube_api, document)
+
+    assert refused.value.status == 422
+    causes, whole = refusal(refused.value)
+    assert (field, message) in causes, causes
     assert f"{field}: {message}" in whole
     with pytest.raises(PolicyError) as model_refused:
         parse_policy(document)

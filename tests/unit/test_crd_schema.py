@@ -20,9 +20,12 @@ from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_sp
 from dlq_engine.model.policy import (
     DEFAULT_HEADER_PROFILES,
     KAFKA_TOPIC_MAX_LENGTH,
-    KAFKA_TOPIC_PATTERN,
     MAX_TABLE_PATH_LENGTH,
+    PULSAR_ADMIN_URL_PATTERN,
+    PULSAR_SERVICE_URL_PATTERN,
+    PULSAR_TOPIC_PATTERN,
     BackoffType,
+    BrokerType,
     DeadLetterStrategy,
     DeadLetterTableFormat,
     HeaderProfile,
@@ -160,6 +163,17 @@ def full() -> dict[str, Any]:
             },
         }
     )
+    return document
+
+
+def full_pulsar() -> dict[str, Any]:
+    """The fields only a Pulsar policy has (the Kafka-only ones are refused with it)."""
+    document = minimal()
+    document["spec"]["broker"] = {
+        "type": "pulsar",
+        "serviceUrl": "pulsar://pulsar.pulsar:6650",
+        "adminUrl": "http://pulsar.pulsar:8080",
+    }
     return document
 
 
@@ -313,16 +327,21 @@ def model_paths(value: dict[str, Any], schema: dict[str, Any], prefix: str = "")
 
 
 def test_schema_fields_are_exactly_the_model_fields(spec_schema: dict[str, Any]) -> None:
-    from_model = set(model_paths(to_spec(parse_policy(full())), spec_schema))
+    from_model = {
+        path
+        for document in (full(), full_pulsar())
+        for path in model_paths(to_spec(parse_policy(document)), spec_schema)
+    }
     in_schema = {path for path, n in walk(spec_schema) if path and "[]" not in path and "{}" not in path}
 
     assert sorted(from_model - in_schema) == [], "the model has fields the CRD would prune"
     assert sorted(in_schema - from_model) == [], "the CRD has fields the model refuses"
 
 
-def test_schema_types_match_the_model_values(spec_schema: dict[str, Any]) -> None:
+@pytest.mark.parametrize("document", [full(), full_pulsar()], ids=["kafka", "pulsar"])
+def test_schema_types_match_the_model_values(spec_schema: dict[str, Any], document: dict[str, Any]) -> None:
     types = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
-    spec = to_spec(parse_policy(full()))
+    spec = to_spec(parse_policy(document))
     for path in model_paths(spec, spec_schema):
         value: Any = spec
         for key in path.split("."):
@@ -342,6 +361,7 @@ def test_schema_types_match_the_model_values(spec_schema: dict[str, Any]) -> Non
             },
             id="partly-filled-sections",
         ),
+        pytest.param({"broker": full_pulsar()["spec"]["broker"]}, id="pulsar"),
     ],
 )
 def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -357,6 +377,8 @@ def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], pat
     # The model leaves headerProfiles out at its default, so that policies written before the
     # field existed keep their config hash; the CRD fills in the same default.
     expected["deadLetter"].setdefault("headerProfiles", list(DEFAULT_HEADER_PROFILES))
+    # Likewise broker.type at kafka.
+    expected["broker"].setdefault("type", "kafka")
     assert defaulted == expected
 
 
@@ -377,6 +399,7 @@ def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
         pytest.param("source.ordering", OrderingMode, id="ordering"),
         pytest.param("ordering.onDeadLetter", OnDeadLetter, id="on-dead-letter"),
         pytest.param("ordering.onOverflow", OnOverflow, id="on-overflow"),
+        pytest.param("broker.type", BrokerType, id="broker-type"),
     ],
 )
 def test_enums_are_the_model_choices(spec_schema: dict[str, Any], path: str, literal: Any) -> None:
@@ -390,12 +413,111 @@ def test_header_profiles_are_the_model_profiles(spec_schema: dict[str, Any]) -> 
 
 
 @pytest.mark.parametrize("path", TOPIC_FIELDS)
-def test_topic_fields_follow_kafka_rules(spec_schema: dict[str, Any], path: str) -> None:
+def test_topic_fields_take_pulsar_names_and_the_spec_rules_narrow_them(
+    spec_schema: dict[str, Any], path: str
+) -> None:
+    """The field's pattern is Pulsar's, a superset of Kafka's; the spec's rules keep Kafka
+    names free of '/' and Pulsar names clear of a partition's name."""
     field = node(spec_schema, path)
     required = path == "source.topic"
-    pattern = KAFKA_TOPIC_PATTERN if required else KAFKA_TOPIC_PATTERN.replace("]+$", "]*$")
+    pattern = PULSAR_TOPIC_PATTERN if required else "^(" + PULSAR_TOPIC_PATTERN[1:-1] + ")?$"
     assert (field["pattern"], field["maxLength"]) == (pattern, KAFKA_TOPIC_MAX_LENGTH)
-    assert [r["rule"] for r in field["x-kubernetes-validations"]] == ["self != '.' && self != '..'"]
+    assert [r["rule"] for r in field["x-kubernetes-validations"]] == ["!self.matches('(^|/)[.][.]?$')"]
+    rules = {r["rule"] for r in spec_schema["x-kubernetes-validations"] if r.get("fieldPath") == f".{path}"}
+    assert f"self.broker.type == 'pulsar' || !self.{path}.contains('/')" in rules
+    assert f"self.broker.type != 'pulsar' || !self.{path}.matches('-partition-[0-9]+$')" in rules
+
+
+def crd_accepts_topic(spec_schema: dict[str, Any], broker: str, name: str) -> bool:
+    """The source topic's pattern and rules, read as the API server would apply them."""
+    field = node(spec_schema, "source.topic")
+    if len(name) > field["maxLength"] or not re.search(field["pattern"], name):
+        return False
+    if re.search(r"(^|/)[.][.]?$", name):
+        return False
+    if broker == "kafka":
+        return "/" not in name
+    return not re.search("-partition-[0-9]+$", name)
+
+
+def model_refuses(document: dict[str, Any]) -> set[str]:
+    """The field paths the model names when it refuses ``document``; empty when it accepts it."""
+    try:
+        parse_policy(document)
+    except PolicyError as error:
+        return {issue.path for issue in error.issues}
+    return set()
+
+
+def policy_for(broker: str) -> dict[str, Any]:
+    return full_pulsar() if broker == "pulsar" else minimal()
+
+
+@pytest.mark.parametrize("broker", ["kafka", "pulsar"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "orders",
+        "or.ders_1-x",
+        "payments/orders/orders",
+        "persistent://payments/orders/orders",
+        "persistent://orders",
+        "non-persistent://payments/orders/orders",
+        "payments/orders",
+        "a/b/c/d",
+        "orders-partition-0",
+        "persistent://t/n/orders-partition-12",
+        "orders-partition-x",
+        "..",
+        "t/n/..",
+        "t/n/.",
+        "or ders",
+        "o" * 249,
+        "o" * 250,
+        "persistent://t/n/" + "o" * 233,
+    ],
+)
+def test_topic_rules_accept_what_the_model_accepts(
+    spec_schema: dict[str, Any], broker: str, name: str
+) -> None:
+    document = policy_for(broker)
+    document["spec"]["source"]["topic"] = name
+    document["spec"]["retry"] = {"topic": "retry-topic"}
+    document["spec"]["deadLetter"] = {"topic": "dead-topic"}
+    refused = model_refuses(document)
+    assert refused <= {"spec.source.topic"}
+    assert crd_accepts_topic(spec_schema, broker, name) == (not refused)
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "value"),
+    [
+        pytest.param("broker.serviceUrl", PULSAR_SERVICE_URL_PATTERN, value, id=f"service-{value}")
+        for value in [
+            "pulsar://localhost:6650",
+            "pulsar+ssl://pulsar.example:6651",
+            "pulsar://a:6650,b:6650",
+            "pulsar://a:6650/",
+            "http://a:8080",
+            "pulsar://",
+            "pulsar://a b",
+            "pulsar://a:6650/x",
+        ]
+    ]
+    + [
+        pytest.param("broker.adminUrl", PULSAR_ADMIN_URL_PATTERN, value, id=f"admin-{value}")
+        for value in ["http://localhost:8080", "https://pulsar.example/admin", "pulsar://a:6650", "http://"]
+    ],
+)
+def test_pulsar_url_patterns_are_the_models(
+    spec_schema: dict[str, Any], path: str, pattern: str, value: str
+) -> None:
+    assert node(spec_schema, path)["pattern"] == pattern
+    document = full_pulsar()
+    document["spec"]["broker"][path.split(".")[1]] = value
+    refused = model_refuses(document)
+    assert refused <= {f"spec.{path}"}
+    assert (re.search(pattern, value) is not None) == (not refused)
 
 
 DURATION_FIELDS = (

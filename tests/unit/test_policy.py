@@ -16,6 +16,7 @@ from dlq_engine.model import (
     to_spec,
     topic_name_problem,
 )
+from dlq_engine.model.config_hash import config_hash, engine_config
 from dlq_engine.model.policy import (
     BackoffSpec,
     Broker,
@@ -31,6 +32,7 @@ from dlq_engine.model.policy import (
     Spark,
     StrimziTarget,
     Topics,
+    pulsar_topic,
 )
 from tests.policy_builder import DELETE, issues, policy, policy_document
 
@@ -1587,3 +1589,239 @@ def test_ordering_section_is_read() -> None:
 )
 def test_ordering_refuses(overrides: dict[str, object], expected: str) -> None:
     assert expected in issues(policy_document(overrides))
+
+
+# --------------------------------------------------------------------------------------------
+# Pulsar: spec.broker.type pulsar
+
+PULSAR_BROKER = {
+    "type": "pulsar",
+    "serviceUrl": "pulsar://localhost:6650",
+    "adminUrl": "http://localhost:8080",
+}
+
+
+def pulsar_document(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    return policy_document({"spec.broker": PULSAR_BROKER, **(overrides or {})})
+
+
+def test_pulsar_broker_is_read_and_kafka_is_the_default() -> None:
+    assert policy().broker.type == "kafka"
+    assert not policy().is_pulsar
+    pulsar = parse_policy(pulsar_document())
+    assert pulsar.broker == Broker(
+        type="pulsar", service_url="pulsar://localhost:6650", admin_url="http://localhost:8080"
+    )
+    assert pulsar.is_pulsar
+    assert pulsar.broker.address == "pulsar://localhost:6650"
+    assert policy().broker.address == "kafka.kafka:9092"
+
+
+@pytest.mark.parametrize(
+    ("source", "retry", "dead_letter"),
+    [
+        pytest.param("orders", "orders-billing-RETRY", "orders-billing-DLQ", id="short-name"),
+        pytest.param(
+            "persistent://payments/shop/orders",
+            "persistent://payments/shop/orders-billing-RETRY",
+            "persistent://payments/shop/orders-billing-DLQ",
+            id="full-name",
+        ),
+        pytest.param(
+            "payments/shop/orders",
+            "payments/shop/orders-billing-RETRY",
+            "payments/shop/orders-billing-DLQ",
+            id="tenant-namespace-name",
+        ),
+    ],
+)
+def test_pulsar_default_topics_are_pulsars_own_names(source: str, retry: str, dead_letter: str) -> None:
+    """Pulsar's clients name them <topic>-<subscription>-RETRY and -DLQ, in the source's namespace."""
+    parsed = parse_policy(pulsar_document({"spec.source.topic": source}))
+    assert (parsed.retry_topic, parsed.dead_letter_topic) == (retry, dead_letter)
+
+
+@pytest.mark.parametrize(
+    ("name", "full"),
+    [
+        pytest.param("orders", "persistent://public/default/orders", id="short"),
+        pytest.param("t/ns/orders", "persistent://t/ns/orders", id="tenant-namespace"),
+        pytest.param("persistent://t/ns/orders", "persistent://t/ns/orders", id="full"),
+    ],
+)
+def test_pulsar_topic_names_are_taken_apart(name: str, full: str) -> None:
+    topic = pulsar_topic(name)
+    assert topic.full_name == full
+    assert topic.rest_path == full.replace("persistent://", "persistent/")
+
+
+def test_pulsar_to_spec_writes_type_and_urls_and_round_trips() -> None:
+    parsed = parse_policy(pulsar_document())
+    assert to_spec(parsed)["broker"] == PULSAR_BROKER
+    assert parse_policy(to_document(parsed)) == parsed
+    without_admin = parse_policy(
+        pulsar_document({"spec.topics.create": False, "spec.broker.adminUrl": DELETE})
+    )
+    assert to_spec(without_admin)["broker"] == {"type": "pulsar", "serviceUrl": "pulsar://localhost:6650"}
+
+
+def test_pulsar_kafka_policies_keep_their_config_hash_and_type() -> None:
+    """broker.type is written only for pulsar: Kafka policies hash as they did before it existed."""
+    assert to_spec(policy())["broker"] == {"bootstrapServers": "kafka.kafka:9092"}
+    assert config_hash(policy({"spec.broker.type": "kafka"})) == config_hash(policy())
+
+
+def test_pulsar_admin_url_is_not_engine_config() -> None:
+    """Only the operator reads adminUrl: changing it does not restart the job."""
+    moved = parse_policy(pulsar_document({"spec.broker.adminUrl": "https://admin.example:8443"}))
+    assert config_hash(moved) == config_hash(parse_policy(pulsar_document()))
+    assert "adminUrl" not in engine_config(moved)["spec"]["broker"]
+    other = parse_policy(pulsar_document({"spec.broker.serviceUrl": "pulsar://other:6650"}))
+    assert config_hash(other) != config_hash(parse_policy(pulsar_document()))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param(
+            {"spec.broker": {"type": "pulsar", "adminUrl": "http://a:8080"}},
+            ["spec.broker.serviceUrl: is required"],
+            id="pulsar-without-service-url",
+        ),
+        pytest.param(
+            {"spec.broker.bootstrapServers": "kafka:9092"},
+            [
+                "spec.broker.bootstrapServers: is for type kafka: a Pulsar broker is reached through serviceUrl and adminUrl"
+            ],
+            id="pulsar-with-bootstrap-servers",
+        ),
+        pytest.param(
+            {"spec.broker.adminUrl": DELETE},
+            [
+                "spec.broker.adminUrl: is required with type pulsar when spec.topics.create is true: "
+                "the operator creates the topics through Pulsar's admin REST API"
+            ],
+            id="pulsar-without-admin-url",
+        ),
+        pytest.param(
+            {"spec.broker.serviceUrl": "http://localhost:6650"},
+            [
+                "spec.broker.serviceUrl: must be pulsar://host:port or pulsar+ssl://host:port "
+                "(hosts separated by commas), got 'http://localhost:6650'"
+            ],
+            id="service-url-not-pulsar",
+        ),
+        pytest.param(
+            {"spec.broker.adminUrl": "localhost:8080"},
+            ["spec.broker.adminUrl: must be http://host:port or https://host:port, got 'localhost:8080'"],
+            id="admin-url-without-scheme",
+        ),
+        pytest.param(
+            {"spec.broker.type": "rabbitmq"},
+            ["spec.broker.type: must be one of kafka, pulsar, got 'rabbitmq'"],
+            id="unknown-type",
+        ),
+        pytest.param(
+            {"spec.broker.secretRef": {"name": "pulsar-client"}},
+            ["spec.broker.secretRef: is not supported with type pulsar yet (Kafka client settings only)"],
+            id="pulsar-with-secret-ref",
+        ),
+        pytest.param(
+            {"spec.topics.provisioner": "strimzi", "spec.topics.strimzi.cluster": "c"},
+            [
+                "spec.topics.provisioner: strimzi provisions Kafka topics: with broker type pulsar use "
+                "auto or admin (Pulsar's admin REST API)"
+            ],
+            id="pulsar-with-strimzi",
+        ),
+        pytest.param(
+            {"spec.topics.replicationFactor": 3},
+            [
+                "spec.topics.replicationFactor: must be -1 with broker type pulsar: a Pulsar topic's "
+                "replicas are its namespace's persistence policy, got 3"
+            ],
+            id="pulsar-with-replication-factor",
+        ),
+        pytest.param(
+            {"spec.topics.deadLetterConfig": {"retention.ms": "-1"}},
+            [
+                "spec.topics.deadLetterConfig: must be empty with broker type pulsar: these are Kafka "
+                "topic configs (a Pulsar topic takes retention and the rest from its namespace's policies)"
+            ],
+            id="pulsar-with-kafka-topic-configs",
+        ),
+        pytest.param(
+            {"spec.source.topic": "non-persistent://t/ns/orders"},
+            [
+                "spec.source.topic: must be a persistent topic: a non-persistent one keeps no messages, "
+                "got 'non-persistent://t/ns/orders'",
+                "spec.retry.topic: (derived) must be a persistent topic: a non-persistent one keeps no "
+                "messages, got 'non-persistent://t/ns/orders-billing-RETRY'",
+                "spec.deadLetter.topic: (derived) must be a persistent topic: a non-persistent one keeps "
+                "no messages, got 'non-persistent://t/ns/orders-billing-DLQ'",
+            ],
+            id="non-persistent-source",
+        ),
+        pytest.param(
+            {"spec.deadLetter.topic": "orders-partition-0"},
+            [
+                "spec.deadLetter.topic: must not end in -partition-<n>: Pulsar names a topic's "
+                "partitions so, got 'orders-partition-0'"
+            ],
+            id="dead-letter-topic-named-like-a-partition",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "t/ns"},
+            [
+                "spec.retry.topic: must be name, tenant/namespace/name or persistent://tenant/namespace/name, "
+                "each part of letters, digits, '.', '_' and '-', got 't/ns'"
+            ],
+            id="two-part-name",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "persistent://public/default/orders"},
+            ["spec.retry.topic: must differ from spec.source.topic ('persistent://public/default/orders')"],
+            id="retry-is-source-by-full-name",
+        ),
+        pytest.param(
+            {"spec.retry.topic": "public/default/orders-billing-DLQ"},
+            ["spec.deadLetter.topic: must differ from the retry topic ('public/default/orders-billing-DLQ')"],
+            id="retry-is-derived-dead-letter-topic-by-full-name",
+        ),
+    ],
+)
+def test_pulsar_refuses_naming_the_field(overrides: dict[str, Any], expected: list[str]) -> None:
+    assert issues(pulsar_document(overrides)) == expected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param(
+            {"spec.broker.serviceUrl": "pulsar://localhost:6650"},
+            ["spec.broker.serviceUrl: is for type pulsar (spec.broker.type is kafka)"],
+            id="service-url-with-kafka",
+        ),
+        pytest.param(
+            {"spec.broker.adminUrl": "http://localhost:8080"},
+            ["spec.broker.adminUrl: is for type pulsar (spec.broker.type is kafka)"],
+            id="admin-url-with-kafka",
+        ),
+        pytest.param(
+            {"spec.source.topic": "persistent://public/default/orders"},
+            [
+                f"spec.source.topic: {TOPIC_CHARS}, got 'persistent://public/default/orders'",
+                f"spec.retry.topic: (derived) {TOPIC_CHARS}, got 'persistent://public/default/orders-billing-RETRY'",
+                f"spec.deadLetter.topic: (derived) {TOPIC_CHARS}, got 'persistent://public/default/orders-billing-DLQ'",
+            ],
+            id="pulsar-topic-name-with-kafka",
+        ),
+    ],
+)
+def test_pulsar_fields_are_refused_with_kafka(overrides: dict[str, Any], expected: list[str]) -> None:
+    assert issues(policy_document(overrides)) == expected
+
+
+def test_pulsar_without_topic_creation_needs_no_admin_url() -> None:
+    parsed = parse_policy(pulsar_document({"spec.topics.create": False, "spec.broker.adminUrl": DELETE}))
+    assert parsed.broker.admin_url == ""

@@ -17,7 +17,15 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
-from spark_dlq_operator.reconcile import Seen, Services, owner_of, reconcile, supervise, update_job_status
+from spark_dlq_operator.reconcile import (
+    Seen,
+    Services,
+    owner_of,
+    reconcile,
+    resolve_provisioner,
+    supervise,
+    update_job_status,
+)
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_kube import FakeKube
@@ -427,3 +435,20 @@ def test_the_ordering_status_goes_when_the_policy_stops_ordering_by_key() -> Non
     _running_with_heartbeat(bed, None)  # the new driver reports no ordering
     _supervise(bed)
     assert "ordering" not in bed.status()
+
+
+def test_a_pulsar_policy_s_status_names_its_topics_fully_and_its_provisioner_is_pulsar() -> None:
+    bed = Bed(
+        **{
+            "spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://pulsar:6650"},
+            "spec.source.topic": "shop/orders/orders",
+        }
+    )
+    bed.reconcile()
+
+    status = bed.status()
+    assert status["retryTopic"] == "persistent://shop/orders/orders-billing-RETRY"
+    assert status["deadLetterTopic"] == "persistent://shop/orders/orders-billing-DLQ"
+    assert bed.condition("TopicsReady")["reason"] == "NotManaged"
+    policy = parse_policy(bed.policy())
+    assert asyncio.run(resolve_provisioner(bed.services, policy, None)) == "pulsar"

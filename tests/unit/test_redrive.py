@@ -333,3 +333,17 @@ def test_an_invalid_redrive_fails_naming_the_field() -> None:
     status = bed.status()
     assert status["phase"] == "Failed"
     assert "spec.maxRedrives: must be at least 1, got 0" in status["conditions"][0]["message"]
+
+
+def test_a_redrive_of_a_pulsar_policy_fails_naming_why_and_starts_nothing() -> None:
+    bed = Bed()
+    bed.add_redrive()
+    broker = {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"}
+    bed.api.put("deadletterpolicies", policy_document({"spec.broker": broker}))
+
+    assert bed.reconcile() is None
+
+    condition = bed.status()["conditions"][0]
+    assert (bed.status()["phase"], condition["reason"]) == ("Failed", "BrokerNotSupported")
+    assert "spec.broker.type pulsar" in condition["message"]
+    assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None

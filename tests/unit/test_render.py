@@ -11,7 +11,13 @@ import pytest
 import yaml
 
 from dlq_engine.model import config_hash, to_document
-from dlq_engine.model.topics import TopicWant, wanted_topics
+from dlq_engine.model.topics import (
+    PulsarSubscriptionWant,
+    TopicWant,
+    broker_topic_name,
+    pulsar_subscriptions,
+    wanted_topics,
+)
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
@@ -100,6 +106,26 @@ def test_config_map_holds_the_normalised_policy_with_its_checkpoint() -> None:
 def test_config_map_pins_the_provisioner_when_given() -> None:
     manifest = render.config_map(policy(), config=CONFIG, owner=OWNER, provisioner="strimzi")
     assert manifest["metadata"]["annotations"] == {"sparkdlq.io/topic-provisioner": "strimzi"}
+
+
+PULSAR = {
+    "type": "pulsar",
+    "serviceUrl": "pulsar://pulsar.pulsar:6650",
+    "adminUrl": "http://pulsar.pulsar:8080",
+}
+
+
+def test_config_map_of_a_pulsar_policy_carries_its_broker() -> None:
+    manifest = render.config_map(policy({"spec.broker": PULSAR}), config=CONFIG, owner=OWNER)
+    assert yaml.safe_load(manifest["data"]["policy.yaml"])["spec"]["broker"] == PULSAR
+
+
+def test_spark_application_of_a_pulsar_policy_runs_the_same_engine_without_kafka_settings() -> None:
+    kafka = render.spark_application(policy(), config=CONFIG, owner=OWNER)
+    pulsar = render.spark_application(policy({"spec.broker": PULSAR}), config=CONFIG, owner=OWNER)
+    assert pulsar["spec"]["arguments"] == kafka["spec"]["arguments"]
+    assert [v["name"] for v in pulsar["spec"]["driver"]["template"]["spec"]["volumes"]] == ["policy"]
+    assert pulsar["spec"]["driver"]["annotations"] != kafka["spec"]["driver"]["annotations"]
 
 
 # --- SparkApplication --------------------------------------------------------------------------
@@ -255,6 +281,22 @@ def test_wanted_topics_follow_the_source_partitions() -> None:
     retry, dlq = wanted_topics(p, source_partitions=6)
     assert retry == TopicWant("orders-billing-RETRY", 6, 3, {"retention.ms": "1000"})
     assert dlq == TopicWant("orders-billing-DLQ", 6, 3, {})
+
+
+def test_pulsar_topics_subscriptions_and_status_names() -> None:
+    p = policy({"spec.broker": PULSAR, "spec.source.topic": "shop/orders/orders"})
+    retry, dlq = wanted_topics(p, source_partitions=0)
+    assert (retry.name, retry.partitions, dlq.name) == (
+        "shop/orders/orders-billing-RETRY",
+        0,
+        "shop/orders/orders-billing-DLQ",
+    )
+    assert pulsar_subscriptions(p) == (
+        PulsarSubscriptionWant("shop/orders/orders-billing-RETRY", "billing"),
+        PulsarSubscriptionWant("shop/orders/orders-billing-DLQ", "spark-dlq-keep"),
+    )
+    assert broker_topic_name(p, p.dead_letter_topic) == "persistent://shop/orders/orders-billing-DLQ"
+    assert broker_topic_name(policy(), "orders-billing-DLQ") == "orders-billing-DLQ"
 
 
 def test_wanted_topics_partitions_from_the_policy_win() -> None:

@@ -163,6 +163,15 @@ def test_the_topic_is_the_policys_dead_letter_topic() -> None:
     assert triage.target_for(named, bootstrap_servers=None, kafka_config=None).topic == "billing-dead"
 
 
+def test_a_pulsar_policy_is_refused_naming_why() -> None:
+    broker = {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"}
+    pulsar = parse_policy(policy_document({"spec.broker": broker}))
+    with pytest.raises(
+        BadInput, match=r"payments/orders-billing is a Pulsar policy \(spec.broker.type pulsar\)"
+    ):
+        triage.target_for(pulsar, bootstrap_servers=None, kafka_config=None)
+
+
 def test_the_broker_address_flag_over_the_file_over_the_policy(tmp_path: Path) -> None:
     policy = parse_policy(policy_document())
     config = tmp_path / "client.properties"

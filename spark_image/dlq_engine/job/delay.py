@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from dlq_engine.job.preflight import engine_class
 from dlq_engine.processing.batches import MAX_DELIVER_AT
-from dlq_engine.routing.headers import CONTROL, DELIVER_AT
+from dlq_engine.routing.headers import CONTROL, DELIVER_AT, PULSAR_DELAY_TIME
 
 BUCKET_MS = 100
 RECORD_COLUMNS = ["key", "value", "headers", "topic", "partition", "offset", "timestamp"]
@@ -50,11 +50,16 @@ RELEASE_MARGIN_MS = 500
 
 
 def deliver_at_column() -> Column:
-    """``dlq.deliver.at`` as a long; a missing or unreadable header means due now (0). A forged
-    value is clamped to 0 .. 9999-12-31, so the bucket arithmetic cannot overflow (ANSI mode
-    would fail the query, on every restart)."""
+    """``dlq.deliver.at`` as a long; without it, a retry letter of the Pulsar Java client
+    (``reconsumeLater``) is due at its publish time plus its ``DELAY_TIME``; a missing or
+    unreadable header means due now (0). A forged value is clamped to 0 .. 9999-12-31, so the
+    bucket arithmetic cannot overflow (ANSI mode would fail the query, on every restart)."""
     raw = f"get(filter(headers, h -> h.key = '{DELIVER_AT}'), 0).value"
-    parsed = F.coalesce(F.expr(f"try_cast(cast({raw} as string) as bigint)"), F.lit(0).cast("bigint"))
+    java_delay = f"get(filter(headers, h -> h.key = '{PULSAR_DELAY_TIME}'), 0).value"
+    java_due = F.expr(f"try_add(unix_millis(timestamp), try_cast(cast({java_delay} as string) as bigint))")
+    parsed = F.coalesce(
+        F.expr(f"try_cast(cast({raw} as string) as bigint)"), java_due, F.lit(0).cast("bigint")
+    )
     return F.least(F.greatest(parsed, F.lit(0).cast("bigint")), F.lit(MAX_DELIVER_AT).cast("bigint"))
 
 

@@ -471,7 +471,8 @@ class EngineMetrics:
 
         if read_held:
             self._thread(read_base, "spark-dlq-held")
-        if self.model is not None and self.model.dead_letter.strategy == "topic":
+        # The dead-letter topic probe reads Kafka (a Pulsar write failure fails the batch as well).
+        if self.model is not None and self.model.dead_letter.strategy == "topic" and not self.model.is_pulsar:
             topic, bootstrap = self.model.dead_letter_topic, self.model.broker.bootstrap_servers
             self._thread(lambda: self._probe_loop(spark, bootstrap, client, topic), "spark-dlq-probe")
 

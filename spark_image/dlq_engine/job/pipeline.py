@@ -15,6 +15,11 @@ batch is persisted (the processor runs once per micro-batch, however many action
 its Kafka records are written with the batch Kafka writer (the same producer settings), then
 its dead letters are appended to the table (``dead_letter_table``); the batch commits only
 after both. Without one, the streaming Kafka sink as it always was.
+
+On Pulsar (``spec.broker.type: pulsar``) the topics are read and written through the engine's
+own data source (``pulsar_source``: checkpointed message-id offsets, the durable subscription
+acknowledged on commit, retry and dead-letter topics written unbatched) with the same columns,
+so everything between the sources and the sink is the same query.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from dlq_engine.job.delay import (
 )
 from dlq_engine.job.ordering import ordered_records
 from dlq_engine.job.processors import load_processor
+from dlq_engine.job.pulsar_source import FORMAT as PULSAR_FORMAT
+from dlq_engine.job.pulsar_source import register as register_pulsar
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
 from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
 from dlq_engine.routing import stats as routing_stats
@@ -105,6 +112,30 @@ def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -
     return {**extra, "kafka.bootstrap.servers": policy.broker.bootstrap_servers}
 
 
+def pulsar_read_options(policy: DeadLetterPolicy, topic: str, starting: str, limit: int) -> dict[str, str]:
+    """The Pulsar data source's options for one topic: the durable subscription is the policy's
+    ``source.subscription`` on the source and the retry topic alike (as the Java client's
+    ``enableRetry`` consumer subscribes both)."""
+    return {
+        "serviceUrl": policy.broker.service_url,
+        "topic": topic,
+        "subscription": policy.source.subscription,
+        "startingOffsets": starting,
+        "maxEntriesPerTrigger": str(limit),
+    }
+
+
+def pulsar_write_options(policy: DeadLetterPolicy) -> dict[str, str]:
+    """The Pulsar sink's options: retry letters and dead letters unbatched (a batched message
+    goes to a dead-letter topic with its whole batch, apache/pulsar#5891), retry letters with
+    Pulsar's delayed delivery at their ``dlq.deliver.at``."""
+    return {
+        "serviceUrl": policy.broker.service_url,
+        "unbatchedTopics": f"{policy.retry_topic},{policy.dead_letter_topic}",
+        "delayedTopics": policy.retry_topic,
+    }
+
+
 def read_topic(
     spark: SparkSession,
     policy: DeadLetterPolicy,
@@ -115,6 +146,14 @@ def read_topic(
     limited: bool = True,
 ) -> DataFrame:
     limit = policy.source.max_offsets_per_trigger if limited else 0
+    if policy.is_pulsar:
+        register_pulsar(spark)
+        return (
+            spark.readStream.format(PULSAR_FORMAT)
+            .options(**pulsar_read_options(policy, topic, starting, limit))
+            .load()
+            .select(*RECORD_COLUMNS)
+        )
     reader = spark.readStream.format("kafka").options(**CONSUMER_DEFAULTS)
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))
@@ -227,15 +266,22 @@ def batch_sink(
     then the table's rows, of one routed micro-batch."""
     kafka = {**kafka_options(policy, options), **SINK_OPTIONS}
 
+    sink_format, sink_options = (
+        (PULSAR_FORMAT, pulsar_write_options(policy)) if policy.is_pulsar else ("kafka", kafka)
+    )
+    broker = "Pulsar" if policy.is_pulsar else "Kafka"
+
     def write(batch: DataFrame, batch_id: int) -> None:
         # Two actions follow: without the cache each would run the sources, the delay stage and
         # the processor again.
         batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             try:
-                sink_records(batch, policy).write.format("kafka").options(**kafka).mode("append").save()
+                sink_records(batch, policy).write.format(sink_format).options(**sink_options).mode(
+                    "append"
+                ).save()
             except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
-                raise SinkWriteError(f"the Kafka write of micro-batch {batch_id}", error) from None
+                raise SinkWriteError(f"the {broker} write of micro-batch {batch_id}", error) from None
             try:
                 dead_letter_table.append(batch, table, query_id=query_id(), batch_id=batch_id)
             except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
@@ -270,6 +316,10 @@ def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> 
         [(policy.retry_topic, WAKE_KEY, b"", [(CONTROL, CONTROL_WAKE.encode())])],
         "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>",
     )
+    if policy.is_pulsar:
+        register_pulsar(spark)
+        record.write.format(PULSAR_FORMAT).options(**pulsar_write_options(policy)).mode("append").save()
+        return
     record.write.format("kafka").options(**kafka_options(policy, options), **SINK_OPTIONS).save()
 
 
@@ -280,7 +330,13 @@ def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) ->
     frame = observed(routed(spark, policy, options))
     table = policy.dead_letter.table
     query_id = _QueryId()
-    if table is None:
+    if table is None and policy.is_pulsar:
+        writer = (
+            sink_records(frame, policy)
+            .writeStream.format(PULSAR_FORMAT)
+            .options(**pulsar_write_options(policy))
+        )
+    elif table is None:
         writer = (
             sink_records(frame, policy)
             .writeStream.format("kafka")

@@ -17,11 +17,14 @@ from dlq_engine.model.policy import DeadLetterPolicy, to_spec
 
 #: Spec fields that do not reach the engine: provisioning and the on/off switch.
 _NOT_ENGINE: tuple[str, ...] = ("topics", "suspend")
+#: Fields of ``spec.broker`` only the operator reads: Pulsar's admin REST API creates the topics.
+_NOT_ENGINE_BROKER: tuple[str, ...] = ("adminUrl",)
 
 
 def engine_config(policy: DeadLetterPolicy) -> dict[str, Any]:
     """The part of the policy the engine's behaviour depends on, normalised."""
     spec = {k: v for k, v in to_spec(policy).items() if k not in _NOT_ENGINE}
+    spec["broker"] = {k: v for k, v in spec["broker"].items() if k not in _NOT_ENGINE_BROKER}
     return {"name": policy.name, "namespace": policy.namespace, "spec": spec}
 
 

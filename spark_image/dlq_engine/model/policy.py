@@ -41,6 +41,8 @@ HeaderProfile = Literal["spark-dlq", "spring", "connect", "pulsar"]
 OrderingMode = Literal["none", "key"]
 OnDeadLetter = Literal["skip", "block"]
 OnOverflow = Literal["deadLetter", "stop"]
+#: The broker a policy's topics live on (``spec.broker.type``).
+BrokerType = Literal["kafka", "pulsar"]
 #: Each enum's values, for parsers, CLIs and the CRD test (tests/unit/test_crd_schema.py).
 STARTING_OFFSETS: Final[tuple[StartingOffsets, ...]] = get_args(StartingOffsets)
 PROCESSOR_MODES: Final[tuple[ProcessorMode, ...]] = get_args(ProcessorMode)
@@ -56,6 +58,7 @@ DEFAULT_HEADER_PROFILES: Final[tuple[HeaderProfile, ...]] = (REQUIRED_HEADER_PRO
 ORDERING_MODES: Final[tuple[OrderingMode, ...]] = get_args(OrderingMode)
 ON_DEAD_LETTER: Final[tuple[OnDeadLetter, ...]] = get_args(OnDeadLetter)
 ON_OVERFLOW: Final[tuple[OnOverflow, ...]] = get_args(OnOverflow)
+BROKER_TYPES: Final[tuple[BrokerType, ...]] = get_args(BrokerType)
 
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef`` and where the
 #: engine reads it: one file per Kafka client property (``security.protocol``, ...).
@@ -65,6 +68,24 @@ KAFKA_CLIENT_DIR: Final = "/etc/spark-dlq/kafka-client"
 KAFKA_TOPIC_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
 KAFKA_TOPIC_MAX_LENGTH: Final = 249
 _TOPIC_RE = re.compile(KAFKA_TOPIC_PATTERN)
+#: The Pulsar topic names a policy may use: ``name`` (in ``public/default``),
+#: ``tenant/namespace/name`` or ``persistent://tenant/namespace/name``, each part in Kafka's
+#: characters. Only persistent topics: a non-persistent one keeps nothing for a restart to read,
+#: and dead letters must be kept.
+PULSAR_TOPIC_PATTERN: Final = r"^(persistent://)?([a-zA-Z0-9._-]+/[a-zA-Z0-9._-]+/)?[a-zA-Z0-9._-]+$"
+_PULSAR_TOPIC_RE = re.compile(PULSAR_TOPIC_PATTERN)
+#: Pulsar names the partitions of a partitioned topic ``<topic>-partition-<n>``: a topic of its
+#: own may not be named so.
+_PULSAR_PARTITION_RE = re.compile(r"-partition-[0-9]+$")
+PULSAR_DEFAULT_TENANT: Final = "public"
+PULSAR_DEFAULT_NAMESPACE: Final = "default"
+#: ``spec.broker.serviceUrl`` (binary protocol) and ``spec.broker.adminUrl`` (admin REST API).
+PULSAR_SERVICE_URL_PATTERN: Final = r"^pulsar(\+ssl)?://[^\s/]+/?$"
+PULSAR_ADMIN_URL_PATTERN: Final = r"^https?://[^\s]+$"
+#: The subscription the operator creates on a Pulsar dead-letter topic: Pulsar deletes messages
+#: that no durable subscription still holds (once retention allows), so dead letters nobody has
+#: read yet stay for as long as this subscription does. Nothing ever reads through it.
+PULSAR_KEEP_SUBSCRIPTION: Final = "spark-dlq-keep"
 _ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _MEMORY_RE = re.compile(r"^[1-9][0-9]*[kmgtKMGT]?$")
 _HEADER_PREFIX: Final = "dlq."
@@ -140,8 +161,20 @@ class SecretRef:
 
 @dataclass(frozen=True, slots=True)
 class Broker:
-    bootstrap_servers: str
+    """``spec.broker``: a Kafka cluster (``bootstrap_servers``) or a Pulsar cluster
+    (``service_url`` for clients, ``admin_url`` for the admin REST API); the other kind's
+    fields stay empty (the parser refuses a mix)."""
+
+    bootstrap_servers: str = ""
     secret_ref: SecretRef | None = None
+    type: BrokerType = "kafka"
+    service_url: str = ""
+    admin_url: str = ""
+
+    @property
+    def address(self) -> str:
+        """Where clients reach the broker, for messages: the bootstrap servers or service URL."""
+        return self.service_url if self.type == "pulsar" else self.bootstrap_servers
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,13 +328,47 @@ class DeadLetterPolicy:
     def dead_letter_topic(self) -> str:
         return self.dead_letter.topic or default_dead_letter_topic(self.source)
 
+    @property
+    def is_pulsar(self) -> bool:
+        return self.broker.type == "pulsar"
+
 
 def default_retry_topic(source: Source) -> str:
+    """``<topic>-<subscription>-RETRY``: Pulsar's own default name for a retry letter topic; on
+    Pulsar a fully qualified source gives a fully qualified retry topic in its namespace."""
     return f"{source.topic}-{source.subscription}-RETRY"
 
 
 def default_dead_letter_topic(source: Source) -> str:
+    """``<topic>-<subscription>-DLQ``: Pulsar's own default name for a dead letter topic."""
     return f"{source.topic}-{source.subscription}-DLQ"
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarTopic:
+    """A Pulsar topic name taken apart: ``orders`` is ``persistent://public/default/orders``."""
+
+    tenant: str
+    namespace: str
+    local_name: str
+
+    @property
+    def full_name(self) -> str:
+        return f"persistent://{self.tenant}/{self.namespace}/{self.local_name}"
+
+    @property
+    def rest_path(self) -> str:
+        """The topic's part of an admin REST API path: ``persistent/<tenant>/<namespace>/<name>``."""
+        return f"persistent/{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+def pulsar_topic(name: str) -> PulsarTopic:
+    """The parts of a Pulsar topic name the parser accepted (``pulsar_topic_problem`` is None)."""
+    rest = name.removeprefix("persistent://")
+    parts = rest.split("/")
+    if len(parts) == 3:
+        return PulsarTopic(parts[0], parts[1], parts[2])
+    return PulsarTopic(PULSAR_DEFAULT_TENANT, PULSAR_DEFAULT_NAMESPACE, rest)
 
 
 # --------------------------------------------------------------------------------------------
@@ -489,10 +556,12 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     if raw is None:
         issues.append(Issue("spec", "is required"))
     spec = _Fields(raw, "spec", issues)
+    # Topic names are checked by the broker's rules, and the source comes before the broker.
+    broker_type = _peek_broker_type(spec.raw)
 
     f = spec.child("source")
     source = Source(
-        topic=_topic(f, "topic", required=True),
+        topic=_topic(f, "topic", broker_type, required=True),
         subscription=f.string("subscription"),
         starting_offsets=f.choice("startingOffsets", STARTING_OFFSETS, "latest"),
         max_offsets_per_trigger=f.integer("maxOffsetsPerTrigger", 0, minimum=0),
@@ -506,15 +575,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         )
     f.done()
 
-    f = spec.child("broker")
-    bootstrap = f.string("bootstrapServers")
-    secret_ref = None
-    if f.get("secretRef") is not _MISSING:
-        s = f.child("secretRef")
-        secret_ref = SecretRef(name=s.string("name"))
-        s.done()
-    f.done()
-    broker = Broker(bootstrap_servers=bootstrap, secret_ref=secret_ref)
+    broker = _parse_broker(spec.child("broker"))
 
     f = spec.child("processor")
     entrypoint = f.string("entrypoint")
@@ -528,11 +589,11 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     f.done()
 
     f = spec.child("output")
-    output = Output(topic=_topic(f, "topic"))
+    output = Output(topic=_topic(f, "topic", broker_type))
     f.done()
 
-    retry = _parse_retry(spec.child("retry"))
-    dead_letter = _parse_dead_letter(spec.child("deadLetter"))
+    retry = _parse_retry(spec.child("retry"), broker_type)
+    dead_letter = _parse_dead_letter(spec.child("deadLetter"), broker_type)
     # A topic written out as its default (``to_spec`` does so) is the same policy as one left out.
     if retry.topic == default_retry_topic(source):
         retry = replace(retry, topic="")
@@ -546,6 +607,8 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     f.done()
 
     topics = _parse_topics(spec.child("topics"))
+    if broker.type == "pulsar":
+        _check_pulsar_topics(spec.child("topics"), broker, topics)
     spark = _parse_spark(spec.child("spark"))
     suspend = spec.boolean("suspend", False)
     ordering = _parse_ordering(spec, source)
@@ -568,6 +631,92 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     )
     _check_topic_names_distinct(policy, issues)
     return policy
+
+
+def _peek_broker_type(spec: Mapping[str, Any]) -> BrokerType:
+    """``spec.broker.type`` when it is a known type, else kafka (``_parse_broker`` names a bad one)."""
+    broker = spec.get("broker")
+    found = broker.get("type") if isinstance(broker, Mapping) else None
+    return cast(BrokerType, found) if found in BROKER_TYPES else "kafka"
+
+
+_SERVICE_URL_RE = re.compile(PULSAR_SERVICE_URL_PATTERN)
+_ADMIN_URL_RE = re.compile(PULSAR_ADMIN_URL_PATTERN)
+
+
+def _parse_broker(f: _Fields) -> Broker:
+    broker_type = f.choice("type", BROKER_TYPES, "kafka")
+    # An unknown type is the one problem named: which fields belong is not known then.
+    known = f.raw.get("type") in (None, *BROKER_TYPES)
+    pulsar = broker_type == "pulsar"
+    # Required for its own type; any other type's field is refused, not ignored.
+    bootstrap = f.string("bootstrapServers", None if known and not pulsar else "")
+    service_url = f.string("serviceUrl", None if pulsar else "")
+    admin_url = f.string("adminUrl", "")
+    if pulsar and bootstrap:
+        f.fail(
+            f.at("bootstrapServers"),
+            "is for type kafka: a Pulsar broker is reached through serviceUrl and adminUrl",
+        )
+    for key, value in (("serviceUrl", service_url), ("adminUrl", admin_url)):
+        if value and known and not pulsar:
+            f.fail(f.at(key), "is for type pulsar (spec.broker.type is kafka)")
+    if pulsar and service_url.strip() and not _SERVICE_URL_RE.match(service_url):
+        f.fail(
+            f.at("serviceUrl"),
+            f"must be pulsar://host:port or pulsar+ssl://host:port (hosts separated by commas), "
+            f"got {service_url!r}",
+        )
+    if pulsar and admin_url and not _ADMIN_URL_RE.match(admin_url):
+        f.fail(f.at("adminUrl"), f"must be http://host:port or https://host:port, got {admin_url!r}")
+    secret_ref = None
+    if f.get("secretRef") is not _MISSING:
+        s = f.child("secretRef")
+        secret_ref = SecretRef(name=s.string("name"))
+        s.done()
+        if pulsar:
+            f.fail(f.at("secretRef"), "is not supported with type pulsar yet (Kafka client settings only)")
+    f.done()
+    return Broker(
+        bootstrap_servers=bootstrap,
+        secret_ref=secret_ref,
+        type=broker_type,
+        service_url=service_url,
+        admin_url=admin_url,
+    )
+
+
+def _check_pulsar_topics(f: _Fields, broker: Broker, topics: Topics) -> None:
+    """``spec.topics`` fields that only mean something on Kafka are refused with type pulsar,
+    and the operator needs the admin URL to create the topics."""
+    if topics.create and not broker.admin_url:
+        f.fail(
+            "spec.broker.adminUrl",
+            "is required with type pulsar when spec.topics.create is true: the operator creates "
+            "the topics through Pulsar's admin REST API",
+        )
+    if topics.provisioner == "strimzi":
+        f.fail(
+            f.at("provisioner"),
+            "strimzi provisions Kafka topics: with broker type pulsar use auto or admin "
+            "(Pulsar's admin REST API)",
+        )
+    if topics.replication_factor != -1:
+        f.fail(
+            f.at("replicationFactor"),
+            "must be -1 with broker type pulsar: a Pulsar topic's replicas are its namespace's "
+            f"persistence policy, got {topics.replication_factor}",
+        )
+    for key, config in (
+        ("retryConfig", topics.retry_config),
+        ("deadLetterConfig", topics.dead_letter_config),
+    ):
+        if config:
+            f.fail(
+                f.at(key),
+                "must be empty with broker type pulsar: these are Kafka topic configs (a Pulsar "
+                "topic takes retention and the rest from its namespace's policies)",
+            )
 
 
 def _parse_ordering(spec: _Fields, source: Source) -> Ordering:
@@ -600,9 +749,9 @@ def _ordering_spec(ordering: Ordering) -> dict[str, Any]:
     }
 
 
-def _parse_retry(f: _Fields) -> RetrySpec:
+def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
     max_redeliver = f.integer("maxRedeliverCount", DEFAULT_MAX_REDELIVER_COUNT, minimum=0)
-    topic = _topic(f, "topic")
+    topic = _topic(f, "topic", broker_type)
     backoff = _parse_backoff(f.child("backoff"))
     non_retryable = f.string_list("nonRetryableErrors")
     rules = _parse_rules(f, max_redeliver, backoff, non_retryable)
@@ -706,7 +855,7 @@ def _levels(b: _Fields) -> tuple[int, ...]:
     return tuple(levels)
 
 
-def _parse_dead_letter(f: _Fields) -> DeadLetter:
+def _parse_dead_letter(f: _Fields, broker_type: BrokerType) -> DeadLetter:
     headers = f.string_map("headers")
     for key in headers:
         if key.lower().startswith(_HEADER_PREFIX):
@@ -716,7 +865,7 @@ def _parse_dead_letter(f: _Fields) -> DeadLetter:
             )
     dead_letter = DeadLetter(
         strategy=f.choice("strategy", DEAD_LETTER_STRATEGIES, "topic"),
-        topic=_topic(f, "topic"),
+        topic=_topic(f, "topic", broker_type),
         include_stack_trace=f.boolean("includeStackTrace", True),
         headers=headers,
         header_profiles=_parse_header_profiles(f),
@@ -833,13 +982,17 @@ def _resources(f: _Fields, *, executor: bool) -> Resources:
     return resources
 
 
-def _topic(f: _Fields, key: str, *, required: bool = False) -> str:
+def _topic(f: _Fields, key: str, broker_type: BrokerType, *, required: bool = False) -> str:
     value = f.string(key, None if required else "")
     if value:
-        problem = topic_name_problem(value)
+        problem = _name_problem(broker_type, value)
         if problem:
             f.fail(f.at(key), problem)
     return value
+
+
+def _name_problem(broker_type: BrokerType, name: str) -> str | None:
+    return pulsar_topic_problem(name) if broker_type == "pulsar" else topic_name_problem(name)
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -853,22 +1006,51 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
+def pulsar_topic_problem(name: str) -> str | None:
+    """Why a policy may not use this Pulsar topic name, or None when it is acceptable."""
+    if name.startswith("non-persistent://"):
+        return f"must be a persistent topic: a non-persistent one keeps no messages, got {name!r}"
+    if len(name) > KAFKA_TOPIC_MAX_LENGTH:
+        return f"must be at most {KAFKA_TOPIC_MAX_LENGTH} characters, got {len(name)}"
+    if not _PULSAR_TOPIC_RE.match(name):
+        return (
+            "must be name, tenant/namespace/name or persistent://tenant/namespace/name, each part "
+            f"of letters, digits, '.', '_' and '-', got {name!r}"
+        )
+    local = pulsar_topic(name).local_name
+    if local in (".", ".."):
+        return f"must not be named '.' or '..', got {name!r}"
+    if _PULSAR_PARTITION_RE.search(local):
+        return f"must not end in -partition-<n>: Pulsar names a topic's partitions so, got {name!r}"
+    return None
+
+
 def _check_topic_names_distinct(policy: DeadLetterPolicy, issues: list[Issue]) -> None:
     if not policy.source.topic or not policy.source.subscription:
         return
+    broker_type = policy.broker.type
+
+    def same(a: str, b: str) -> bool:
+        """One topic on the broker: on Pulsar ``orders`` is ``persistent://public/default/orders``."""
+        if broker_type == "pulsar" and not (_name_problem(broker_type, a) or _name_problem(broker_type, b)):
+            return pulsar_topic(a).full_name == pulsar_topic(b).full_name
+        return a == b
+
     named = [
         ("spec.retry.topic", policy.retry_topic),
         ("spec.deadLetter.topic", policy.dead_letter_topic),
         ("spec.output.topic", policy.output.topic),
     ]
     for path, topic in named:
-        if topic and topic == policy.source.topic:
+        if topic and same(topic, policy.source.topic):
             issues.append(Issue(path, f"must differ from spec.source.topic ({topic!r})"))
-    if policy.retry_topic == policy.dead_letter_topic:
+    if same(policy.retry_topic, policy.dead_letter_topic):
         issues.append(
             Issue("spec.deadLetter.topic", f"must differ from the retry topic ({policy.retry_topic!r})")
         )
-    if policy.output.topic and policy.output.topic in (policy.retry_topic, policy.dead_letter_topic):
+    if policy.output.topic and (
+        same(policy.output.topic, policy.retry_topic) or same(policy.output.topic, policy.dead_letter_topic)
+    ):
         issues.append(
             Issue(
                 "spec.output.topic",
@@ -879,7 +1061,7 @@ def _check_topic_names_distinct(policy: DeadLetterPolicy, issues: list[Issue]) -
         ("spec.retry.topic", policy.retry_topic),
         ("spec.deadLetter.topic", policy.dead_letter_topic),
     ):
-        problem = topic_name_problem(topic)
+        problem = _name_problem(broker_type, topic)
         if problem and not any(i.path == path for i in issues):
             issues.append(Issue(path, f"(derived) {problem}"))
 
@@ -935,7 +1117,7 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             # Only when key, so that policies without it keep their config hash.
             **({"ordering": policy.source.ordering} if policy.source.ordering != "none" else {}),
         },
-        "broker": {"bootstrapServers": policy.broker.bootstrap_servers},
+        "broker": _broker_spec(policy.broker),
         "processor": {
             "entrypoint": policy.processor.entrypoint,
             "mode": policy.processor.mode,
@@ -1010,6 +1192,17 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
     if policy.broker.secret_ref is not None:
         spec["broker"]["secretRef"] = {"name": policy.broker.secret_ref.name}
     return spec
+
+
+def _broker_spec(broker: Broker) -> dict[str, Any]:
+    # type only when pulsar, so that Kafka policies written before it keep their config hash.
+    if broker.type == "kafka":
+        return {"bootstrapServers": broker.bootstrap_servers}
+    return {
+        "type": broker.type,
+        "serviceUrl": broker.service_url,
+        **({"adminUrl": broker.admin_url} if broker.admin_url else {}),
+    }
 
 
 def _table_spec(table: DeadLetterTable) -> dict[str, Any]:

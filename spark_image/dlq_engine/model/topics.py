@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy, pulsar_topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,12 @@ class TopicWant:
         return ", ".join(parts)
 
 
+def broker_topic_name(policy: DeadLetterPolicy, name: str) -> str:
+    """The topic's name as its broker knows it, for status and messages: on Pulsar the fully
+    qualified ``persistent://tenant/namespace/name``, on Kafka the name itself."""
+    return pulsar_topic(name).full_name if policy.is_pulsar else name
+
+
 def wanted_topics(policy: DeadLetterPolicy, *, source_partitions: int | None) -> tuple[TopicWant, TopicWant]:
     """The retry and dead-letter topics: ``topics.partitions``, else as many as the source."""
     partitions = policy.topics.partitions or source_partitions
@@ -41,4 +47,24 @@ def wanted_topics(policy: DeadLetterPolicy, *, source_partitions: int | None) ->
         TopicWant(
             policy.dead_letter_topic, partitions, rf, dict(sorted(policy.topics.dead_letter_config.items()))
         ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarSubscriptionWant:
+    """A durable subscription the operator creates on a Pulsar topic, from its earliest message."""
+
+    topic: str
+    subscription: str
+
+
+def pulsar_subscriptions(policy: DeadLetterPolicy) -> tuple[PulsarSubscriptionWant, ...]:
+    """Pulsar deletes a message once every durable subscription has acknowledged it (and
+    retention allows), and one written while a topic has no subscription at all. So the retry
+    topic gets the engine's own subscription (``source.subscription``, as Pulsar's clients
+    consume their retry letter topic) before the engine first writes to it, and the dead-letter
+    topic one that nothing ever reads through: dead letters stay until a person deletes them."""
+    return (
+        PulsarSubscriptionWant(policy.retry_topic, policy.source.subscription),
+        PulsarSubscriptionWant(policy.dead_letter_topic, PULSAR_KEEP_SUBSCRIPTION),
     )

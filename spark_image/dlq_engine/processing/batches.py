@@ -96,6 +96,9 @@ class RoutingSettings:
     ordered: bool = False
     block_on_dead_letter: bool = False
     stop_on_overflow: bool = False
+    #: A policy on Pulsar: offsets are packed message ids, the Java client's properties are
+    #: written beside ``dlq.*`` (the pulsar profile) and its letters' ``RECONSUMETIMES`` counted.
+    pulsar: bool = False
 
     @property
     def rules(self) -> Rules:
@@ -118,13 +121,21 @@ class RoutingSettings:
             rule_limits=tuple(rule.max_redeliver_count for rule in policy.retry.rules),
             rule_backoffs=tuple(rule.backoff for rule in policy.retry.rules),
             static_headers=tuple(sorted(policy.dead_letter.headers.items())),
-            header_profiles=policy.dead_letter.header_profiles,
+            header_profiles=_profiles(policy),
             timeout_ms=policy.processor.timeout_ms,
             late_after_ms=late_after_ms(policy.spark.trigger_ms),
             ordered=policy.source.ordering == "key",
             block_on_dead_letter=policy.ordering.on_dead_letter == "block",
             stop_on_overflow=policy.ordering.on_overflow == "stop",
+            pulsar=policy.is_pulsar,
         )
+
+
+def _profiles(policy: DeadLetterPolicy) -> tuple[HeaderProfile, ...]:
+    """The policy's header profiles; on Pulsar the pulsar profile always, so that the Java
+    client's retry and dead-letter consumers read our letters."""
+    listed = policy.dead_letter.header_profiles
+    return listed if not policy.is_pulsar or "pulsar" in listed else (*listed, "pulsar")
 
 
 def late_after_ms(trigger_ms: int) -> int:
@@ -818,6 +829,8 @@ def _failed(
             carried = h.first_header(retry_headers, name)
             if carried is not None:
                 origin[name] = _text(carried)
+        if settings.pulsar and h.ORIGINAL_TOPIC not in origin:
+            origin.update(_java_origin(retry_headers))
     origin.setdefault(h.ORIGINAL_TOPIC, message.topic)
     origin.setdefault(h.ORIGINAL_PARTITION, str(message.partition))
     origin.setdefault(h.ORIGINAL_OFFSET, str(message.offset))
@@ -843,11 +856,31 @@ def _failed(
         rule=f"retry.rules[{failure.rule}]" if failure.rule >= 0 else None,
         profiles=settings.header_profiles,
         retry_topic=settings.retry_topic,
+        pulsar_ids=settings.pulsar,
     )
 
 
+def _java_origin(headers: list[tuple[str, bytes | None]]) -> dict[str, str]:
+    """Where a retry letter of the Pulsar Java client (``reconsumeLater``) was first read:
+    its ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; empty when it has none."""
+    topic = h.first_header(headers, h.PULSAR_REAL_TOPIC)
+    if topic is None:
+        return {}
+    origin = {h.ORIGINAL_TOPIC: _text(topic)}
+    for name in (h.PULSAR_ORIGIN_MESSAGE_ID_NEW, h.PULSAR_ORIGIN_MESSAGE_ID):
+        parsed = h.parse_pulsar_message_id(_text(h.first_header(headers, name)))
+        if parsed is not None:
+            origin[h.ORIGINAL_PARTITION], origin[h.ORIGINAL_OFFSET] = str(parsed[0]), str(parsed[1])
+            break
+    return origin
+
+
 def _attempt(headers: list[tuple[str, bytes | None]] | None) -> int:
+    """Failed attempts so far: ``dlq.attempt``, else the Pulsar Java client's
+    ``RECONSUMETIMES`` (its ``reconsumeLater`` counts the same way); 0 when neither is there."""
     raw = h.first_header(headers, h.ATTEMPT)
+    if raw is None:
+        raw = h.first_header(headers, h.PULSAR_RECONSUME_TIMES)
     try:
         value = int(_text(raw))
     except ValueError:

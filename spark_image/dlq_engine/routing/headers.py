@@ -14,7 +14,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from dlq_engine.model.policy import HeaderProfile
+from dlq_engine.model.policy import HeaderProfile, pulsar_topic
 
 PREFIX: Final = "dlq."
 ORIGINAL_TOPIC: Final = "dlq.original.topic"
@@ -128,6 +128,64 @@ OWNED_NAMES: Final[Mapping[HeaderProfile, tuple[str, ...]]] = {
 }
 
 
+#: A Pulsar message id (ledger, entry, batch index) packed into the ``offset`` column's long:
+#: ledger ids below 2**31, entry ids below 2**20 (Pulsar rolls a ledger over at 50,000 entries by
+#: default), batch indexes below 2**12 (a producer batches at most 1,000 by default). Packed ids
+#: order as the message ids do within a partition.
+PULSAR_LEDGER_BITS: Final = 31
+PULSAR_ENTRY_BITS: Final = 20
+PULSAR_BATCH_BITS: Final = 12
+
+
+def pulsar_offset(ledger: int, entry: int, batch: int) -> int:
+    """The ``offset`` of a Pulsar message (``PULSAR_*_BITS``); a message id out of that range
+    raises ``ValueError`` naming it."""
+    batch = max(batch, 0)
+    if not (
+        0 <= ledger < 2**PULSAR_LEDGER_BITS
+        and 0 <= entry < 2**PULSAR_ENTRY_BITS
+        and batch < 2**PULSAR_BATCH_BITS
+    ):
+        raise ValueError(
+            f"Pulsar message id {ledger}:{entry}:{batch} does not fit the engine's offsets (ledger below "
+            f"2^{PULSAR_LEDGER_BITS}, entry below 2^{PULSAR_ENTRY_BITS}, batch index below 2^{PULSAR_BATCH_BITS})"
+        )
+    return (ledger << (PULSAR_ENTRY_BITS + PULSAR_BATCH_BITS)) | (entry << PULSAR_BATCH_BITS) | batch
+
+
+def pulsar_message_id(partition: int, offset: int) -> str:
+    """The Java client's ``MessageId.toString()`` of a packed ``offset``:
+    ``ledger:entry:partition``, with ``:batch`` for a message of a batch (index above 0)."""
+    batch = offset & (2**PULSAR_BATCH_BITS - 1)
+    entry = (offset >> PULSAR_BATCH_BITS) & (2**PULSAR_ENTRY_BITS - 1)
+    ledger = offset >> (PULSAR_ENTRY_BITS + PULSAR_BATCH_BITS)
+    return f"{ledger}:{entry}:{partition}" + (f":{batch}" if batch else "")
+
+
+def parse_pulsar_message_id(text: str) -> tuple[int, int] | None:
+    """``(partition, offset)`` of a Java client's ``MessageId.toString()``
+    (``ledger:entry:partition[:batch]``); None when it is not one or does not fit."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        return None
+    try:
+        ledger, entry, partition = int(parts[0]), int(parts[1]), int(parts[2])
+        batch = int(parts[3]) if len(parts) == 4 else -1
+        return partition, pulsar_offset(ledger, entry, batch)
+    except ValueError:
+        return None
+
+
+def pulsar_real_topic(topic: str, partition: int) -> str:
+    """The Java client's ``Message.getTopicName()`` (``REAL_TOPIC``) of a message read from a
+    policy's ``topic``: the full name, of the partition if any. A name that is already a
+    partition's full name (a Java client's ``REAL_TOPIC``) stays as it is."""
+    if topic.startswith("persistent://") and "-partition-" in topic:
+        return topic
+    name = pulsar_topic(topic).full_name
+    return f"{name}-partition-{partition}" if partition >= 0 else name
+
+
 def owned(profiles: Sequence[HeaderProfile]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The prefixes and exact names of the headers the listed profiles write."""
     prefixes = tuple(p for profile in profiles for p in OWNED_PREFIXES[profile])
@@ -218,12 +276,16 @@ def failure_headers(
     rule: str | None = None,
     profiles: Sequence[HeaderProfile] = ("spark-dlq",),
     retry_topic: str = "",
+    pulsar_ids: bool = False,
 ) -> list[tuple[str, bytes]]:
     """The ``dlq.*`` headers (and static dead-letter headers) for one failed message, then
     those of each other listed profile, in the list's order. A retry record is one with a
     ``deliver_at``.
 
-    ``origin`` holds the carried headers (``CARRIED``) as they should be written.
+    ``origin`` holds the carried headers (``CARRIED``) as they should be written. With
+    ``pulsar_ids`` (a policy on Pulsar) the origin's offset is a packed Pulsar message id
+    (``pulsar_offset``): the pulsar profile writes ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID`` as the
+    Java client does, the full topic name and ``ledger:entry:partition[:batch]``.
     """
     values: list[tuple[str, str]] = [(name, origin[name]) for name in CARRIED if name in origin]
     values += [
@@ -260,10 +322,18 @@ def failure_headers(
                 *([(CONNECT_EXCEPTION_STACKTRACE, stacktrace)] if stacktrace else []),
             )
         elif profile == "pulsar":
+            real_topic, message_id = (
+                origin[ORIGINAL_TOPIC],
+                f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}",
+            )
+            if pulsar_ids:
+                partition, offset = _int(origin[ORIGINAL_PARTITION], 32), _int(origin[ORIGINAL_OFFSET])
+                real_topic = pulsar_real_topic(real_topic, partition)
+                message_id = pulsar_message_id(partition, offset)
             written += _utf8(
-                (PULSAR_REAL_TOPIC, origin[ORIGINAL_TOPIC]),
-                (PULSAR_ORIGIN_MESSAGE_ID, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
-                (PULSAR_ORIGIN_MESSAGE_ID_NEW, f"{origin[ORIGINAL_PARTITION]}:{origin[ORIGINAL_OFFSET]}"),
+                (PULSAR_REAL_TOPIC, real_topic),
+                (PULSAR_ORIGIN_MESSAGE_ID, message_id),
+                (PULSAR_ORIGIN_MESSAGE_ID_NEW, message_id),
                 (PULSAR_RECONSUME_TIMES, str(attempt)),
                 *(
                     [

@@ -14,7 +14,8 @@ from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.pipeline import RunOptions
 from dlq_engine.job.runner import Run
 from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
-from tests.helpers import engine_policy
+from spark_dlq_devtools.pulsar import PulsarBroker
+from tests.helpers import engine_policy, pulsar_engine_policy
 
 
 class Engine:
@@ -118,6 +119,38 @@ def engine(spark: Any, bootstrap_servers: str, tmp_path: Path) -> Iterator[Calla
         running = Engine(
             spark, policy, checkpoint or tmp_path / "checkpoint", once, metrics(policy) if metrics else None
         )
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
+
+
+@pytest.fixture
+def pulsar_topics(make_pulsar_topic: Callable[..., str]) -> Callable[..., dict[str, str]]:
+    """Create source, retry, DLQ and output topics on the session's Pulsar broker for one test
+    (``partitions=0``: non-partitioned)."""
+
+    def create(partitions: int = 0) -> dict[str, str]:
+        return {
+            role: make_pulsar_topic(prefix, partitions=partitions)
+            for role, prefix in (("source", "src"), ("retry", "retry"), ("dlq", "dlq"), ("output", "out"))
+        }
+
+    return create
+
+
+@pytest.fixture
+def pulsar_engine(spark: Any, pulsar: PulsarBroker, tmp_path: Path) -> Iterator[Callable[..., Engine]]:
+    """``engine`` on the session's Pulsar broker."""
+    started: list[Engine] = []
+
+    def start(
+        names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None, **spec: Any
+    ) -> Engine:
+        policy = parse_policy(pulsar_engine_policy(names, pulsar, **spec))
+        running = Engine(spark, policy, checkpoint or tmp_path / "checkpoint", once)
         started.append(running)
         return running
 

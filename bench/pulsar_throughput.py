@@ -1,0 +1,157 @@
+"""The engine's throughput on Pulsar beside Kafka, in one run on one SparkSession.
+
+One Kafka broker and one standalone Pulsar broker are started here; each gets a source topic of
+the same N messages (the throughput benchmark's ~200-byte values, a key and one header; two
+partitions). The engine's first pass over them (``bench.spark_runs.engine_first_pass``: timed
+from just before the query starts to the end of the batch that routes the N-th source message)
+runs per broker, in rounds whose order alternates, with the failure mix ``1%+0.1%`` in
+``mode: message``; each broker's fastest round is its figure, as in bench/throughput.py.
+Results: ``bench/results/pulsar_throughput.json``, and the ratio Pulsar / Kafka; ``bench/run.py``
+runs it as its ``pulsar`` benchmark and ``bench/report.py`` puts it in docs/benchmarks.md.
+
+    python -m bench.pulsar_throughput [--n 100000] [--rounds 2]
+    bench/run.sh --only pulsar [--pulsar-n 100000] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    TRACE_HEADER,
+    VALUE_BYTES,
+    bench_session,
+    fill_topic,
+    log,
+    source_value,
+    unique,
+    write_json,
+)
+from bench.processors import entrypoint
+from bench.spark_runs import engine_first_pass
+from spark_dlq_devtools.kafka import KafkaBroker, create_topics
+from spark_dlq_devtools.paths import work_dir
+from spark_dlq_devtools.pulsar import Message, PulsarBroker
+
+MIX = "1%+0.1%"
+PARTITIONS = 2
+
+
+def fill_pulsar(pulsar: PulsarBroker, topic: str, n: int) -> None:
+    """The same messages as ``fill_topic`` writes to Kafka, with producer batching (as a
+    throughput-minded producer sends them)."""
+    filler = (
+        b'{"order":"bench","amount":12.50,"currency":"EUR","items":["a","b","c"],"note":"'
+        + b"x" * VALUE_BYTES
+        + b'"}'
+    )
+    chunk = 10_000
+    for first in range(0, n, chunk):
+        pulsar.produce(
+            topic,
+            (
+                Message(f"k{i}", source_value(i, filler), {TRACE_HEADER: "bench"})
+                for i in range(first, min(first + chunk, n))
+            ),
+            batching=True,
+        )
+
+
+def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
+    loadavg_start = os.getloadavg()
+    workdir = work_dir(f"bench-pulsar-{os.getpid()}")
+    kafka = KafkaBroker(name=f"kafka-bench-pulsar-{os.getpid()}", log_level="WARN")
+    pulsar = PulsarBroker(name=f"pulsar-bench-{os.getpid()}", log_level="WARN")
+    kafka.start()
+    pulsar.start()
+    spark = None
+    try:
+        kafka_source = unique("source")
+        create_topics(kafka.bootstrap_servers, [kafka_source], PARTITIONS)
+        fill_topic(kafka.bootstrap_servers, kafka_source, n)
+        pulsar_source = pulsar.create_topic(unique("source"), PARTITIONS)
+        fill_pulsar(pulsar, pulsar_source, n)
+        log(f"filled {n} messages on each broker")
+        spark = bench_session("local[2]")
+        runs: list[dict[str, Any]] = []
+        for round_ in range(rounds):
+            order = ["kafka", "pulsar"] if round_ % 2 == 0 else ["pulsar", "kafka"]
+            for broker in order:
+                checkpoint = workdir / unique(f"cp-{broker}")
+                if broker == "kafka":
+                    result = engine_first_pass(
+                        spark,
+                        kafka.bootstrap_servers,
+                        kafka_source,
+                        n,
+                        partitions=PARTITIONS,
+                        mode="message",
+                        entrypoint=entrypoint("message", MIX),
+                        checkpoint=checkpoint,
+                    )
+                else:
+                    topics = {
+                        kind: pulsar.create_topic(unique(kind), PARTITIONS)
+                        for kind in ("retry", "dlq", "out")
+                    }
+                    result = engine_first_pass(
+                        spark,
+                        "",
+                        pulsar_source,
+                        n,
+                        partitions=PARTITIONS,
+                        mode="message",
+                        entrypoint=entrypoint("message", MIX),
+                        checkpoint=checkpoint,
+                        broker={
+                            "type": "pulsar",
+                            "serviceUrl": pulsar.service_url,
+                            "adminUrl": pulsar.admin_url,
+                        },
+                        topics=topics,
+                    )
+                runs.append(
+                    {"broker": broker, "round": round_, "seconds": result["seconds"], "rate": result["rate"]}
+                )
+                log(f"{broker}: {result['rate']:.0f} messages/s ({result['seconds']:.1f} s)")
+        best = {b: max(r["rate"] for r in runs if r["broker"] == b) for b in ("kafka", "pulsar")}
+        summary = {
+            "n": n,
+            "partitions": PARTITIONS,
+            "mix": MIX,
+            "mode": "message",
+            "runs": runs,
+            "kafka_rate": round(best["kafka"]),
+            "pulsar_rate": round(best["pulsar"]),
+            "pulsar_vs_kafka": round(best["pulsar"] / best["kafka"], 3),
+            "loadavg_start": loadavg_start,
+            "loadavg_end": os.getloadavg(),
+        }
+        write_json(results, "pulsar_throughput", summary)
+        return summary
+    finally:
+        if spark is not None:
+            spark.stop()
+        pulsar.stop()
+        kafka.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
+    args = p.parse_args(argv)
+    print(json.dumps(run(args.n, args.rounds, args.results), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

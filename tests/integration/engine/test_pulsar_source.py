@@ -1,0 +1,136 @@
+"""The engine's Pulsar data source (``dlq_engine.job.pulsar_source``) on a real standalone
+broker: a streaming query reads a partitioned topic and writes another through it.
+
+What the engine relies on: offsets kept in the checkpoint survive a restart (nothing read twice,
+nothing skipped), the durable subscription exists under the policy's name and is acknowledged
+only when a batch commits, a failed write leaves the subscription's backlog as it was, keys and
+properties round-trip, and the retry and dead-letter topics are written without batching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlq_engine.job.pulsar_source import FORMAT, register
+from spark_dlq_devtools.pulsar import Message, PulsarBroker
+
+
+def _copy(spark: Any, pulsar: PulsarBroker, source: str, target: str, checkpoint: Path, **write: str) -> Any:
+    register(spark)
+    frame = (
+        spark.readStream.format(FORMAT)
+        .option("serviceUrl", pulsar.service_url)
+        .option("topic", source)
+        .option("subscription", "copier")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    return (
+        frame.selectExpr(f"'{target}' as topic", "key", "value", "headers")
+        .writeStream.format(FORMAT)
+        .option("serviceUrl", pulsar.service_url)
+        .options(**write)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
+def _sent(n: int, first: int = 0) -> list[Message]:
+    return [Message(f"k{i}", f"v{i}".encode(), {"n": str(i), "text": "é"}) for i in range(first, first + n)]
+
+
+def _run(spark: Any, pulsar: PulsarBroker, source: str, target: str, checkpoint: Path, **write: str) -> None:
+    """Copy what is there, then one marker message in a batch of its own: Spark tells a source
+    that a batch committed when it starts the next one, so after the marker's batch every
+    message before it is acknowledged, and the subscription's backlog is the marker."""
+    query = _copy(spark, pulsar, source, target, checkpoint, **write)
+    try:
+        query.processAllAvailable()
+        pulsar.produce(source, [Message("marker", b"marker")])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert pulsar.backlog(source, "copier") == 1
+
+
+def test_offsets_survive_a_restart_and_are_acknowledged_only_on_commit(
+    spark: Any, pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    source = make_pulsar_topic("src", partitions=2)
+    target = make_pulsar_topic("copy")
+    checkpoint = tmp_path / "cp"
+    pulsar.produce(source, _sent(30), batching=True)
+
+    _run(spark, pulsar, source, target, checkpoint, unbatchedTopics=target)
+    copied = [m for m in pulsar.read_all(target) if m.key != "marker"]
+    assert sorted((m.key, m.value, dict(m.properties)) for m in copied) == sorted(
+        (m.key, m.value, dict(m.properties)) for m in _sent(30)
+    )
+    assert all(m.message_id.endswith(":-1") for m in copied), "the unbatched topic got a batch"
+    assert pulsar.subscriptions(source + "-partition-0") == ["copier"]
+
+    # A restart from the checkpoint reads exactly what came since.
+    pulsar.produce(source, _sent(20, first=30))
+    _run(spark, pulsar, source, target, checkpoint, unbatchedTopics=target)
+    values = [m.value for m in pulsar.read_all(target)]
+    assert sorted(values) == sorted([m.value for m in _sent(50)] + [b"marker", b"marker"])
+
+    # A batch whose write fails commits nothing: the subscription holds its messages, and the
+    # next run, once the topic is back, writes them.
+    pulsar.delete_topic(target)
+    pulsar.produce(source, _sent(5, first=50))
+    query = _copy(spark, pulsar, source, target, checkpoint)
+    with pytest.raises(Exception, match="cannot create a producer"):
+        query.awaitTermination(120)
+    assert pulsar.backlog(source, "copier") >= 5
+    pulsar.create_topic(target)
+    _run(spark, pulsar, source, target, checkpoint)
+    assert sorted(m.value for m in pulsar.read_all(target)) == sorted(
+        [m.value for m in _sent(5, first=50)] + [b"marker"]
+    )
+
+
+def test_writer_batches_except_on_unbatched_topics_and_delays_retry_letters(
+    spark: Any, pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    import time
+
+    register(spark)
+    batched, unbatched, delayed = (make_pulsar_topic(p) for p in ("out", "dlq", "retry"))
+    due = int(time.time() * 1000) + 3_000
+    rows = [
+        (t, f"k{i}".encode(), f"v{i}".encode(), [("dlq.deliver.at", str(due).encode())])
+        for t in (batched, unbatched, delayed)
+        for i in range(50)
+    ]
+    frame = spark.createDataFrame(
+        rows, "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>"
+    )
+    # A Shared subscription sees delayed delivery (the engine's own readers ignore it).
+    import pulsar as client_lib
+
+    client = client_lib.Client(pulsar.service_url)
+    try:
+        shared = client.subscribe(delayed, "shared", consumer_type=client_lib.ConsumerType.Shared)
+        (
+            frame.repartition(1)
+            .write.format(FORMAT)
+            .mode("append")
+            .option("serviceUrl", pulsar.service_url)
+            .option("unbatchedTopics", f"{unbatched},{delayed}")
+            .option("delayedTopics", delayed)
+            .save()
+        )
+        first = shared.receive(30_000)
+        assert time.time() * 1000 >= due
+        assert first.properties()["dlq.deliver.at"] == str(due)
+    finally:
+        client.close()
+    assert any(not m.message_id.endswith(":-1") for m in pulsar.read_all(batched))
+    assert all(m.message_id.endswith(":-1") for m in pulsar.read_all(unbatched))
+    assert len(pulsar.read_all(delayed)) == 50

@@ -1,0 +1,112 @@
+"""The Pulsar provisioner alone against a real standalone Pulsar (no Kubernetes): what it
+creates, that doing it again changes nothing, and how it answers a broker that is not there."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from dlq_engine.model import parse_policy
+from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy
+from spark_dlq_devtools.processes import free_port
+from spark_dlq_devtools.pulsar import PulsarBroker
+from spark_dlq_operator.topics import BrokerUnavailable, PulsarProvisioner, TopicsReport
+from tests.integration.operator.test_pulsar import partitions
+from tests.policy_builder import policy_document
+
+T = TypeVar("T")
+
+
+def pulsar_policy(pulsar: PulsarBroker, source: str, **overrides: object) -> DeadLetterPolicy:
+    broker = {"type": "pulsar", "serviceUrl": pulsar.service_url, "adminUrl": pulsar.admin_url}
+    return parse_policy(policy_document({"spec.broker": broker, "spec.source.topic": source, **overrides}))
+
+
+def with_provisioner(call: Callable[[PulsarProvisioner], Awaitable[T]]) -> T:
+    """Run ``call`` on a fresh provisioner, closed afterwards (as the operator's cleanup does)."""
+
+    async def run() -> T:
+        provisioner = PulsarProvisioner(timeout=5.0)
+        try:
+            return await call(provisioner)
+        finally:
+            await provisioner.close()
+
+    return asyncio.run(run())
+
+
+def ensure(policy: DeadLetterPolicy) -> TopicsReport:
+    return with_provisioner(lambda p: p.ensure(policy))
+
+
+def delete(policy: DeadLetterPolicy) -> list[str]:
+    return with_provisioner(lambda p: p.delete(policy))
+
+
+def test_ensure_creates_once_and_converges(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    source = make_pulsar_topic("orders", partitions=2)
+    policy = pulsar_policy(pulsar, source)
+    full = f"persistent://public/default/{source}"
+
+    first = ensure(policy)
+    second = ensure(policy)
+
+    assert (first.ready, first.reason) == (True, "TopicsReady")
+    assert first.created == (f"{full}-billing-RETRY", f"{full}-billing-DLQ")
+    assert (second.ready, second.created, second.message) == (True, (), first.message)
+    assert pulsar.subscriptions(f"{source}-billing-RETRY") == ["billing"]
+    assert pulsar.subscriptions(f"{source}-billing-DLQ") == [PULSAR_KEEP_SUBSCRIPTION]
+
+
+def test_topics_partitions_from_the_policy_win(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    source = make_pulsar_topic("orders")
+    report = ensure(pulsar_policy(pulsar, source, **{"spec.topics.partitions": 4}))
+    assert report.ready
+    assert partitions(pulsar, f"{source}-billing-DLQ") == 4
+
+
+def test_delete_removes_both_topics_and_then_finds_them_gone(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    source = make_pulsar_topic("orders", partitions=2)
+    policy = pulsar_policy(pulsar, source)
+    ensure(policy)
+    pulsar.produce(f"{source}-billing-DLQ", [(None, b"x")])
+
+    assert delete(policy) == [
+        f"persistent://public/default/{source}-billing-RETRY",
+        f"persistent://public/default/{source}-billing-DLQ",
+    ]
+    assert delete(policy) == []
+
+
+def test_an_admin_url_nothing_listens_on_is_broker_unavailable(pulsar: PulsarBroker) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    policy = pulsar_policy(pulsar, "orders", **{"spec.broker.adminUrl": closed})
+    with pytest.raises(BrokerUnavailable) as unavailable:
+        ensure(policy)
+    assert f"Pulsar's admin API at {closed} (spec.broker.adminUrl) did not answer GET " in str(
+        unavailable.value
+    )
+
+
+def test_a_missing_source_is_reported_not_created(pulsar: PulsarBroker) -> None:
+    report = ensure(pulsar_policy(pulsar, "never-made-orders"))
+    assert (report.ready, report.reason) == (False, "SourceTopicMissing")
+    assert "'persistent://public/default/never-made-orders' does not exist" in report.message
+
+
+def test_a_non_partitioned_source_gives_non_partitioned_topics(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
+) -> None:
+    source = make_pulsar_topic("orders")
+    report = ensure(pulsar_policy(pulsar, source))
+    assert (report.ready, len(report.created)) == (True, 2)
+    assert partitions(pulsar, f"{source}-billing-RETRY") == partitions(pulsar, f"{source}-billing-DLQ") == 0
