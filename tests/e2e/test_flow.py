@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka.admin import AdminClient
 from kubernetes import client
@@ -52,12 +52,18 @@ def _ledger(bootstrap: str, output: str, dlq: str) -> tuple[collections.Counter[
     return seen, dead
 
 
-def _wait_accounted(
-    bootstrap: str, output: str, dlq: str, keys: list[bytes], timeout: float = 240
-) -> tuple[collections.Counter[bytes], list[Record]]:
+K = TypeVar("K")
+R = TypeVar("R")
+
+
+def wait_accounted(
+    ledger: Callable[[], tuple[collections.Counter[K], list[R]]], keys: list[K], timeout: float = 240
+) -> tuple[collections.Counter[K], list[R]]:
+    """Polls ``ledger`` (what the output and dead-letter topics hold, by key) until every key of
+    ``keys`` is in one of them; fails naming the ones still missing."""
     deadline = time.monotonic() + timeout
     while True:
-        seen, dead = _ledger(bootstrap, output, dlq)
+        seen, dead = ledger()
         missing = [k for k in keys if not seen[k]]
         if not missing:
             return seen, dead
@@ -122,7 +128,7 @@ def test_the_whole_loop(
     wave1 = _wave("a", 120)
     produce(bootstrap_servers, source, wave1)
     keys1 = [k for k, _ in wave1]
-    seen, dead = _wait_accounted(bootstrap_servers, output, dlq_topic, keys1)
+    seen, dead = wait_accounted(lambda: _ledger(bootstrap_servers, output, dlq_topic), keys1)
     reasons = {r.header("dlq.reason") for r in dead}
     assert reasons == {"exhausted", "terminated", "non-retryable"}
     for record in dead:
@@ -154,7 +160,7 @@ def test_the_whole_loop(
     wave2 = _wave("b", 60)
     produce(bootstrap_servers, source, wave2)
     keys2 = [k for k, _ in wave2]
-    seen, dead = _wait_accounted(bootstrap_servers, output, dlq_topic, keys1 + keys2)
+    seen, dead = wait_accounted(lambda: _ledger(bootstrap_servers, output, dlq_topic), keys1 + keys2)
     # The new policy applies: flaky:2 now exhausts its single redelivery.
     assert {r.key for r in dead if r.value == b"flaky:2"} == {k for k, v in wave2 if v == b"flaky:2"}
     # Nothing from wave 1 was reprocessed from the beginning (a few duplicates of the batch
@@ -178,7 +184,7 @@ def test_the_whole_loop(
     seen, _ = _ledger(bootstrap_servers, output, dlq_topic)
     assert not [k for k, _ in wave3 if seen[k]]
     policies.patch(name, {"spec": {"suspend": False}})
-    _wait_accounted(bootstrap_servers, output, dlq_topic, [k for k, _ in wave3])
+    wait_accounted(lambda: _ledger(bootstrap_servers, output, dlq_topic), [k for k, _ in wave3])
 
     # Delete: the garbage collector removes the SparkApplication and ConfigMap (ownerReferences);
     # the runner stops the driver; the dead letters stay.

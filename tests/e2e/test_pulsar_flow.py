@@ -17,7 +17,7 @@ from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.pulsar import Message, PulsarBroker
 from tests.conftest import unique
 from tests.e2e.conftest import Policies
-from tests.e2e.test_flow import PREFIX_HEADERS, _wave
+from tests.e2e.test_flow import PREFIX_HEADERS, _wave, wait_accounted
 from tests.integration.operator.test_pulsar import partitions
 
 
@@ -27,20 +27,6 @@ def _ledger(pulsar: PulsarBroker, output: str, dlq: str) -> tuple[collections.Co
     seen: collections.Counter[str] = collections.Counter(m.key for m in out if m.key is not None)
     seen.update(m.key for m in dead if m.key is not None)
     return seen, dead
-
-
-def _wait_accounted(
-    pulsar: PulsarBroker, output: str, dlq: str, keys: list[str], timeout: float = 300
-) -> tuple[collections.Counter[str], list[Message]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        seen, dead = _ledger(pulsar, output, dlq)
-        missing = [k for k in keys if not seen[k]]
-        if not missing:
-            return seen, dead
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{len(missing)} of {len(keys)} messages unaccounted, e.g. {missing[:5]}")
-        time.sleep(2)
 
 
 def test_a_pulsar_policy_runs_through_the_operator(
@@ -92,7 +78,7 @@ def test_a_pulsar_policy_runs_through_the_operator(
     wave = [(key.decode(), value) for key, value in _wave("p", 60)]
     pulsar.produce(source, wave)
     keys = [k for k, _ in wave]
-    _, dead = _wait_accounted(pulsar, output, dlq_topic, keys)
+    _, dead = wait_accounted(lambda: _ledger(pulsar, output, dlq_topic), keys, timeout=300)
     assert {m.properties.get("dlq.reason") for m in dead} == {"exhausted", "terminated", "non-retryable"}
     for message in dead:
         assert all(message.properties.get(h) for h in PREFIX_HEADERS), message.properties
