@@ -38,9 +38,7 @@ def own_broker() -> Iterator[KafkaBroker]:
 
 # Seven cold starts of a Spark driver: longer than the suite's 600 s per-test limit under load.
 @pytest.mark.timeout(1800)
-def test_nothing_is_lost_across_kills_and_a_broker_restart(
-    own_broker: KafkaBroker, tmp_path: Path
-) -> None:
+def test_nothing_is_lost_across_kills_and_a_broker_restart(own_broker: KafkaBroker, tmp_path: Path) -> None:
     bootstrap_servers = own_broker.bootstrap_servers
     names = {k: f"chaos-{k}" for k in ("source", "retry", "dlq", "output")}
     create_topics(bootstrap_servers, names.values(), partitions=2)
