@@ -72,6 +72,28 @@ def wait_accounted(
         time.sleep(2)
 
 
+def wait_job_gone(
+    objects: client.CustomObjectsApi, namespace: str, name: str, spark_operator: LocalSparkOperator
+) -> None:
+    """Waits until a deleted policy's SparkApplication is gone and its driver has stopped."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        apps = objects.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications"
+        )["items"]
+        if (
+            not [a for a in apps if a["metadata"]["name"] == name]
+            and (
+                namespace,
+                name,
+            )
+            not in spark_operator.drivers
+        ):
+            return
+        time.sleep(1)
+    raise AssertionError("the SparkApplication outlived its policy")
+
+
 def test_the_whole_loop(
     bootstrap_servers: str,
     make_topic: Callable[..., str],
@@ -189,17 +211,5 @@ def test_the_whole_loop(
     # Delete: the garbage collector removes the SparkApplication and ConfigMap (ownerReferences);
     # the runner stops the driver; the dead letters stay.
     policies.delete(name)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        apps = objects.list_namespaced_custom_object(
-            "sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications"
-        )["items"]
-        if (
-            not [a for a in apps if a["metadata"]["name"] == name]
-            and (e2e_namespace, name) not in spark_operator.drivers
-        ):
-            break
-        time.sleep(1)
-    else:
-        raise AssertionError("the SparkApplication outlived its policy")
+    wait_job_gone(objects, e2e_namespace, name, spark_operator)
     assert dlq_topic in AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics

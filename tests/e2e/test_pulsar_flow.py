@@ -6,7 +6,6 @@ and the dead letters still held after the policy is deleted."""
 from __future__ import annotations
 
 import collections
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +16,7 @@ from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.pulsar import Message, PulsarBroker
 from tests.conftest import unique
 from tests.e2e.conftest import Policies
-from tests.e2e.test_flow import PREFIX_HEADERS, _wave, wait_accounted
+from tests.e2e.test_flow import PREFIX_HEADERS, _wave, wait_accounted, wait_job_gone
 from tests.integration.operator.test_pulsar import partitions
 
 
@@ -89,17 +88,5 @@ def test_a_pulsar_policy_runs_through_the_operator(
     # Deleting the policy stops the job; the dead letters stay, held by the keep subscription.
     policies.delete(name)
     objects = client.CustomObjectsApi(kube_api)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        apps = objects.list_namespaced_custom_object(
-            "sparkoperator.k8s.io", "v1beta2", e2e_namespace, "sparkapplications"
-        )["items"]
-        if (
-            not [a for a in apps if a["metadata"]["name"] == name]
-            and (e2e_namespace, name) not in spark_operator.drivers
-        ):
-            break
-        time.sleep(1)
-    else:
-        raise AssertionError("the SparkApplication outlived its policy")
+    wait_job_gone(objects, e2e_namespace, name, spark_operator)
     assert pulsar.backlog(dlq_topic, PULSAR_KEEP_SUBSCRIPTION) == len(dead)
