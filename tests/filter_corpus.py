@@ -130,20 +130,29 @@ CASES: dict[str, Case] = {
     ),
     "escaped-quotes-stay-data": ok("error_message = '\\' OR reflect(1) OR \\''"),
     "double-quoted-escapes-stay-data": ok("error_message = \"x\\\" OR reflect('a', 'b') IS NULL OR \\\"\""),
-    "unicode-escapes-stay-data": ok("error_message = '\\u0027) OR reflect(\\u0027x' OR error_message = 'é日本'"),
+    "unicode-escapes-stay-data": ok(
+        "error_message = '\\u0027) OR reflect(\\u0027x' OR error_message = 'é日本'"
+    ),
     "raw-string": ok("error_message LIKE r'%\\d%'"),
     # --- functions that call Java, read files, the configuration or the environment ----------------
     "reflect": Case(REFLECT, function("reflect")),
     "reflect-upper-case": Case("REFLECT('java.lang.Thread', 'currentThread') IS NULL", function("reflect")),
     "reflect-backquoted": Case(f"`reflect`{REFLECT[7:]} IS NULL", function("reflect")),
     "reflect-nested": Case(f"attempts > 1 AND upper({REFLECT}) = 'X'", function("reflect")),
-    "java-method": Case("java_method('java.lang.System', 'getenv', 'HOME') IS NOT NULL", function("java_method")),
+    "java-method": Case(
+        "java_method('java.lang.System', 'getenv', 'HOME') IS NOT NULL", function("java_method")
+    ),
     "try-reflect": Case(f"try_{REFLECT} IS NOT NULL", function("try_reflect")),
     "java-method-in-case": Case(
-        "CASE WHEN attempts > 1 THEN java_method('java.lang.System', 'exit', 1) END = 1", function("java_method")
+        "CASE WHEN attempts > 1 THEN java_method('java.lang.System', 'exit', 1) END = 1",
+        function("java_method"),
     ),
-    "reflect-after-a-raw-string": Case(f"error_message = r'\\' OR {REFLECT} IS NOT NULL", function("reflect")),
-    "reflect-after-adjacent-strings": Case(f"error_message = 'a' 'b' OR {REFLECT} IS NULL", function("reflect")),
+    "reflect-after-a-raw-string": Case(
+        f"error_message = r'\\' OR {REFLECT} IS NOT NULL", function("reflect")
+    ),
+    "reflect-after-adjacent-strings": Case(
+        f"error_message = 'a' 'b' OR {REFLECT} IS NULL", function("reflect")
+    ),
     "reflect-before-a-comment": Case(f"{REFLECT} IS NULL -- why", function("reflect")),
     "reflect-qualified": Case(f"system.builtin.{REFLECT} IS NULL", function("system.builtin.reflect")),
     "reflect-on-a-column": Case("headers.reflect('x') IS NULL", function("headers.reflect")),
@@ -171,7 +180,9 @@ CASES: dict[str, Case] = {
     "count-star": Case("count(*) > 1", function("count")),
     "count-distinct": Case("count(DISTINCT key) > 1", function("count")),
     "aggregate-filter": Case("sum(attempts) FILTER (WHERE attempts > 1) > 1", function("sum")),
-    "within-group": Case("percentile_cont(0.5) WITHIN GROUP (ORDER BY attempts) > 1", function("percentile_cont")),
+    "within-group": Case(
+        "percentile_cont(0.5) WITHIN GROUP (ORDER BY attempts) > 1", function("percentile_cont")
+    ),
     "first": Case("first(error_message) = 'x'", function("first")),
     "any-value": Case("any_value(error_message) = 'x'", function("any_value")),
     "window": Case("rank() OVER (ORDER BY offset) = 1", function("rank"), spark="refuses"),
@@ -183,9 +194,7 @@ CASES: dict[str, Case] = {
     # --- subqueries, constructors, markers -------------------------------------------------------------
     "exists-subquery": Case("EXISTS (SELECT 1)", construct("a subquery")),
     "in-subquery": Case("attempts IN (SELECT 1)", construct("a subquery")),
-    "scalar-subquery": Case(
-        "(SELECT max(attempts) FROM parquet.`/etc/passwd`) > 1", construct("a subquery")
-    ),
+    "scalar-subquery": Case("(SELECT max(attempts) FROM parquet.`/etc/passwd`) > 1", construct("a subquery")),
     "nested-subquery": Case("attempts = ((SELECT 1))", construct("a subquery")),
     "row": Case("(attempts, reason) IS NULL", construct("a row or struct ((a, b))")),
     "struct": Case("struct(attempts) IS NULL", function("struct"), spark="refuses"),
@@ -210,7 +219,9 @@ CASES: dict[str, Case] = {
     "cast-to-variant": Case("CAST(value AS VARIANT) IS NULL", cast("variant")),
     "cast-to-interval": Case("CAST(attempts AS INTERVAL DAY) IS NULL", cast("interval")),
     "colon-cast-to-map": Case("value::map<string, string> IS NULL", cast("map")),
-    "cast-with-collation": Case("CAST(error_message AS STRING COLLATE UTF8_LCASE) = 'x'", construct("COLLATE")),
+    "cast-with-collation": Case(
+        "CAST(error_message AS STRING COLLATE UTF8_LCASE) = 'x'", construct("COLLATE")
+    ),
     # --- what only the model refuses: Spark's tree is harmless ------------------------------------
     "block-comment": Case("attempts /* why */ > 1", construct("a comment (/*)"), spark="allows"),
     "line-comment": Case("attempts > 1 -- why", construct("a comment (--)"), spark="allows"),
@@ -222,20 +233,30 @@ CASES: dict[str, Case] = {
         f"attempts > 1 /* /* */ OR {REFLECT} IS NULL */", construct("a comment (/*)"), spark="allows"
     ),
     "bang": Case("!(attempts > 1)", construct("! (write NOT)"), spark="allows"),
-    "bang-comparison": Case("attempts !> 1", "does not parse: unexpected '!' at character 10", spark="allows"),
-    "no-break-space": Case("attempts\u00a0> 1", "does not parse: unexpected '\\xa0' at character 9", spark="allows"),
+    "bang-comparison": Case(
+        "attempts !> 1", "does not parse: unexpected '!' at character 10", spark="allows"
+    ),
+    "no-break-space": Case(
+        "attempts\u00a0> 1", "does not parse: unexpected '\\xa0' at character 9", spark="allows"
+    ),
     "form-feed": Case("attempts\f> 1", "does not parse: unexpected '\\x0c' at character 9", spark="allows"),
     "too-deep": Case(
-        "abs(" * 40 + "attempts" + ")" * 40 + " > 0", "is nested too deeply: at most 32 levels", spark="allows"
+        "abs(" * 40 + "attempts" + ")" * 40 + " > 0",
+        "is nested too deeply: at most 32 levels",
+        spark="allows",
     ),
     "too-long-a-chain": Case(
         " + ".join(["attempts"] * 40) + " > 1", "is nested too deeply: at most 32 levels", spark="allows"
     ),
     "too-long": Case(
-        "error_message <> '" + "x" * 8200 + "'", "must be at most 8192 characters long, got 8219", spark="allows"
+        "error_message <> '" + "x" * 8200 + "'",
+        "must be at most 8192 characters long, got 8219",
+        spark="allows",
     ),
     # --- what Spark's tree names differently, or cannot parse ------------------------------------------
-    "comment-then-code": Case(f"attempts > 1 /* */ OR {REFLECT} IS NULL", construct("a comment (/*)"), "refuses"),
+    "comment-then-code": Case(
+        f"attempts > 1 /* */ OR {REFLECT} IS NULL", construct("a comment (/*)"), "refuses"
+    ),
     "extract": Case("extract(YEAR FROM failed_at) = 2026", function("extract")),
     "substring-from": Case(
         "substring(error_message FROM 1 FOR 3) = 'ord'",
@@ -243,7 +264,9 @@ CASES: dict[str, Case] = {
         spark="refuses",
     ),
     "position-in": Case(
-        "position('a' IN error_message) > 0", "does not parse: unexpected 'error_message' at character 17", "refuses"
+        "position('a' IN error_message) > 0",
+        "does not parse: unexpected 'error_message' at character 17",
+        "refuses",
     ),
     "trim-from": Case("trim(BOTH 'x' FROM error_message) = ''", column("BOTH"), spark="refuses"),
     "timestamp-add": Case("date_add(DAY, 1, failed_at) > now()", column("DAY"), spark="refuses"),

@@ -50,7 +50,9 @@ def test_nesting_is_bounded(calls: int, problem: str | None) -> None:
 
 
 def test_deep_parentheses_are_refused_before_python_s_stack_ends() -> None:
-    assert filter_problem("(" * 3000 + "attempts > 0" + ")" * 3000) == "is nested too deeply: at most 32 levels"
+    assert (
+        filter_problem("(" * 3000 + "attempts > 0" + ")" * 3000) == "is nested too deeply: at most 32 levels"
+    )
     assert filter_problem("-" + " -" * 3000 + " attempts > 0") == "is nested too deeply: at most 32 levels"
     assert filter_problem("NOT " * 2000 + "attempts > 0") == "is nested too deeply: at most 32 levels"
 

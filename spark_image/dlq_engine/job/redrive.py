@@ -138,7 +138,7 @@ def check_filter(spark: SparkSession, redrive: DeadLetterRedrive) -> None:
     problem = filter_problem(text) or spark_filter_problem(spark, text)
     if problem is not None:
         raise RedriveInputError(f"spec.selection.filter: {problem}")
-    empty = spark.createDataFrame([], _KAFKA_SCHEMA)
+    empty = spark.createDataFrame([], KAFKA_SCHEMA)
     try:
         frame = dead_letter_columns(empty)
         frame.where(selected(frame, redrive)).schema  # noqa: B018 - analysis raises here
@@ -147,7 +147,8 @@ def check_filter(spark: SparkSession, redrive: DeadLetterRedrive) -> None:
         raise RedriveInputError(f"spec.selection.filter: {first}") from None
 
 
-_KAFKA_SCHEMA = (
+#: What Spark's Kafka batch source reads, with headers.
+KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
     "timestampType int, headers array<struct<key:string,value:binary>>"
 )

@@ -433,14 +433,18 @@ def _tokens(text: str) -> list[_Token]:
         if c in "'\"" or (c in "rR" and i + 1 < n and text[i + 1] in "'\""):
             end = _string_end(text, i)
             if end is None:
-                found.append(_Token("bad", f"does not parse: the string at character {i + 1} is not closed", i + 1))
+                found.append(
+                    _Token("bad", f"does not parse: the string at character {i + 1} is not closed", i + 1)
+                )
                 return found
             found.append(_Token("string", text[start:end], start + 1))
             i = end
         elif c == "`":
             quoted = _quoted(text, i)
             if quoted is None:
-                found.append(_Token("bad", f"does not parse: the name at character {i + 1} is not closed", i + 1))
+                found.append(
+                    _Token("bad", f"does not parse: the name at character {i + 1} is not closed", i + 1)
+                )
                 return found
             name, i = quoted
             found.append(_Token("quoted", name, start + 1))
