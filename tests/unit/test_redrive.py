@@ -347,3 +347,18 @@ def test_a_redrive_of_a_pulsar_policy_fails_naming_why_and_starts_nothing() -> N
     assert (bed.status()["phase"], condition["reason"]) == ("Failed", "BrokerNotSupported")
     assert "spec.broker.type pulsar" in condition["message"]
     assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None
+
+
+def test_a_redrive_whose_filter_calls_java_fails_at_once_and_creates_nothing() -> None:
+    bed = Bed()
+    bed.api.put("deadletterpolicies", policy_document())
+    bed.add_redrive(selection={"filter": "java_method('java.lang.System', 'getenv', 'HOME') IS NOT NULL"})
+
+    assert bed.reconcile() is None
+
+    status = bed.status()
+    assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "InvalidSpec")
+    assert status["conditions"][0]["message"].startswith(
+        "spec.selection.filter: function java_method is not allowed"
+    )
+    assert bed.api.of("sparkapplications") == [] and bed.api.of("configmaps") == []
