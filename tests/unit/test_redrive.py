@@ -361,4 +361,5 @@ def test_a_redrive_whose_filter_calls_java_fails_at_once_and_creates_nothing() -
     assert status["conditions"][0]["message"].startswith(
         "spec.selection.filter: function java_method is not allowed"
     )
-    assert bed.api.of("sparkapplications") == [] and bed.api.of("configmaps") == []
+    assert bed.api.of("sparkapplications") == []
+    assert bed.api.of("configmaps") == []

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,9 @@ from dlq_engine.model.redrive_filter import (
     filter_problem,
 )
 from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_operator import triage
 from tests.filter_corpus import CASES, REFLECT, Case, function
+from tests.policy_builder import policy_document
 
 CRD = REPO_ROOT / "crds" / "sparkdlq.io_deadletterredrives.yaml"
 REFERENCE = REPO_ROOT / "docs" / "reference.md"
@@ -116,5 +119,18 @@ def test_a_redrive_with_a_refused_filter_names_the_field_and_the_function() -> N
 def test_the_reference_lists_every_column_function_and_type() -> None:
     text = REFERENCE.read_text()
     section = text[text.index("**The dead-letter columns**") :]
-    missing = [name for name in (*COLUMNS, *ALLOWED_FUNCTIONS, *CAST_TYPES) if f"`{name}`" not in section]
+    missing = [name for name in (*COLUMNS, *CAST_TYPES) if f"`{name}`" not in section]
     assert not missing, missing
+    for kind, names in FUNCTIONS.items():  # the table of functions is the model's, row by row
+        assert f"| {kind} | {', '.join(f'`{name}`' for name in names)} |\n" in section, kind
+
+
+def test_kubectl_dlq_refuses_the_filter_before_reading_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    # A broker nobody listens on: the refusal comes before any connection.
+    policy.write_text(yaml.safe_dump(policy_document({"spec.broker.bootstrapServers": "127.0.0.1:9"})))
+    status = triage.main(["redrive", "-f", str(policy), "--filter", f"{REFLECT} IS NULL"])
+    assert status == 2
+    assert f"spec.selection.filter: {function('reflect')}" in capsys.readouterr().err
