@@ -288,6 +288,12 @@ CASES: dict[str, Case] = {
         "does not parse: unexpected '\uff52' at character 1",
         spark="refuses",
     ),
+    "other-digits": Case(
+        "attempts > \u0663", "does not parse: unexpected '\u0663' at character 12", "refuses"
+    ),
+    "superscript-digit": Case(
+        "attempts > \u00b2", "does not parse: unexpected '\u00b2' at character 12", "refuses"
+    ),
     "escape-outside-a-string": Case("reflect\\u0028'a', 'b')", column("reflect"), spark="refuses"),
     "json-path": Case("value:a = 1", construct("a parameter marker or path (:)"), spark="refuses"),
     "blank": Case("   ", "does not parse: it ends early, at character 4", spark="refuses"),

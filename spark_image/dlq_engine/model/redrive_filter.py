@@ -408,7 +408,10 @@ _OPERATORS: Final = (
 _WHITESPACE: Final = " \t\r\n"
 _WORD: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Spark's numeric literals: 1, 1L/1S/1Y, 1.5, .5, 1e3, with a D, F or BD suffix.
-_NUMBER: Final = re.compile(r"\d+[LSYlsy]|(?:\d+\.\d*|\.\d+|\d+)(?:[Ee][+-]?\d+)?(?:[Bb][Dd]|[DFdf])?")
+_NUMBER: Final = re.compile(
+    r"\d+[LSYlsy]|(?:\d+\.\d*|\.\d+|\d+)(?:[Ee][+-]?\d+)?(?:[Bb][Dd]|[DFdf])?", re.ASCII
+)
+_DIGITS: Final = "0123456789"
 _WORD_CHARACTER: Final = re.compile(r"[A-Za-z0-9_]")
 
 
@@ -448,7 +451,7 @@ def _tokens(text: str) -> list[_Token]:
                 return found
             name, i = quoted
             found.append(_Token("quoted", name, start + 1))
-        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+        elif c in _DIGITS or (c == "." and i + 1 < n and text[i + 1] in _DIGITS):
             number = _NUMBER.match(text, i)
             assert number is not None  # a digit, or a dot and a digit, always starts a number
             i = number.end()
