@@ -1317,7 +1317,18 @@ FULL_OVERRIDES: dict[str, Any] = {
         "driver": {"cores": 2, "memory": "2g"},
         "executor": {"instances": 4, "cores": 3, "memory": "4g"},
         "sparkConf": {"spark.sql.shuffle.partitions": 8},
+        "pod": {
+            "nodeSelector": {"pool": "streaming"},
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}
+            ],
+            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+            "priorityClassName": "high",
+            "labels": {"team": "billing"},
+            "annotations": {"owner": "billing@example.com"},
+        },
     },
+    "spec.className": "billing",
     "spec.suspend": True,
     "spec.ordering": {
         "onDeadLetter": "block",
