@@ -249,6 +249,7 @@ def forbidden_conf_rules() -> list[dict[str, str]]:
             {
                 "rule": f"!self.exists(k, {predicate})",
                 "reason": "FieldValueForbidden",
+                "message": f"holds a key ({', '.join(group.keys)}) that {never_allowed_message(group)}",
                 "messageExpression": (f'self.filter(k, {predicate})[0] + " {never_allowed_message(group)}"'),
             }
         )
