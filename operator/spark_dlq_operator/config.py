@@ -109,3 +109,15 @@ class OperatorConfig:
     consistency_timeout: float = 30.0
     #: How many policies one resync round reconciles at a time.
     resync_concurrency: int = 8
+
+
+def client_properties(text: str) -> dict[str, str]:
+    """librdkafka ``key=value`` lines (``#`` comments and blank lines skipped): the operator's
+    ``--kafka-config`` file, or the Secret a class's ``operatorSecretRef`` names."""
+    pairs: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            pairs[key.strip()] = value.strip()
+    return pairs

@@ -70,26 +70,35 @@ class AdminProvisioner:
 
     name: Final = "admin"
 
-    def __init__(self, *, timeout: float, extra_config: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        credentials: Callable[[DeadLetterPolicy], Mapping[str, str]] = lambda _: {},
+    ) -> None:
         self._timeout = timeout
-        self._extra = dict(extra_config or {})
-        self._clients: dict[str, AdminClient] = {}
+        #: The operator's own librdkafka settings for a policy's broker (its class's): none for a
+        #: broker no class lists. Raises BrokerUnavailable when they cannot be had now.
+        self._credentials = credentials
+        self._clients: dict[tuple[str, tuple[tuple[str, str], ...]], AdminClient] = {}
 
     def close(self) -> None:
         """Drop the clients (librdkafka closes a client when it is garbage-collected)."""
         self._clients.clear()
 
-    def _client(self, bootstrap_servers: str) -> AdminClient:
-        client = self._clients.get(bootstrap_servers)
+    def _client(self, policy: DeadLetterPolicy) -> AdminClient:
+        bootstrap_servers = policy.broker.bootstrap_servers
+        extra = tuple(sorted(self._credentials(policy).items()))
+        client = self._clients.get((bootstrap_servers, extra))
         if client is None:
             conf: dict[str, Any] = {
                 "bootstrap.servers": bootstrap_servers,
                 "client.id": "spark-dlq-operator",
                 "socket.connection.setup.timeout.ms": int(self._timeout * 1000),
                 "logger": logging.getLogger(f"{__name__}.librdkafka"),
-                **self._extra,
+                **dict(extra),
             }
-            client = self._clients[bootstrap_servers] = AdminClient(conf)
+            client = self._clients[(bootstrap_servers, extra)] = AdminClient(conf)
         return client
 
     async def _run(self, admin: AdminClient, call: Callable[[], T]) -> T:
@@ -101,7 +110,7 @@ class AdminProvisioner:
 
     async def _partitions(self, policy: DeadLetterPolicy) -> dict[str, int]:
         """Every topic of the cluster and its partition count."""
-        admin = self._client(policy.broker.bootstrap_servers)
+        admin = self._client(policy)
         try:
             metadata = await self._run(admin, lambda: admin.list_topics(timeout=self._timeout))
         except KafkaException as error:
@@ -125,7 +134,7 @@ class AdminProvisioner:
         created: list[str] = []
         problems: list[str] = []
         if missing:
-            admin = self._client(policy.broker.bootstrap_servers)
+            admin = self._client(policy)
             new = [
                 NewTopic(
                     w.name,
@@ -164,7 +173,7 @@ class AdminProvisioner:
 
     async def delete(self, policy: DeadLetterPolicy) -> list[str]:
         """Delete the retry and dead-letter topics; the names that were deleted."""
-        admin = self._client(policy.broker.bootstrap_servers)
+        admin = self._client(policy)
         names = [policy.retry_topic, policy.dead_letter_topic]
         try:
             futures = admin.delete_topics(
