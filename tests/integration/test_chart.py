@@ -113,8 +113,12 @@ CASES: list[Any] = [
         lambda ns: {
             "topics": {
                 "strimzi": {"enabled": True, "namespaces": [ns("kafka")]},
-                "kafkaConfig": {"secretName": "kafka-admin"},
-            }
+            },
+            "defaultClass": {
+                "brokers": [
+                    {"bootstrapServers": "kafka.kafka:9092", "operatorSecretRef": {"name": "kafka-admin"}}
+                ]
+            },
         },
         id="strimzi",
     ),
