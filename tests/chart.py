@@ -10,6 +10,7 @@ running the operator under exactly those rules, split the way the chart scopes t
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tempfile
@@ -91,8 +92,17 @@ def template(
         return helm(*args, *values_args(values, Path(folder)), check=check)
 
 
+#: Rendered charts by values and options: many tests render the same values (the defaults
+#: above all), and a ``helm template`` is a process start. The text is immutable; ``render``
+#: parses a fresh copy for each caller.
+_RENDERED: dict[str, str] = {}
+
+
 def render_text(values: Mapping[str, Any] | None = None, **options: Any) -> str:
-    return template(values, **options).stdout
+    key = json.dumps([values or {}, options], sort_keys=True, default=str)
+    if key not in _RENDERED:
+        _RENDERED[key] = template(values, **options).stdout
+    return _RENDERED[key]
 
 
 def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
