@@ -82,6 +82,9 @@ def govern(document: Mapping[str, Any], cls: PolicyClass, *, config: OperatorCon
     issues: list[Issue] = []
     _refuse_never_allowed(raw_spec, issues)
     spec = deep_merge(cls.defaults, raw_spec)
+    for section in ("spark", "deadLetter"):
+        if spec.get(section) is None:  # an explicit null is the section's defaults
+            spec.pop(section, None)
     entry = _govern_broker(spec, cls, issues)
     spark = spec.setdefault("spark", {}) if isinstance(spec.get("spark", {}), dict) else {}
     _govern_image(spark, cls, config, issues)

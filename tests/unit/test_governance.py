@@ -410,3 +410,8 @@ def test_an_invalid_policy_is_the_model_s_refusal() -> None:
         governed(klass(), {"spec.retry.backoff.jitter": 2})
     assert not isinstance(invalid.value, ClassRefusal)
     assert [i.path for i in invalid.value.issues] == ["spec.retry.backoff.jitter"]
+
+
+def test_a_null_section_still_gets_the_class_paths() -> None:
+    cls = klass(storage={"checkpointBase": "/cp"})
+    assert governed(cls, {"spec.spark": None}).policy.spark.checkpoint_location == "/cp/payments/orders-billing"
