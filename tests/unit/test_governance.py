@@ -414,4 +414,6 @@ def test_an_invalid_policy_is_the_model_s_refusal() -> None:
 
 def test_a_null_section_still_gets_the_class_paths() -> None:
     cls = klass(storage={"checkpointBase": "/cp"})
-    assert governed(cls, {"spec.spark": None}).policy.spark.checkpoint_location == "/cp/payments/orders-billing"
+    assert (
+        governed(cls, {"spec.spark": None}).policy.spark.checkpoint_location == "/cp/payments/orders-billing"
+    )
