@@ -92,7 +92,7 @@ class ClassCatalog:
 
     def _replace(self, classes: dict[str, PolicyClass | InvalidClass]) -> None:
         had = bool(self._classes) or not self._loaded
-        self._classes, self._loaded = classes, True
+        before, self._classes, self._loaded = self._classes, classes, True
         if had and not classes:
             logger.info(
                 "no DeadLetterPolicyClass in the cluster: policies are governed by the built-in "
@@ -103,7 +103,7 @@ class ClassCatalog:
                 else "",
             )
         for name, found in classes.items():
-            if isinstance(found, InvalidClass):
+            if isinstance(found, InvalidClass) and before.get(name) != found:
                 logger.warning(
                     "DeadLetterPolicyClass %s is invalid, its policies too: %s",
                     name,
