@@ -245,8 +245,11 @@ class TopicClaims:
             self._claims[policy] = replace(claim, owned=claim.owned | frozenset(topics))
 
     def user_of(self, topic: Topic, *, besides: str) -> str | None:
-        """A policy other than ``besides`` that names the topic (the one that keeps it first)."""
-        others = [self._claims[p] for p in self._by_topic.get(topic, ()) if p != besides]
+        """A policy other than ``besides`` that uses the topic (one that was refused it does
+        not: it waits for it)."""
+        others = [
+            c for p in self._by_topic.get(topic, ()) if p != besides and topic in (c := self._claims[p]).using
+        ]
         return min(others, key=lambda c: c.rank(topic)).policy if others else None
 
     def release(self, policy: str, *, uid: str | None = None) -> None:
