@@ -253,7 +253,13 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
             list(
                 pool.map(
                     lambda name: cluster.create_policy(
-                        policy_document(namespace, name, source=source, bootstrap=bootstrap_servers)
+                        policy_document(
+                            namespace,
+                            name,
+                            source=source,
+                            bootstrap=bootstrap_servers,
+                            source_subscription=name,
+                        )
                     ),
                     names,
                 )

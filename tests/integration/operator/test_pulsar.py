@@ -215,14 +215,18 @@ def test_pulsar_source_missing_is_reported(
     )
 
 
-def test_deleting_a_pulsar_policy_deletes_its_topics_only_when_asked(
+def test_deleting_a_pulsar_policy_deletes_only_the_topics_it_created_and_only_when_asked(
     operator: RunningOperator,
     cluster: Cluster,
     namespace: str,
     pulsar: PulsarBroker,
     make_pulsar_topic: Callable[..., str],
 ) -> None:
+    """As on Kafka: an existing topic named as dead-letter topic is used without the operator's
+    never-acknowledging subscription and kept; another policy's dead-letter topic, even named
+    fully qualified, is refused."""
     source = make_pulsar_topic("orders", partitions=2)
+    ledger = make_pulsar_topic("ledger", partitions=2)  # another team's topic
     cluster.create_policy(pulsar_policy(namespace, "kept", source=source, pulsar=pulsar))
     cluster.create_policy(
         pulsar_policy(
@@ -231,17 +235,41 @@ def test_deleting_a_pulsar_policy_deletes_its_topics_only_when_asked(
             source=source,
             pulsar=pulsar,
             retry={"topic": f"{source}-gone-RETRY"},
-            deadLetter={"topic": f"{source}-gone-DLQ"},
+            deadLetter={"topic": ledger},
             topics={"deleteWithPolicy": True},
         )
     )
     wait_for(lambda: cluster.application("kept") and cluster.application("gone"), what="both applications")
-    assert partitions(pulsar, f"{source}-gone-DLQ") == 2
+    assert partitions(pulsar, f"{source}-gone-RETRY") == 2
+    assert pulsar.subscriptions(f"{source}-gone-RETRY") == ["billing"]
+    assert pulsar.subscriptions(ledger) == []  # no spark-dlq-keep on a topic it did not create
+    assert [t["name"] for t in cluster.status("gone")["ownedTopics"]] == [full_topic(f"{source}-gone-RETRY")]
+
+    cluster.create_policy(
+        pulsar_policy(
+            namespace,
+            "sharer",
+            source=source,
+            pulsar=pulsar,
+            retry={"topic": f"{source}-sharer-RETRY"},
+            deadLetter={"topic": full_topic(f"{source}-billing-DLQ")},
+        )
+    )
+    refused = wait_for(
+        lambda: (c := cluster.condition("sharer", "TopicsReady")).get("reason") == "TopicInUse" and c,
+        what="TopicsReady TopicInUse",
+    )
+    assert refused["message"].startswith(
+        f"spec.deadLetter.topic: topic {full_topic(f'{source}-billing-DLQ')!r} on broker "
+        f"{pulsar.service_url.lower()!r} is the dead-letter topic of DeadLetterPolicy {namespace}/kept"
+    )
+    assert partitions(pulsar, f"{source}-sharer-RETRY") is None
 
     cluster.delete_policy("kept")
     cluster.delete_policy("gone")
     wait_for(lambda: cluster.policy("gone") is None, what="the policy with deleteWithPolicy to go")
-    assert partitions(pulsar, f"{source}-gone-DLQ") is None
     assert partitions(pulsar, f"{source}-gone-RETRY") is None
+    assert partitions(pulsar, ledger) == 2
+    assert "TopicsKept" in cluster.event_reasons("gone")
     assert partitions(pulsar, f"{source}-billing-DLQ") == 2
     assert pulsar.subscriptions(f"{source}-billing-DLQ") == [PULSAR_KEEP_SUBSCRIPTION]
