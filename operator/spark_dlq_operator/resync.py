@@ -77,6 +77,7 @@ class Resync:
         """One pass over all policies; how many were reconciled."""
         services = self._services
         if services.config.peering and not await self._active():
+            await self.index_topics()  # a standby takes over with an index of now
             return 0
         # Three lists per namespace instead of three reads per policy.
         selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
