@@ -18,6 +18,7 @@ from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
 from spark_dlq_operator.reconcile import Services, TopicsNotReady, clean_up, owner_of, reconcile
+from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_brokers import FakeKafka, FakePulsar
@@ -479,3 +480,23 @@ def test_strimzi_ownership_lost_in_a_crash_is_found_on_the_kafka_topic(bed: Bed)
     assert bed.status()["ownedTopics"] == [owned(RETRY, "retry"), owned(DLQ, "deadLetter")]
     bed.delete()
     assert bed.api.of(KAFKA_TOPICS) == []
+
+
+def test_the_start_up_listing_lets_the_older_policy_keep_its_topic_whoever_is_first(bed: Bed) -> None:
+    """kopf resumes policies in no set order: the index is filled from a listing before."""
+    bed.add("billing")
+    bed.add(
+        "refunds",
+        created="2026-11-21T00:00:00Z",
+        **{"spec.source.subscription": "refunds", "spec.retry.topic": RETRY},
+    )
+    asyncio.run(Resync(bed.services).index_topics())
+
+    with pytest.raises(TopicsNotReady):
+        bed.reconcile("refunds")  # first, but the younger
+    assert bed.condition("TopicsReady", "refunds")["message"].startswith(
+        f"spec.retry.topic: topic {RETRY!r} on broker {KAFKA!r} is the retry topic of DeadLetterPolicy "
+        "payments/billing, which keeps it (that policy is older)"
+    )
+    bed.reconcile("billing")
+    assert bed.kafka.created == [RETRY, DLQ]
