@@ -934,6 +934,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
             owner=owner,
             generation=int(body["metadata"].get("generation", 0)),
             trigger="drift",
+            seen=Seen(policy=body),
         )
     except TopicsNotReady as error:
         logger.info("policy %s/%s: %s", owner.namespace, owner.name, error)
