@@ -129,11 +129,8 @@ def _status_facts(
     return owned, frozenset(using)
 
 
-def claim_of(policy: DeadLetterPolicy, body: Mapping[str, Any]) -> Claim:
-    """The claim of a parsed policy; ``body`` gives its identity, age and status."""
+def _claim(body: Mapping[str, Any], broker: str, kinds: Mapping[str, TopicKind]) -> Claim:
     metadata = body.get("metadata") or {}
-    broker = policy_broker(policy)
-    kinds = topic_kinds(policy)
     owned, using = _status_facts(body, broker, kinds)
     return Claim(
         policy=_key(body),
@@ -144,37 +141,28 @@ def claim_of(policy: DeadLetterPolicy, body: Mapping[str, Any]) -> Claim:
         owned=owned,
         using=using,
     )
+
+
+def claim_of(policy: DeadLetterPolicy, body: Mapping[str, Any]) -> Claim:
+    """The claim of a parsed policy; ``body`` gives its identity, age and status."""
+    return _claim(body, policy_broker(policy), topic_kinds(policy))
 
 
 def _claim_from_status(body: Mapping[str, Any]) -> Claim | None:
     """A policy whose spec does not parse still holds the topics its status names, when it
     got that far: its job, if any, runs on them."""
     spec, status = body.get("spec") or {}, body.get("status") or {}
-    broker_spec = spec.get("broker") if isinstance(spec.get("broker"), Mapping) else {}
-    assert isinstance(broker_spec, Mapping)
+    broker_spec = spec.get("broker")
+    if not isinstance(broker_spec, Mapping):
+        return None
     broker_type = str(broker_spec.get("type") or "kafka")
     address = broker_spec.get("serviceUrl" if broker_type == "pulsar" else "bootstrapServers")
-    if not isinstance(address, str) or not address:
+    kinds = {
+        status[key]: kind for key, kind in _STATUS_TOPICS if isinstance(status.get(key), str) and status[key]
+    }
+    if not isinstance(address, str) or not address or not kinds:
         return None
-    kinds: dict[str, TopicKind] = {}
-    for key, kind in _STATUS_TOPICS:
-        name = status.get(key)
-        if isinstance(name, str) and name:
-            kinds[name] = kind
-    if not kinds:
-        return None
-    broker = broker_id(broker_type, address)
-    metadata = body.get("metadata") or {}
-    owned, using = _status_facts(body, broker, kinds)
-    return Claim(
-        policy=_key(body),
-        uid=str(metadata.get("uid", "")),
-        generation=int(metadata.get("generation") or 0),
-        created=render.time_of(metadata.get("creationTimestamp")),
-        topics={(broker, name): kind for name, kind in kinds.items()},
-        owned=owned,
-        using=using,
-    )
+    return _claim(body, broker_id(broker_type, address), kinds)
 
 
 @dataclass
