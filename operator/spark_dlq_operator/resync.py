@@ -64,6 +64,8 @@ class Resync:
         """Fill the topic index (``topic_claims``) from a listing of every watched policy, before
         the first reconcile: which policy keeps a topic must not depend on which policy kopf
         happens to resume first. A failed listing is logged; the first round fills it then."""
+        claims = self._services.claims
+        listed_at = claims.now()
         try:
             bodies: list[Obj] = []
             for scope in self._scopes():
@@ -71,7 +73,7 @@ class Resync:
         except (ApiError, OSError) as error:
             logger.warning("could not list the policies to index their topics: %s", error)
             return
-        self._services.claims.rebuild(bodies)
+        claims.rebuild(bodies, listed_at=listed_at)
 
     async def round(self) -> int:
         """One pass over all policies; how many were reconciled."""
@@ -84,13 +86,14 @@ class Resync:
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
+        listed_at = services.claims.now()
         for scope in self._scopes():
             bodies.extend(await services.api.list(POLICIES, scope))
             config_maps.update(_by_key(await services.api.list(CONFIG_MAPS, scope, label_selector=selector)))
             applications.update(
                 _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
             )
-        services.claims.rebuild(bodies)
+        services.claims.rebuild(bodies, listed_at=listed_at)
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
         metrics.POLICY_STATES.keep_only(
             metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies

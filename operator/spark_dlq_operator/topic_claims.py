@@ -34,6 +34,7 @@ Pure: no I/O; the reconcile, the resync and the handlers feed it.
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -171,6 +172,13 @@ class TopicClaims:
 
     _claims: dict[str, Claim] = field(default_factory=dict)
     _by_topic: dict[Topic, set[str]] = field(default_factory=dict)
+    #: When each policy was last claimed or released (``now``): a listing taken before that
+    #: does not undo it.
+    _touched: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
 
     def __len__(self) -> int:
         return len(self._claims)
@@ -205,6 +213,7 @@ class TopicClaims:
                 using=claim.using | (previous.using & claim.topics.keys()),
             )
         self._put(claim)
+        self._touched[claim.policy] = self.now()
         refused = self.refusal(claim.policy)
         if refused is None:
             self._claims[claim.policy] = replace(claim, using=frozenset(claim.topics))
@@ -245,15 +254,21 @@ class TopicClaims:
         claim = self._claims.get(policy)
         if claim is not None and (uid is None or claim.uid == uid):
             self._drop(policy)
+            self._touched[policy] = self.now()
 
-    def rebuild(self, bodies: Iterable[Mapping[str, Any]]) -> None:
-        """Replace the index with the policies listed: a listed policy's claim from its spec and
-        status (an entry this process holds for a newer generation stays, as does one for a
-        policy whose spec no longer parses: its job runs on those topics), the policies not
-        listed dropped."""
-        fresh: dict[str, Claim] = {}
+    def rebuild(self, bodies: Iterable[Mapping[str, Any]], *, listed_at: float | None = None) -> None:
+        """Replace the index with the policies listed (at ``listed_at``, by ``now``): a listed
+        policy's claim from its spec and status (an entry this process holds for a newer
+        generation stays, as does one for a policy whose spec no longer parses: its job runs on
+        those topics), the policies not listed dropped. A policy claimed or released after the
+        listing stays as that left it."""
+        since = listed_at if listed_at is not None else self.now()
+        later = {key for key, at in self._touched.items() if at > since}
+        fresh: dict[str, Claim] = {key: self._claims[key] for key in later if key in self._claims}
         for body in bodies:
             key = _key(body)
+            if key in later:
+                continue
             held = self._claims.get(key)
             try:
                 claim: Claim | None = claim_of(parse_policy(body), body)
@@ -274,6 +289,7 @@ class TopicClaims:
                 fresh[key] = claim
         self._claims.clear()
         self._by_topic.clear()
+        self._touched = {key: at for key, at in self._touched.items() if key in later}
         for claim in fresh.values():
             self._put(claim)
 

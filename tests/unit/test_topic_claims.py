@@ -271,3 +271,18 @@ def test_owned_topics_learnt_here_count_before_the_status_says_so() -> None:
     refused = claim(index, body("billing", created="2026-11-01T00:00:00Z"))
     assert refused is not None
     assert refused.other == "payments/refunds"
+
+
+def test_a_rebuild_from_a_listing_older_than_a_claim_or_a_deletion_keeps_what_came_after() -> None:
+    """The resync lists, then rebuilds: a policy created or deleted in between is as the
+    reconcile and the deletion left it, not as the listing saw it."""
+    index = TopicClaims()
+    gone = body("gone", **{"spec.source.subscription": "gone"})
+    claim(index, gone)
+    listed_at = index.now()
+    new = body("new", created="2026-11-21T00:00:00Z")
+    claim(index, new)  # created after the listing
+    index.release("payments/gone")  # deleted after the listing
+    index.rebuild([gone], listed_at=listed_at)
+    assert index.user_of((KAFKA, "orders-billing-DLQ"), besides="x") == "payments/new"
+    assert index.user_of((KAFKA, "orders-gone-DLQ"), besides="x") is None

@@ -511,6 +511,8 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
         kafka_namespace,
         plural,
         {
+            "apiVersion": f"{group}/{version}",
+            "kind": "KafkaTopic",
             "metadata": {"name": "team-b-ledger", "labels": {"strimzi.io/cluster": "my-cluster"}},
             "spec": foreign_spec,
         },

@@ -102,22 +102,25 @@ def test_pulsar_policy_gets_topics_partitioned_like_the_source_and_durable_subsc
     ]
 
 
-def test_existing_pulsar_topics_are_kept_and_a_non_partitioned_source_gives_non_partitioned_topics(
+def test_an_existing_pulsar_topic_is_used_as_it_is_and_a_non_partitioned_source_gives_non_partitioned_topics(
     operator: RunningOperator,
     cluster: Cluster,
     namespace: str,
     pulsar: PulsarBroker,
     make_pulsar_topic: Callable[..., str],
 ) -> None:
-    """A DLQ topic that already holds messages keeps them: the subscription starts at its earliest."""
+    """A dead-letter topic that exists is used as it is: the operator adds no subscription to it
+    (one that never acknowledges would keep whatever its owner writes there)."""
     source = make_pulsar_topic("orders")
     dead = pulsar.create_topic(f"{source}-billing-DLQ")
-    pulsar.produce(dead, [(None, b"older dead letter")] * 4)
     cluster.create_policy(pulsar_policy(namespace, "billing", source=source, pulsar=pulsar))
 
     wait_for(lambda: cluster.application("billing"), timeout=60, what="the SparkApplication")
     assert (partitions(pulsar, f"{source}-billing-RETRY"), partitions(pulsar, dead)) == (0, 0)
-    assert pulsar.backlog(dead, PULSAR_KEEP_SUBSCRIPTION) == 4
+    assert pulsar.subscriptions(dead) == []
+    assert cluster.condition("billing", "TopicsReady")["message"].endswith(
+        f"no subscription on {full_topic(dead)!r}: the operator did not create it for this policy"
+    )
     created = [e.message for e in cluster.events("billing") if e.reason == "TopicCreated"]
     assert created == [f"created topic 'persistent://public/default/{source}-billing-RETRY' (pulsar)"]
 
