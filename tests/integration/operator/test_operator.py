@@ -594,7 +594,7 @@ def test_strimzi_not_served_is_reported_and_the_finalizer_never_claims_the_topic
     namespace: str,
     bootstrap_servers: str,
 ) -> None:
-    start_operator(finalizer_timeout=3.0)
+    start_operator(finalizer_timeout=1.5)
     cluster.create_policy(
         policy_document(
             namespace,
@@ -749,7 +749,7 @@ def test_deleting_a_policy_deletes_only_the_topics_it_created_and_only_when_aske
 def test_finalizer_gives_up_when_the_broker_is_gone(
     start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str
 ) -> None:
-    start_operator(finalizer_timeout=3.0, kafka_timeout=1.0)
+    start_operator(finalizer_timeout=1.5, kafka_timeout=1.0)
     closed = f"127.0.0.1:{free_port()}"
     cluster.create_policy(
         policy_document(
