@@ -151,6 +151,14 @@ class ClassCatalog:
             await self._load_secret(governed.broker.operator_secret)
         return governed
 
+    def effective_policy(self, body: Mapping[str, Any]) -> DeadLetterPolicy:
+        """The policy as its class governs it, from what the catalog holds (no read: the
+        namespace selector and the credentials are not looked at): which broker and topics it
+        uses, for the topic index. Raises PolicyError."""
+        return govern(
+            body, select_class(body, self.classes, built_in=self.built_in), config=self._config
+        ).policy
+
     def forget(self, namespace: str, name: str) -> None:
         """The policy is gone."""
         self._brokers.pop((namespace, name), None)

@@ -19,9 +19,9 @@ from typing import Any
 
 import kopf
 
-from dlq_engine.model import DeadLetterPolicy, PolicyError
+from dlq_engine.model import PolicyError
 from spark_dlq_operator import kubeapi, policy_class, reconcile, redrive_render, redrives, render
-from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable, own_namespace
+from spark_dlq_operator.classes import ClassCatalog, own_namespace
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.metrics import MetricsServer
@@ -29,7 +29,6 @@ from spark_dlq_operator.reconcile import Services
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import (
     AdminProvisioner,
-    BrokerUnavailable,
     PulsarProvisioner,
     StrimziProvisioner,
 )
@@ -81,18 +80,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         api = kubeapi.KubeApi(await kubeapi.load_configuration(config.kubeconfig))
         classes = ClassCatalog(api, config)
         classes.set_operator_namespace(config.operator_namespace or own_namespace())
-
-        def credentials(policy: DeadLetterPolicy) -> dict[str, str]:
-            try:
-                return classes.admin_config(policy)
-            except CredentialsUnavailable as error:
-                raise BrokerUnavailable(str(error)) from None
-
         services = Services(
             config=config,
             api=api,
             events=EventRecorder(api, instance=socket.gethostname()),
-            admin=AdminProvisioner(timeout=config.kafka_timeout, credentials=credentials),
+            # No operator-wide credentials: each call passes the policy's class's for its broker.
+            admin=AdminProvisioner(timeout=config.kafka_timeout),
             strimzi=StrimziProvisioner(api),
             pulsar=PulsarProvisioner(timeout=config.kafka_timeout),
             class_catalog=classes,
@@ -102,6 +95,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         except (kubeapi.ApiError, OSError) as error:  # governing lists them again before it starts
             logger.warning("could not list the DeadLetterPolicyClasses yet: %s", error)
         resync = Resync(services)
+        await resync.index_topics()
         memo["metrics"] = MetricsServer(config.metrics_port) if config.metrics_port else None
         memo["resyncer"] = resync
         memo["resync"] = asyncio.create_task(resync.run_forever(), name="spark-dlq resync")
@@ -169,9 +163,22 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             datetime.datetime.fromisoformat(since) if since else datetime.datetime.now(datetime.UTC)
         )
         try:
-            await reconcile.clean_up(services, policy, owner=owner, deleting_since=deleting_since)
+            await reconcile.clean_up(
+                services, policy, owner=owner, deleting_since=deleting_since, status=body.get("status")
+            )
         except reconcile.CleanupPending as error:
             raise kopf.TemporaryError(str(error), delay=error.delay) from None
+        services.claims.release(f"{owner.namespace}/{owner.name}", uid=owner.uid)
+
+    @kopf.on.event(*POLICY, registry=registry, id="topic-claims")
+    async def policy_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        """A deleted policy's topics are free at once (the resync would free them later)."""
+        if event["type"] != "DELETED":
+            return
+        metadata = event["object"].get("metadata") or {}
+        _services(memo).claims.release(
+            f"{metadata.get('namespace')}/{metadata.get('name')}", uid=metadata.get("uid")
+        )
 
     @kopf.on.event(
         *APPLICATION,

@@ -42,6 +42,7 @@ from spark_dlq_operator.policy_class import (
     forbidden_conf_rules,
 )
 from spark_dlq_operator.render import ORDERING_SAMPLE, OrderingStatus
+from spark_dlq_operator.topic_ownership import MAX_OWNED, TOPIC_KINDS, OwnedTopic
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
 #: A whole Kubernetes Affinity as a policy may write it (every field of the schema named once).
@@ -312,7 +313,18 @@ def test_status_schema(root: dict[str, Any]) -> None:
         "lastRestartTime",
         "lastRestartReason",
         "ordering",
+        "ownedTopics",
     }
+    # The keys of status.ownedTopics' entries and its kinds (topic_ownership.OwnedTopic).
+    owned = status["properties"]["ownedTopics"]
+    assert (
+        set(owned["items"]["properties"])
+        == set(OwnedTopic.__annotations__)
+        == set(owned["items"]["required"])
+    )
+    assert tuple(owned["items"]["properties"]["kind"]["enum"]) == TOPIC_KINDS
+    assert owned["maxItems"] == MAX_OWNED
+    assert owned["x-kubernetes-list-map-keys"] == ["broker", "name"]
     # The keys of what the operator copies from the heartbeat (render.OrderingStatus).
     ordering = status["properties"]["ordering"]
     assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
