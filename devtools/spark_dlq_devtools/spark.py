@@ -5,7 +5,8 @@ part of PySpark, come from Maven Central through ``scripts/setup/jars.sh``, the 
 (the delay stage, in Java) is compiled by ``scripts/setup/engine_jar.sh``; all are handed to Spark
 with ``--jars``, so no job ever downloads anything when it starts. ``submit_env`` is the
 environment a local ``spark-submit`` or a ``pyspark`` session needs: the venv's Python for the
-workers and the jars in ``PYSPARK_SUBMIT_ARGS``.
+workers, the jars in ``PYSPARK_SUBMIT_ARGS``, and the driver's class-data-sharing archive
+(``spark_dlq_devtools.jvm_archive``) when set-up has made one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from spark_dlq_devtools.jvm_archive import submit_options
 from spark_dlq_devtools.paths import engine_jar, spark_delta_jars, spark_kafka_jars
 
 #: A fast configuration for tests on two cores: no UI, few shuffle partitions, small heaps. The
@@ -42,6 +44,10 @@ def submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("PYSPARK_PYTHON", python)
     env.setdefault("PYSPARK_DRIVER_PYTHON", python)
     env["PYSPARK_SUBMIT_ARGS"] = f"--jars {jars_argument()} pyspark-shell"
+    archive = submit_options()
+    own = env.get("SPARK_SUBMIT_OPTS", "")
+    if archive and archive not in own:
+        env["SPARK_SUBMIT_OPTS"] = f"{own} {archive}".strip()
     return env
 
 
