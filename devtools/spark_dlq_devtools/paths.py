@@ -79,7 +79,8 @@ def spark_delta_jars() -> list[Path]:
 def spark_pulsar_jars() -> list[Path]:
     """Pulsar's Java client (``pulsar-client-original``) and the jars it needs beside Spark's: the
     engine's Pulsar connector runs on them."""
-    v = versions()["PULSAR_VERSION"]
+    known = versions()
+    v = f"{known['PULSAR_VERSION']}-netty-{known['SPARK_NETTY_VERSION']}"
     folder = _need(
         cache_dir() / "spark-jars" / f"pulsar-client-{v}" / ".complete",
         f"Pulsar's Java client {v}",

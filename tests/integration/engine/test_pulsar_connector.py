@@ -87,7 +87,10 @@ def test_offsets_survive_a_restart_and_are_acknowledged_only_on_commit(
         (m.key, m.value, dict(m.properties)) for m in _sent(30)
     )
     assert all(m.message_id.endswith(":-1") for m in copied), "the unbatched topic got a batch"
-    assert pulsar.subscriptions(source + "-partition-0") == ["copier"]
+    # The only durable subscription is the one named by the options (the executors' pooled
+    # readers are non-durable).
+    subscriptions = pulsar.stats(source + "-partition-0")["subscriptions"]
+    assert [name for name, sub in subscriptions.items() if sub["isDurable"]] == ["copier"]
 
     # A restart from the checkpoint reads exactly what came since.
     pulsar.produce(source, _sent(20, first=30))
@@ -118,6 +121,7 @@ def test_every_batch_is_limited_from_the_first_and_moves_on_across_ledgers(
     # Unloading the topic closes its ledger: the next messages are in a new one.
     pulsar.admin("PUT", f"/admin/v2/persistent/public/default/{source}/unload")
     pulsar.produce(source, _sent(60, first=60))
+    assert len({m.message_id.split(":")[0] for m in pulsar.read_all(source)}) == 2, "one ledger"
 
     query = _copy(spark, pulsar, source, target, tmp_path / "cp", limit=25, unbatchedTopics=target)
     try:
