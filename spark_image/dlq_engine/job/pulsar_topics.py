@@ -147,16 +147,15 @@ def create_topics(policy: DeadLetterPolicy) -> list[str]:
     source_partitions = partitions_of(policy.source.topic)
     if source_partitions is None and not policy.topics.partitions:
         raise PreflightError(
-            f"topics missing on {policy.broker.admin_url}: {source} (spec.source.topic); --create-topics "
-            "creates the retry and dead-letter topics, partitioned like the source, once it exists"
+            f"cannot create the retry and dead-letter topics: the source topic {source!r} does not exist "
+            f"on {admin.base} and spec.topics.partitions is 0"
         )
     report = []
     for want in wanted_topics(policy, source_partitions=source_partitions):
         topic = pulsar_topic(want.name)
         wanted = want.partitions or 0
-        found = partitions_of(want.name)
-        if found is not None:
-            report.append(f"topic {topic.full_name!r} exists ({_partitioned(found)}), left as it is")
+        if partitions_of(want.name) is not None:
+            report.append(f"topic {topic.full_name!r} exists, left as it is")
             continue
         if wanted:
             status, _ = admin.call("PUT", f"{topic.rest_path}/partitions", wanted)
@@ -166,8 +165,10 @@ def create_topics(policy: DeadLetterPolicy) -> list[str]:
             raise PreflightError(
                 f"creating topic {topic.full_name!r}: its tenant or namespace does not exist"
             )
-        made = "exists" if status == 409 else "created"
-        report.append(f"{made} topic {topic.full_name!r} ({_partitioned(wanted)})")
+        if status == 409:  # made meanwhile (another run): there now, as wanted
+            report.append(f"topic {topic.full_name!r} exists, left as it is")
+        else:
+            report.append(f"created topic {topic.full_name!r} ({_partitioned(wanted)})")
     for keep in pulsar_subscriptions(policy):
         topic = pulsar_topic(keep.topic)
         status, _ = admin.call("PUT", f"{topic.rest_path}/subscription/{keep.subscription}", EARLIEST)
@@ -175,8 +176,10 @@ def create_topics(policy: DeadLetterPolicy) -> list[str]:
             raise PreflightError(
                 f"subscribing {keep.subscription!r} to {topic.full_name!r}: the topic is gone"
             )
-        state = "exists" if status == 409 else "created"
-        report.append(f"subscription {keep.subscription!r} on {topic.full_name!r} {state}")
+        if status == 409:
+            report.append(f"subscription {keep.subscription!r} on {topic.full_name!r} exists, left as it is")
+        else:
+            report.append(f"created subscription {keep.subscription!r} on {topic.full_name!r}")
     return report
 
 

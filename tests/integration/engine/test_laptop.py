@@ -1,14 +1,18 @@
-"""The README's laptop run, as written: a bare broker from ``spark-dlq-dev kafka``, the exports of
-``spark-dlq-dev env``, and ``dlq-engine run -f examples/orders-billing.yaml --create-topics``:
-no operator, so the engine creates the retry and dead-letter topics itself."""
+"""The README's laptop runs, as written: a bare broker from ``spark-dlq-dev kafka`` (or
+``spark-dlq-dev pulsar``), the exports of ``spark-dlq-dev env``, and ``dlq-engine run -f
+examples/orders-billing.yaml --create-topics`` (``orders-billing-pulsar.yaml``): no operator, so
+the engine creates the retry and dead-letter topics itself, and a second run, or a run after a
+kill, finds them and goes on."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,10 +22,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.processes import free_port
+from spark_dlq_devtools.pulsar import Message
+from spark_dlq_devtools.pulsar import produce as produce_pulsar
+from spark_dlq_devtools.pulsar import read_all as read_pulsar
 from tests.helpers import engine_policy, produce, read_all
 
 BIN = Path(sys.executable).parent
 EXAMPLE = REPO_ROOT / "examples" / "orders-billing.yaml"
+PULSAR_EXAMPLE = REPO_ROOT / "examples" / "orders-billing-pulsar.yaml"
 PROCESSORS = REPO_ROOT / "examples" / "processors"
 
 
@@ -59,6 +67,45 @@ def bare_broker() -> Iterator[str]:
         broker.wait(60)
 
 
+@pytest.fixture(scope="module")
+def bare_pulsar() -> Iterator[tuple[str, str]]:
+    """``spark-dlq-dev pulsar`` as the README starts it, with the example's two team topics:
+    its service and admin URLs."""
+    port, web_port = free_port(), free_port()
+    broker = subprocess.Popen(
+        [
+            str(BIN / "spark-dlq-dev"),
+            "pulsar",
+            "--port",
+            str(port),
+            "--web-port",
+            str(web_port),
+            "--topic",
+            "orders:3",
+            "--topic",
+            "orders-billed:3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        lines = []
+        for line in broker.stdout:
+            lines.append(line)
+            if line.startswith("pulsar: "):
+                break
+        assert lines[-1].startswith(
+            f"pulsar: pulsar://127.0.0.1:{port}, admin http://127.0.0.1:{web_port}"
+        ), "".join(lines)
+        assert "topic 'orders': 3 partitions\n" in lines
+        yield f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}"
+    finally:
+        broker.terminate()
+        broker.wait(60)
+
+
 def _readme_env(pythonpath: Path) -> dict[str, str]:
     """The environment after ``eval "$(spark-dlq-dev env)"`` and ``PYTHONPATH=<pythonpath>``."""
     printed = subprocess.run(
@@ -68,25 +115,31 @@ def _readme_env(pythonpath: Path) -> dict[str, str]:
     for line in printed.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")
         env[name] = shlex.split(value)[0]
-    env["PYTHONPATH"] = str(pythonpath)
+    # A PYTHONPATH of the caller's (a worktree's own code, as the test session runs it) stays
+    # behind the README's.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
     return env
+
+
+def _command(policy: Path, checkpoint: Path, *extra: str) -> list[str]:
+    return [
+        str(BIN / "dlq-engine"),
+        "run",
+        "-f",
+        str(policy),
+        "--master",
+        "local[2]",
+        "--checkpoint",
+        str(checkpoint),
+        *extra,
+    ]
 
 
 def _run(
     policy: Path, checkpoint: Path, *extra: str, pythonpath: Path = REPO_ROOT
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            str(BIN / "dlq-engine"),
-            "run",
-            "-f",
-            str(policy),
-            "--master",
-            "local[2]",
-            "--checkpoint",
-            str(checkpoint),
-            *extra,
-        ],
+        _command(policy, checkpoint, *extra),
         capture_output=True,
         text=True,
         env=_readme_env(pythonpath),
@@ -178,3 +231,63 @@ def test_without_a_source_nor_partitions_nothing_is_created(
     listed = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics
     assert names["retry"] not in listed
     assert names["dlq"] not in listed
+
+
+def _order(key: str, **order: object) -> Message:
+    return Message(key, json.dumps(order).encode())
+
+
+def test_the_pulsar_example_runs_twice_on_a_bare_broker_with_a_kill_in_between(
+    bare_pulsar: tuple[str, str], tmp_path: Path
+) -> None:
+    service_url, admin_url = bare_pulsar
+    document = yaml.safe_load(PULSAR_EXAMPLE.read_text())
+    document["spec"]["broker"].update(serviceUrl=service_url, adminUrl=admin_url)
+    policy = tmp_path / "orders-billing-pulsar.yaml"
+    policy.write_text(yaml.safe_dump(document, sort_keys=False))
+    checkpoint = tmp_path / "cp"
+    retry, dlq = (f"persistent://public/default/orders-billing-{kind}" for kind in ("RETRY", "DLQ"))
+    produce_pulsar(service_url, "orders", [_order("1", id=1, amount=10), Message("2", b"not json")])
+
+    # The first run creates the topics, routes, and is killed (the whole process group, as a
+    # crash would) once the first order is billed.
+    # A short checkpoint lease: the run after the kill waits out the killed run's lease.
+    lease = ("--checkpoint-lease", "5")
+    first = subprocess.Popen(
+        _command(policy, checkpoint, "--create-topics", *lease),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_readme_env(PROCESSORS),
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not read_pulsar(service_url, "orders-billed", timeout=1) and first.poll() is None:
+            assert time.monotonic() < deadline, "nothing billed in 240 s"
+            time.sleep(1)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        said, _ = first.communicate(timeout=60)
+    assert f"dlq-engine: created topic '{retry}' (3 partitions)" in said, said[-3000:]
+    assert f"dlq-engine: created topic '{dlq}' (3 partitions)" in said
+    assert f"dlq-engine: created subscription 'billing' on '{retry}'" in said
+    assert f"dlq-engine: created subscription 'spark-dlq-keep' on '{dlq}'" in said
+
+    # The same command again, after the kill: it finds the topics and subscriptions, leaves
+    # them as they are, and goes on from the checkpoint.
+    produce_pulsar(service_url, "orders", [_order("3", id=3, kind="fraud"), _order("4", id=4, amount=5)])
+    again = _run(policy, checkpoint, "--create-topics", "--once", *lease, pythonpath=PROCESSORS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    said = [line for line in again.stdout.splitlines() if line.startswith("dlq-engine:")]
+    assert said[:4] == [
+        f"dlq-engine: topic '{retry}' exists, left as it is",
+        f"dlq-engine: topic '{dlq}' exists, left as it is",
+        f"dlq-engine: subscription 'billing' on '{retry}' exists, left as it is",
+        f"dlq-engine: subscription 'spark-dlq-keep' on '{dlq}' exists, left as it is",
+    ]
+    billed = {json.loads(m.value)["id"] for m in read_pulsar(service_url, "orders-billed")}
+    assert billed == {1, 4}
+    dead = read_pulsar(service_url, dlq)
+    assert sorted({m.key for m in dead}) == ["2", "3"]
