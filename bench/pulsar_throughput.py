@@ -4,13 +4,19 @@ One Kafka broker and one standalone Pulsar broker are started here; each gets a 
 the same N messages (the throughput benchmark's ~200-byte values, a key and one header; two
 partitions). The engine's first pass over them (``bench.spark_runs.engine_first_pass``: timed
 from just before the query starts to the end of the batch that routes the N-th source message)
-runs per broker, in rounds whose order alternates, with the failure mix ``1%+0.1%`` in
+runs per broker, in rounds whose order rotates, with the failure mix ``1%+0.1%`` in
 ``mode: message``; each broker's fastest round is its figure, as in bench/throughput.py.
-Results: ``bench/results/pulsar_throughput.json``, and the ratio Pulsar / Kafka; ``bench/run.py``
+
+Pulsar runs twice per round: on a source written with producer batching (as a throughput-minded
+producer writes it; the figure compared with Kafka's) and on one written without (one message
+per entry, as the Java client's retry and dead-letter producers and unbatched producers write):
+the connector reads and acknowledges entries, so the second shows its cost per entry. No
+``maxOffsetsPerTrigger`` is set: every run reads the whole backlog in its first micro-batch.
+Results: ``bench/results/pulsar_throughput.json``, and the ratios Pulsar / Kafka; ``bench/run.py``
 runs it as its ``pulsar`` benchmark and ``bench/report.py`` puts it in docs/benchmarks.md.
 
-    python -m bench.pulsar_throughput [--n 100000] [--rounds 2]
-    bench/run.sh --only pulsar [--pulsar-n 100000] [--rounds 2]
+    python -m bench.pulsar_throughput [--n 100000] [--rounds 3]
+    bench/run.sh --only pulsar [--pulsar-n 100000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -43,9 +49,13 @@ MIX = "1%+0.1%"
 PARTITIONS = 2
 
 
-def fill_pulsar(pulsar: PulsarBroker, topic: str, n: int) -> None:
+#: The runs of a round: Kafka, Pulsar with a batched source, Pulsar with an unbatched one.
+BROKERS = ("kafka", "pulsar", "pulsar-unbatched")
+
+
+def fill_pulsar(pulsar: PulsarBroker, topic: str, n: int, *, batching: bool = True) -> None:
     """The same messages as ``fill_topic`` writes to Kafka, with producer batching (as a
-    throughput-minded producer sends them)."""
+    throughput-minded producer sends them) or without."""
     filler = (
         b'{"order":"bench","amount":12.50,"currency":"EUR","items":["a","b","c"],"note":"'
         + b"x" * VALUE_BYTES
@@ -59,7 +69,7 @@ def fill_pulsar(pulsar: PulsarBroker, topic: str, n: int) -> None:
                 Message(f"k{i}", source_value(i, filler), {TRACE_HEADER: "bench"})
                 for i in range(first, min(first + chunk, n))
             ),
-            batching=True,
+            batching=batching,
         )
 
 
@@ -75,13 +85,17 @@ def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
         kafka_source = unique("source")
         create_topics(kafka.bootstrap_servers, [kafka_source], PARTITIONS)
         fill_topic(kafka.bootstrap_servers, kafka_source, n)
-        pulsar_source = pulsar.create_topic(unique("source"), PARTITIONS)
-        fill_pulsar(pulsar, pulsar_source, n)
+        pulsar_sources = {
+            "pulsar": pulsar.create_topic(unique("source"), PARTITIONS),
+            "pulsar-unbatched": pulsar.create_topic(unique("source-unbatched"), PARTITIONS),
+        }
+        for broker, topic in pulsar_sources.items():
+            fill_pulsar(pulsar, topic, n, batching=broker == "pulsar")
         log(f"filled {n} messages on each broker")
         spark = bench_session("local[2]")
         runs: list[dict[str, Any]] = []
         for round_ in range(rounds):
-            order = ["kafka", "pulsar"] if round_ % 2 == 0 else ["pulsar", "kafka"]
+            order = BROKERS[round_ % 3 :] + BROKERS[: round_ % 3]
             for broker in order:
                 checkpoint = workdir / unique(f"cp-{broker}")
                 if broker == "kafka":
@@ -103,7 +117,7 @@ def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
                     result = engine_first_pass(
                         spark,
                         "",
-                        pulsar_source,
+                        pulsar_sources[broker],
                         n,
                         partitions=PARTITIONS,
                         mode="message",
@@ -117,10 +131,16 @@ def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
                         topics=topics,
                     )
                 runs.append(
-                    {"broker": broker, "round": round_, "seconds": result["seconds"], "rate": result["rate"]}
+                    {
+                        "broker": broker,
+                        "round": round_,
+                        "seconds": result["seconds"],
+                        "rate": result["rate"],
+                        "batches": sum(1 for batch in result["batches"] if batch["rows"]),
+                    }
                 )
                 log(f"{broker}: {result['rate']:.0f} messages/s ({result['seconds']:.1f} s)")
-        best = {b: max(r["rate"] for r in runs if r["broker"] == b) for b in ("kafka", "pulsar")}
+        best = {b: max(r["rate"] for r in runs if r["broker"] == b) for b in BROKERS}
         summary = {
             "n": n,
             "partitions": PARTITIONS,
@@ -130,6 +150,8 @@ def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
             "kafka_rate": round(best["kafka"]),
             "pulsar_rate": round(best["pulsar"]),
             "pulsar_vs_kafka": round(best["pulsar"] / best["kafka"], 3),
+            "pulsar_unbatched_rate": round(best["pulsar-unbatched"]),
+            "pulsar_unbatched_vs_kafka": round(best["pulsar-unbatched"] / best["kafka"], 3),
             "loadavg_start": loadavg_start,
             "loadavg_end": os.getloadavg(),
         }
@@ -146,7 +168,7 @@ def run(n: int, rounds: int, results: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=100_000)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
     args = p.parse_args(argv)
     print(json.dumps(run(args.n, args.rounds, args.results), indent=1))

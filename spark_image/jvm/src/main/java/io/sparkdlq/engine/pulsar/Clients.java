@@ -42,7 +42,7 @@ final class Clients {
             .statsInterval(0, TimeUnit.SECONDS)
             .build();
       } catch (PulsarClientException error) {
-        throw new PulsarConnectorException("cannot make a Pulsar client for " + url + ": " + error, error);
+        throw PulsarConnectorException.of("cannot make a Pulsar client for " + url, error);
       }
     });
   }
@@ -66,8 +66,7 @@ final class Clients {
             .sendTimeout(SEND_TIMEOUT_S, TimeUnit.SECONDS)
             .create();
       } catch (PulsarClientException error) {
-        throw new PulsarConnectorException(
-            "Pulsar topic '" + topic + "': cannot create a producer: " + PulsarConnectorException.describe(error), error);
+        throw PulsarConnectorException.of("Pulsar topic '" + topic + "': cannot create a producer", error);
       }
     });
   }

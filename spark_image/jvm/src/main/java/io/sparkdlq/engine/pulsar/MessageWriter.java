@@ -159,8 +159,7 @@ final class MessageWriter implements DataWriter<InternalRow> {
         try {
           receipts.wait(left);
         } catch (InterruptedException error) {
-          Thread.currentThread().interrupt();
-          throw new PulsarConnectorException("interrupted while waiting for Pulsar's receipts", error);
+          throw PulsarConnectorException.of("waiting for Pulsar's receipts", error);
         }
       }
     }

@@ -63,12 +63,8 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
     try {
       return client().getPartitionsForTopic(options.topic(), false)
           .get(Clients.OPERATION_TIMEOUT_S, TimeUnit.SECONDS);
-    } catch (ExecutionException | TimeoutException error) {
-      throw new PulsarConnectorException(
-          "Pulsar topic '" + options.topic() + "': cannot look it up: " + PulsarConnectorException.describe(error), error);
-    } catch (InterruptedException error) {
-      Thread.currentThread().interrupt();
-      throw new PulsarConnectorException("interrupted while looking up Pulsar topic '" + options.topic() + "'", error);
+    } catch (ExecutionException | TimeoutException | InterruptedException error) {
+      throw PulsarConnectorException.of("Pulsar topic '" + options.topic() + "': cannot look it up", error);
     }
   }
 
@@ -90,8 +86,8 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
             .acknowledgmentGroupTime(0, TimeUnit.MILLISECONDS)
             .subscribe();
       } catch (PulsarClientException error) {
-        throw new PulsarConnectorException("Pulsar topic " + partition + ": cannot subscribe '"
-            + options.subscription() + "': " + PulsarConnectorException.describe(error), error);
+        throw PulsarConnectorException.of(
+            "Pulsar topic " + partition + ": cannot subscribe '" + options.subscription() + "'", error);
       }
       consumers.put(partition, consumer);
     }
@@ -109,12 +105,8 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
       List<TopicMessageId> last;
       try {
         last = answer.getValue().get(Clients.OPERATION_TIMEOUT_S, TimeUnit.SECONDS);
-      } catch (ExecutionException | TimeoutException error) {
-        throw new PulsarConnectorException("Pulsar topic " + answer.getKey() + ": cannot get its last message id: "
-            + PulsarConnectorException.describe(error), error);
-      } catch (InterruptedException error) {
-        Thread.currentThread().interrupt();
-        throw new PulsarConnectorException("interrupted while reading " + answer.getKey() + "'s last message id", error);
+      } catch (ExecutionException | TimeoutException | InterruptedException error) {
+        throw PulsarConnectorException.of("Pulsar topic " + answer.getKey() + ": cannot get its last message id", error);
       }
       Position end = last.isEmpty() ? Position.BEFORE_ALL : Position.of(last.get(0));
       ends.put(answer.getKey(), end.entry() >= 0 ? end : Position.BEFORE_ALL);
@@ -182,8 +174,8 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
         }
       }
     } catch (java.io.IOException error) {
-      throw new PulsarConnectorException("Pulsar topic " + partition + ": cannot read the first message after "
-          + position + ": " + PulsarConnectorException.describe(error), error);
+      throw PulsarConnectorException.of(
+          "Pulsar topic " + partition + ": cannot read the first message after " + position, error);
     }
   }
 

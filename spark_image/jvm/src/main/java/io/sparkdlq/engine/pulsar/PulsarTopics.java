@@ -28,13 +28,10 @@ public final class PulsarTopics {
             || error.getCause() instanceof PulsarClientException.TopicDoesNotExistException) {
           missing.add(name);
         } else {
-          throw new PulsarConnectorException(PulsarConnectorException.describe(error), error);
+          throw PulsarConnectorException.of("looking up " + name, error);
         }
-      } catch (TimeoutException error) {
-        throw new PulsarConnectorException("no answer within " + timeoutMs + " ms", error);
-      } catch (InterruptedException error) {
-        Thread.currentThread().interrupt();
-        throw new PulsarConnectorException("interrupted", error);
+      } catch (TimeoutException | InterruptedException error) {
+        throw PulsarConnectorException.of("looking up " + name + ": no answer within " + timeoutMs + " ms", error);
       }
     }
     return missing;

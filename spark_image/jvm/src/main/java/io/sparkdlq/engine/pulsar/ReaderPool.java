@@ -51,8 +51,7 @@ final class ReaderPool {
           .create();
       return new Lease(key, reader, start);
     } catch (PulsarClientException error) {
-      throw new PulsarConnectorException(
-          "Pulsar topic " + partition + ": cannot read: " + PulsarConnectorException.describe(error), error);
+      throw PulsarConnectorException.of("Pulsar topic " + partition + ": cannot read", error);
     }
   }
 
