@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands.add_parser(
         "env",
-        help="print the exports a local dlq-engine run needs (the Kafka connector and engine jars); "
+        help="print the exports a local dlq-engine run needs (the Kafka connector, Delta, Pulsar client and engine jars); "
         'use as eval "$(spark-dlq-dev env)"',
     )
     args = parser.parse_args(argv)
