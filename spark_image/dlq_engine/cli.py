@@ -188,12 +188,12 @@ def _run(policy: object, args: argparse.Namespace) -> int:
                 check_classpath(spark)
                 if args.create_topics:
                     for line in pulsar_topics.create_topics(policy):
-                        print(f"dlq-engine: {line}")
+                        print(f"dlq-engine: {line}", flush=True)  # seen before a kill, through a pipe
                 pulsar_topics.check_topics(spark, policy)
             else:
                 if args.create_topics:
                     for line in create_topics(spark, policy, client):
-                        print(f"dlq-engine: {line}")
+                        print(f"dlq-engine: {line}", flush=True)
                 check_topics(spark, policy, client)
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)

@@ -4,6 +4,8 @@ its checkpoint each time; afterwards every message is where it belongs (output, 
 dead-letter topic with the right reason), none missing, and the duplicates are bounded by the
 batches in flight at the kills, not the backlog: every micro-batch reads at most
 ``maxOffsetsPerTrigger`` entries, the first of each run included.
+Every run is started with ``--create-topics``, as on a laptop: the first creates the retry and
+dead-letter topics partitioned like the source, each run after a kill finds them and goes on.
 The processor and the audit are the Kafka crash run's (``spark_dlq_devtools.chaos``)."""
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import yaml
 
 from spark_dlq_devtools.chaos import Audit, audit, kind_of, policy_document, start_engine
 from spark_dlq_devtools.pulsar import Message, PulsarBroker
+from tests.conftest import unique
 
 BACKLOG = 1_900
 #: The backlog, and a few more messages that arrive while the engine drains it.
@@ -25,6 +28,7 @@ N = BACKLOG + 100
 KILLS = 3
 #: Entries per micro-batch; the producer here does not batch, so one entry is one message.
 LIMIT = 100
+CREATE = "--create-topics"
 
 
 def _produce_steadily(pulsar: PulsarBroker, topic: str, start: int, n: int, rate: float) -> threading.Thread:
@@ -49,9 +53,14 @@ def _audit_now(pulsar: PulsarBroker, names: dict[str, str]) -> Audit:
 
 
 def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_flight(
-    pulsar: PulsarBroker, pulsar_topics: Callable[..., dict[str, str]], tmp_path: Path
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    names = pulsar_topics(partitions=2)
+    names = {
+        "source": make_pulsar_topic("src", partitions=2),
+        "output": make_pulsar_topic("out", partitions=2),
+        "retry": unique("retry"),  # made by the first run's --create-topics
+        "dlq": unique("dlq"),
+    }
     document = policy_document(names, "")
     document["spec"]["broker"] = {
         "type": "pulsar",
@@ -66,7 +75,7 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
 
     written_at_kills: list[int] = []
     pick = random.Random(21)
-    engine = start_engine(policy, checkpoint, tmp_path / "engine-0.log")
+    engine = start_engine(policy, checkpoint, tmp_path / "engine-0.log", CREATE)
     producer: threading.Thread | None = None
     try:
         for kill in range(KILLS):
@@ -88,7 +97,7 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
                 # uncommitted is replayed with the ends it was planned with all the same.
                 del document["spec"]["source"]["maxOffsetsPerTrigger"]
                 policy.write_text(yaml.safe_dump(document))
-            engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log")
+            engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log", CREATE)
         assert producer is not None
         producer.join(120)
         deadline = time.monotonic() + 300
@@ -101,6 +110,13 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
         engine.stop(timeout=30)
 
     print({"written_at_kills": written_at_kills, **result.as_dict()})
+    retry, dlq = (f"persistent://public/default/{names[role]}" for role in ("retry", "dlq"))
+    logs = [(tmp_path / f"engine-{run}.log").read_text() for run in range(KILLS + 1)]
+    assert f"dlq-engine: created topic '{retry}' (2 partitions)" in logs[0], logs[0][-3000:]
+    assert f"dlq-engine: created topic '{dlq}' (2 partitions)" in logs[0]
+    for log in logs[1:]:
+        assert f"dlq-engine: topic '{retry}' exists, left as it is" in log, log[-3000:]
+        assert f"dlq-engine: subscription 'spark-dlq-keep' on '{dlq}' exists, left as it is" in log
     assert written_at_kills[-1] < BACKLOG, "the kills did not land in the backlog"
     assert result.missing == []
     assert result.misplaced == []
