@@ -19,7 +19,7 @@ from dlq_engine.model import (
 from dlq_engine.model.config_hash import config_hash, engine_config
 from dlq_engine.model.policy import (
     BackoffSpec,
-    Breaker,
+    BreakerSpec,
     Broker,
     DeadLetter,
     DeadLetterTable,
@@ -1605,7 +1605,7 @@ def test_breaker_is_off_unless_given_and_is_not_written() -> None:
 
 def test_breaker_given_empty_is_on_with_the_defaults_and_round_trips() -> None:
     parsed = policy({"spec.retry.breaker": {}})
-    assert parsed.retry.breaker == Breaker(window=100, threshold=0.5, open_ms=30_000, probes=10)
+    assert parsed.retry.breaker == BreakerSpec(window=100, threshold=0.5, open_ms=30_000, probes=10)
     spec = to_spec(parsed)
     assert spec["retry"]["breaker"] == {"window": 100, "threshold": 0.5, "openTime": "30s", "probes": 10}
     assert parse_policy({**policy_document(), "spec": spec}) == parsed
@@ -1613,7 +1613,7 @@ def test_breaker_given_empty_is_on_with_the_defaults_and_round_trips() -> None:
 
 def test_breaker_fields_are_read() -> None:
     given = {"window": 20, "threshold": 1, "openTime": "1m30s", "probes": 3}
-    assert policy({"spec.retry.breaker": given}).retry.breaker == Breaker(20, 1.0, 90_000, 3)
+    assert policy({"spec.retry.breaker": given}).retry.breaker == BreakerSpec(20, 1.0, 90_000, 3)
 
 
 def test_breaker_changes_the_config_hash_and_its_absence_keeps_it() -> None:

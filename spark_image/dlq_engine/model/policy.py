@@ -231,7 +231,7 @@ MAX_BREAKER_PROBES: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class Breaker:
+class BreakerSpec:
     """``retry.breaker``: pause while the processor's downstream is down, probe, resume
     (``routing.breaker``; docs/engine.md, "The circuit breaker")."""
 
@@ -254,7 +254,7 @@ class RetrySpec:
     #: First match wins; a failure no rule matches gets the settings above.
     rules: tuple[RetryRule, ...] = ()
     #: None: no breaker (every failure is retried and, in the end, dead-lettered as it comes).
-    breaker: Breaker | None = None
+    breaker: BreakerSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -796,9 +796,9 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
     )
 
 
-def _parse_breaker(f: _Fields) -> Breaker:
+def _parse_breaker(f: _Fields) -> BreakerSpec:
     """``retry.breaker``: given at all (``{}`` too) means on, with the defaults."""
-    breaker = Breaker(
+    breaker = BreakerSpec(
         window=f.integer("window", DEFAULT_BREAKER_WINDOW, minimum=1),
         threshold=f.number("threshold", DEFAULT_BREAKER_THRESHOLD),
         open_ms=f.duration("openTime", DEFAULT_BREAKER_OPEN_MS),
@@ -1280,7 +1280,7 @@ def _broker_spec(broker: Broker) -> dict[str, Any]:
     }
 
 
-def _breaker_spec(breaker: Breaker) -> dict[str, Any]:
+def _breaker_spec(breaker: BreakerSpec) -> dict[str, Any]:
     return {
         "window": breaker.window,
         "threshold": breaker.threshold,
