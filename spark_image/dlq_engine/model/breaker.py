@@ -7,7 +7,7 @@ sends a ``BreakerReport`` in every heartbeat; the operator maps the report onto 
 
 from __future__ import annotations
 
-from typing import Final, Literal, TypedDict, get_args
+from typing import Final, Literal, TypedDict, TypeGuard, get_args
 
 BreakerState = Literal["closed", "open", "half-open"]
 #: Every state, in the order the metric lists them (``spark_dlq_breaker_state{state}``).
@@ -15,6 +15,11 @@ BREAKER_STATES: Final[tuple[BreakerState, ...]] = get_args(BreakerState)
 CLOSED: Final[BreakerState] = "closed"
 OPEN: Final[BreakerState] = "open"
 HALF_OPEN: Final[BreakerState] = "half-open"
+
+
+def is_state(value: object) -> TypeGuard[BreakerState]:
+    """Whether ``value`` names a state (as read from a heartbeat, a local property, a metric)."""
+    return value in BREAKER_STATES
 
 
 class BreakerReport(TypedDict):
