@@ -121,15 +121,11 @@ def audit(
 
 
 class SteadyProducer(threading.Thread):
-    """Writes ``0 .. n-1`` to ``topic`` at ``rate`` messages per second (acks=all); each value is
-    the number, or ``value(number)``."""
+    """Writes ``0 .. n-1`` to ``topic`` at ``rate`` messages per second (acks=all)."""
 
-    def __init__(
-        self, bootstrap: str, topic: str, n: int, rate: float, *, value: Callable[[int], bytes] | None = None
-    ) -> None:
+    def __init__(self, bootstrap: str, topic: str, n: int, rate: float) -> None:
         super().__init__(daemon=True, name="steady-producer")
         self.bootstrap, self.topic, self.n, self.rate = bootstrap, topic, n, rate
-        self.value = value or (lambda number: b"%d" % number)
         self.sent = 0
         self.error: BaseException | None = None
 
@@ -156,7 +152,7 @@ class SteadyProducer(threading.Thread):
                     time.sleep(ahead)
                 while True:
                     try:
-                        producer.produce(self.topic, key=b"%d" % i, value=self.value(i))
+                        producer.produce(self.topic, key=b"%d" % i, value=b"%d" % i)
                         break
                     except BufferError:
                         producer.poll(0.1)

@@ -7,10 +7,10 @@ Used by the breaker's test (``tests/integration/engine/test_breaker.py``, a shor
 1. a real HTTP service (``Downstream``, on 127.0.0.1) answers the processor (``process``: one
    request per message; its value ``<port>:<number>`` says where);
 2. two engines run on the same SparkSession, each on its own topics with the same policy but
-   for ``retry.breaker``, and a producer per source topic writes the same numbers to both at a
-   steady rate;
-3. ``before_s`` after the start the service stops listening (every call: connection refused,
-   a transient failure), ``outage_s`` later it listens again;
+   for ``retry.breaker``, and a producer writes the same numbers to both source topics at a
+   steady rate, until ``after_s`` after the service is back;
+3. ``before_s`` after both engines route messages the service stops listening (every call:
+   connection refused, a transient failure), ``outage_s`` later it listens again;
 4. each side is drained when every number is routed (output or dead letter, from the
    engine's own counts); then the topics are read: the outputs, the dead letters by reason, and
    the records the retry topic received.
@@ -26,12 +26,12 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_dlq_devtools.chaos import SteadyProducer, end_offsets, read_topic
+from spark_dlq_devtools.chaos import end_offsets, read_topic
 
 ENTRYPOINT = "spark_dlq_devtools.outage:process"
 #: How long one processor call waits for the service (connection refused comes at once).
@@ -114,10 +114,18 @@ class Side:
     retry_writes: int = 0
     #: (time, state, reason) of each breaker transition, as the engine's breaker saw it.
     transitions: list[tuple[float, str, str]] = field(default_factory=list)
-    #: Committed batches run while the breaker was open: (source records read, messages routed).
-    open_batches: list[tuple[int, int]] = field(default_factory=list)
+    #: (time, messages routed so far), as the run looked.
+    routed: list[tuple[float, int]] = field(default_factory=list)
+    #: Every committed batch: (batch id, the state it ran under, source records read, messages
+    #: routed).
+    batches: list[tuple[int, str, int, int]] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)
     status: int | None = None
+
+    @property
+    def open_batches(self) -> list[tuple[int, int]]:
+        """The batches run while the breaker was open: (source records read, messages routed)."""
+        return [(read, routed) for _, state, read, routed in self.batches if state == "open"]
 
     def figures(self, recovered_at: float) -> dict[str, Any]:
         return {
@@ -151,11 +159,10 @@ class OutageRun:
     retry: Mapping[str, Any] = field(default_factory=dict)
     trigger: str = "500ms"
     drain_timeout_s: float = 180.0
+    warmup_timeout_s: float = 180.0
     log: Callable[[str], None] = print
-
-    @property
-    def n(self) -> int:
-        return int(self.rate * (self.before_s + self.outage_s + self.after_s))
+    #: The messages written to each source topic (known once the load stops).
+    produced: int = 0
 
     def run(self, spark: Any) -> tuple[list[Side], float]:
         """The two sides (with the breaker, then without) and when the service came back."""
@@ -176,19 +183,23 @@ class OutageRun:
     def _drive(
         self, downstream: Downstream, sides: list[Side], engines: list[_Engine]
     ) -> tuple[list[Side], float]:
-        producers = [
-            SteadyProducer(
-                self.bootstrap, side.names["source"], self.n, self.rate, value=_valued(downstream.port)
-            )
-            for side in sides
-        ]
+        producer = _TwinProducer(
+            self.bootstrap, [side.names["source"] for side in sides], self.rate, downstream.port
+        )
         started = time.monotonic()
-        for producer in producers:
-            producer.start()
-        went_down = started + self.before_s
+        producer.start()
+        # The outage starts once both engines route (a query's first batch takes seconds here).
+        warm_by = started + self.warmup_timeout_s
+        while min(engine.routed() for engine in engines) < max(1, int(self.rate / 2)):
+            if time.monotonic() > warm_by or producer.error is not None:
+                raise RuntimeError(f"the engines did not start routing: {producer.error}")
+            time.sleep(0.2)
+        went_down = time.monotonic() + self.before_s
         comes_back = went_down + self.outage_s
+        stop_at = comes_back + self.after_s
+        self.log(f"[{went_down - self.before_s - started:6.1f}s] both engines route")
         recovered_at = 0.0
-        deadline = comes_back + self.after_s + self.drain_timeout_s
+        deadline = stop_at + self.drain_timeout_s
         while time.monotonic() < deadline:
             now = time.monotonic()
             if downstream.is_up and went_down <= now < comes_back:
@@ -198,17 +209,23 @@ class OutageRun:
                 downstream.up()
                 recovered_at = now - started
                 self.log(f"[{recovered_at:6.1f}s] downstream up")
+            if now >= stop_at and self.produced == 0:
+                self.produced = producer.stop()
+                self.log(f"[{now - started:6.1f}s] {self.produced} messages produced to each engine")
             for side, engine in zip(sides, engines, strict=True):
                 engine.watch(side, now - started, self.log)
-                if side.drained_at is None and now >= comes_back and engine.routed() >= self.n:
-                    side.drained_at = now - started
+                side.routed.append((now - started, engine.routed()))
+                if side.drained_at is None and self.produced and side.routed[-1][1] >= self.produced:
+                    # The first look that found every message routed (the load had stopped).
+                    side.drained_at = next(t for t, routed in side.routed if routed >= self.produced)
                     self.log(f"[{side.drained_at:6.1f}s] {side.name}: every message routed")
-            for producer in producers:
-                if producer.error is not None:
-                    raise RuntimeError(f"producer failed: {producer.error}")
+            if producer.error is not None:
+                raise RuntimeError(f"producer failed: {producer.error}")
             if all(side.drained_at is not None for side in sides):
                 break
             time.sleep(0.2)
+        if self.produced == 0:
+            self.produced = producer.stop()
         for side, engine in zip(sides, engines, strict=True):
             engine.watch(side, time.monotonic() - started, self.log)
             side.status = engine.stop()
@@ -253,15 +270,48 @@ class OutageRun:
         for value, headers in dead:
             side.dead_letters[headers.get("dlq.reason", "")] += 1
             numbers[int((value or b"").decode().partition(":")[2])] += 1
-        side.missing = [i for i in range(self.n) if numbers[i] == 0]
+        side.missing = [i for i in range(self.produced) if numbers[i] == 0]
         side.retry_writes = end_offsets(self.bootstrap, [side.names["retry"]])
 
 
-def _valued(port: int) -> Callable[[int], bytes]:
-    def value(number: int) -> bytes:
-        return b"%d:%d" % (port, number)
+class _TwinProducer(threading.Thread):
+    """Writes ``0, 1, 2, ...`` to every topic at ``rate`` messages per second each (the same
+    numbers to each, value ``<port>:<number>``) until ``stop``, which returns how many."""
 
-    return value
+    def __init__(self, bootstrap: str, topics: list[str], rate: float, port: int) -> None:
+        super().__init__(daemon=True, name="outage-producer")
+        self.bootstrap, self.topics, self.rate, self.port = bootstrap, topics, rate, port
+        self.sent = 0
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        try:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 20})
+            start = time.monotonic()
+            i = 0
+            while not self._halt.is_set():
+                ahead = start + i / self.rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+                for topic in self.topics:
+                    producer.produce(topic, key=b"%d" % i, value=b"%d:%d" % (self.port, i))
+                producer.poll(0)
+                i += 1
+                self.sent = i
+            if producer.flush(60) != 0:
+                raise RuntimeError(f"could not deliver every message to {self.topics}")
+        except BaseException as error:  # noqa: BLE001 - reported to the run through .error
+            self.error = error
+
+    def stop(self) -> int:
+        self._halt.set()
+        self.join(90)
+        if self.error is not None:
+            raise RuntimeError(f"producer failed: {self.error}")
+        return self.sent
 
 
 class _Engine:
@@ -304,17 +354,27 @@ class _Engine:
             self._seen_batches.add(key)
             from dlq_engine.job.breaker import ran_as
 
-            if ran_as(progress) == "open":
-                source_rows = sum(
-                    int(s.numInputRows)
-                    for s in progress.sources
-                    if f"[{side.names['source']}]" in s.description
-                )
-                side.open_batches.append((source_rows, _routed_in(progress)))
+            source_rows = sum(
+                int(s.numInputRows) for s in progress.sources if f"[{side.names['source']}]" in s.description
+            )
+            side.batches.append((key[0], ran_as(progress), source_rows, _routed_in(progress)))
 
-    def _progress(self) -> Iterator[Any]:
+    def _progress(self) -> list[Any]:
+        """The batch progresses not seen yet, oldest first: only those are converted from the
+        JVM's (PySpark's ``recentProgress`` converts all 100 it keeps, each with dozens of py4j
+        calls, which took seconds per look on this machine)."""
+        from pyspark.sql.streaming.listener import StreamingQueryProgress
+
         query = self.run.query
-        return iter(query.recentProgress if query is not None else [])
+        if query is None:
+            return []
+        fresh = []
+        for jprogress in reversed(list(query._jsq.recentProgress())):
+            key = (int(jprogress.batchId()), str(jprogress.timestamp()))
+            if key in self._seen_batches:
+                break
+            fresh.append(jprogress)
+        return [StreamingQueryProgress.fromJObject(p) for p in reversed(fresh)]
 
     def stop(self) -> int | None:
         self.run.stop()

@@ -47,6 +47,9 @@ from dlq_engine.routing.stats import COUNTS, observed_row
 
 #: The counts a batch's observed metrics add up to (``routing.stats.COUNTS``).
 COUNTERS = COUNTS
+#: Seconds between two reads of the query's progress, and with a breaker.
+POLL_S = 1.0
+BREAKER_POLL_S = 0.25
 
 
 @dataclass
@@ -141,6 +144,9 @@ class Run:
         self.ordering = OrderingReports() if policy.source.ordering == "key" else None
         #: ``retry.breaker``: its state machine and gate (None without one).
         self.breaker = BreakerControl(spark, policy) if policy.retry.breaker is not None else None
+        #: How often the progress is read: with a breaker a committed batch's failures should
+        #: close the gate before the batch after next is planned (docs/engine.md).
+        self._poll_s = BREAKER_POLL_S if self.breaker is not None else POLL_S
         if self.breaker is not None and metrics is not None:
             metrics.breaker_state(self.breaker.state)
 
@@ -258,7 +264,8 @@ class Run:
         terminated = False
         while not terminated:
             try:
-                terminated = bool(self.query.awaitTermination(1))
+                # PySpark takes seconds as a float too (it waits int(timeout * 1000) ms).
+                terminated = bool(self.query.awaitTermination(self._poll_s))  # type: ignore[arg-type]
             except Exception:  # noqa: BLE001 - the reason is read from query.exception()
                 terminated = True
             self._drain_progress()

