@@ -61,9 +61,7 @@ def test_trips_once_the_window_is_full_and_half_of_it_failed(clock: Clock) -> No
     breaker = Breaker(SPEC, clock=clock)
     assert breaker.record(CLOSED, 10, 10, {"ConnectionError": 10}) is None  # 10 calls: not full
     moved = breaker.record(CLOSED, 10, 0)
-    assert moved == Transition(
-        OPEN, "10 of the last 20 processor calls failed transiently (ConnectionError: 10)"
-    )
+    assert moved == Transition(OPEN, "10 of the last 20 processor calls failed transiently (ConnectionError)")
     assert (breaker.state, breaker.opens, breaker.since) == (OPEN, 1, clock.now)
 
 
@@ -97,7 +95,7 @@ def test_a_big_batch_trips_alone_counting_only_the_window(clock: Clock) -> None:
     moved = breaker.record(CLOSED, 500, 400, {"ConnectionError": 300, "TimeoutError": 100})
     assert moved is not None
     assert moved.reason == (
-        "16 of the last 20 processor calls failed transiently (ConnectionError: 300, TimeoutError: 100)"
+        "16 of the last 20 processor calls failed transiently (ConnectionError, TimeoutError)"
     )
 
 
@@ -105,7 +103,7 @@ def test_reason_names_the_three_most_frequent_classes(clock: Clock) -> None:
     breaker = Breaker(SPEC, clock=clock)
     moved = breaker.record(CLOSED, 20, 20, {"A": 1, "B": 5, "C": 5, "D": 9})
     assert moved is not None
-    assert moved.reason.endswith("(D: 9, B: 5, C: 5, 1 more classes)")
+    assert moved.reason.endswith("(D, B, C and 1 more)")
 
 
 def test_batches_with_no_calls_change_nothing(clock: Clock) -> None:
@@ -150,7 +148,7 @@ def test_open_report_says_why_and_when_it_probes(clock: Clock) -> None:
     assert breaker.report() == {
         "state": "open",
         "since": "2027-01-15T08:00:00Z",
-        "reason": "20 of the last 20 processor calls failed transiently (ConnectionError: 20)",
+        "reason": "20 of the last 20 processor calls failed transiently (ConnectionError)",
         "opens": 1,
         "probeAt": "2027-01-15T08:00:10Z",
     }
@@ -170,7 +168,7 @@ def test_probes_that_succeed_close_it(clock: Clock) -> None:
 def test_probes_that_fail_open_it_again(clock: Clock) -> None:
     breaker = half_open(clock)
     moved = breaker.record(HALF_OPEN, 4, 2, {"ConnectionError": 2})
-    assert moved == Transition(OPEN, "2 of 4 probes failed transiently (ConnectionError: 2)")
+    assert moved == Transition(OPEN, "2 of 4 probes failed transiently (ConnectionError)")
     assert (breaker.opens, breaker.probe_at) == (2, clock.now + 10)
 
 

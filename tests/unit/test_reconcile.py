@@ -445,7 +445,7 @@ def _breaker_report(state: str, opens: int) -> dict[str, Any]:
     return {
         "state": state,
         "since": "2026-11-24T11:58:00Z",
-        "reason": "20 of the last 20 processor calls failed transiently (ConnectionRefusedError: 20)",
+        "reason": "20 of the last 20 processor calls failed transiently (ConnectionRefusedError)",
         "opens": opens,
         "probeAt": "2026-11-24T11:58:30Z" if state == "open" else "",
     }

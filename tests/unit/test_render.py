@@ -891,7 +891,7 @@ def breaker_beat(*, at_ago: float, breaker: object) -> dict[str, Any]:
     return config_map
 
 
-WHY = "18 of the last 20 processor calls failed transiently (ConnectionRefusedError: 18)"
+WHY = "18 of the last 20 processor calls failed transiently (ConnectionRefusedError)"
 OPEN_REPORT = {
     "state": "open",
     "since": "2026-11-24T11:58:00Z",

@@ -184,12 +184,13 @@ class Breaker:
 
 
 def _naming(classes: Mapping[str, int]) -> str:
-    """`` (ConnectionError: 17, TimeoutError: 1)``: the most frequent error classes."""
+    """`` (ConnectionError, TimeoutError)``: the error classes of the failures counted, the most
+    frequent first (their counts are those of whole micro-batches, so they are not given)."""
     top = sorted(((n, c) for c, n in classes.items() if n > 0), key=lambda item: (-item[0], item[1]))
     if not top:
         return ""
-    named = ", ".join(f"{c or 'unknown'}: {n}" for n, c in top[:REASON_CLASSES])
-    more = f", {len(top) - REASON_CLASSES} more classes" if len(top) > REASON_CLASSES else ""
+    named = ", ".join(c or "unknown" for _, c in top[:REASON_CLASSES])
+    more = f" and {len(top) - REASON_CLASSES} more" if len(top) > REASON_CLASSES else ""
     return f" ({named}{more})"
 
 
