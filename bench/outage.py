@@ -1,6 +1,6 @@
 """A minute-long outage of the processor's downstream, with and without the breaker, side by side.
 
-The harness is the breaker test's (``spark_dlq_devtools.outage``; the test runs a 10 s outage):
+The harness is the breaker test's (``spark_dlq_devtools.outage``; the test runs a 12 s outage):
 a Kafka broker started here, one ``local[2]`` SparkSession, two engines on it (the same policy
 but for ``retry.breaker``), a producer per source topic writing the same numbers at ``--rate``,
 and a real HTTP service the processor calls that stops listening for ``--outage`` seconds.

@@ -160,6 +160,10 @@ class OutageRun:
     trigger: str = "500ms"
     drain_timeout_s: float = 180.0
     warmup_timeout_s: float = 180.0
+    #: Give the breaker's engine a Parquet dead-letter table: its sink is then ``foreachBatch``,
+    #: whose jobs are submitted from the Python batch function. The engine without the breaker
+    #: keeps the Kafka sink.
+    table: bool = False
     log: Callable[[str], None] = print
     #: The messages written to each source topic (known once the load stops).
     produced: int = 0
@@ -252,12 +256,17 @@ class OutageRun:
                 "processor": {"entrypoint": ENTRYPOINT},
                 "output": {"topic": side.names["output"]},
                 "retry": retry,
-                "deadLetter": {"topic": side.names["dlq"]},
+                "deadLetter": {"topic": side.names["dlq"], **self._table(side)},
                 "spark": {"trigger": self.trigger},
             },
         }
         checkpoint = self.workdir / f"checkpoint-{side.name.replace(' ', '-')}"
         return _Engine(spark, parse_policy(document), checkpoint)
+
+    def _table(self, side: Side) -> dict[str, Any]:
+        if not self.table or side.breaker is None:
+            return {}
+        return {"table": {"format": "parquet", "path": str(self.workdir / "table-breaker")}}
 
     def _audit(self, side: Side) -> None:
         output = read_topic(self.bootstrap, side.names["output"])

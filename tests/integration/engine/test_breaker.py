@@ -59,6 +59,9 @@ def test_a_dead_downstream_pauses_the_engine_instead_of_exhausting_its_messages(
         rate=40.0,
         breaker=BREAKER,
         retry=RETRY,
+        # The breaker's engine on the foreachBatch sink: its jobs are submitted from the Python
+        # batch function and must still carry the breaker's state to the delay stage and routing.
+        table=True,
     )
     sides, recovered_at = run.run(spark)
     print("\n" + side_by_side(sides, recovered_at, outage_s, run.produced))
