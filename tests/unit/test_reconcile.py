@@ -17,6 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.reasons import BreakerReason
 from spark_dlq_operator.reconcile import (
     Seen,
     Services,
@@ -84,9 +85,11 @@ class Bed:
         asyncio.run(self._reconcile(body, seen))
 
     async def _reconcile(self, body: dict[str, Any], seen: Seen | None) -> None:
+        governed = await self.services.classes.govern(body)
         await reconcile(
             self.services,
-            parse_policy(body),
+            governed.policy,
+            fit=governed.fit,
             owner=owner_of(body),
             generation=body["metadata"]["generation"],
             trigger="test",
@@ -460,17 +463,17 @@ def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_an
     bed.reconcile()
     _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 0))
     _supervise(bed)
-    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", "Closed")
-    assert "BreakerOpen" not in bed.reasons()
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
+    assert BreakerReason.OPEN not in bed.reasons()
     assert "BreakerClosed" not in bed.reasons()
 
     ready = bed.status()["conditions"][0]
     _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 1))
     _supervise(bed)
     condition = _breaker(bed)
-    assert (condition["status"], condition["reason"]) == ("False", "BreakerOpen")
+    assert (condition["status"], condition["reason"]) == ("False", BreakerReason.OPEN)
     assert "at 2026-11-24T11:58:00Z because 20 of the last 20 processor calls" in condition["message"]
-    assert bed.reasons().count("BreakerOpen") == 1
+    assert bed.reasons().count(BreakerReason.OPEN) == 1
     assert bed.status()["conditions"][0] == ready  # paused, not failed: Ready is the job's
 
     writes = bed.api.count("PATCH", POLICIES)
@@ -481,12 +484,12 @@ def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_an
     _supervise(bed)
     _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 2))
     _supervise(bed)
-    assert _breaker(bed)["reason"] == "BreakerOpen"
-    assert bed.reasons().count("BreakerOpen") == 1  # open and half-open in turn: one event
+    assert _breaker(bed)["reason"] == BreakerReason.OPEN
+    assert bed.reasons().count(BreakerReason.OPEN) == 1  # open and half-open in turn: one event
 
     _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 2))
     _supervise(bed)
-    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", "Closed")
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
     assert bed.reasons().count("BreakerClosed") == 1
 
 

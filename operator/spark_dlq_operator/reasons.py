@@ -1,0 +1,50 @@
+"""Why a policy is not Ready, or its breaker not closed: the reasons its conditions give, as enums.
+
+A reason is part of the contract (alerts, runbooks and people read it), so it is spelled once,
+here, and code switches on the enum rather than on strings. This module starts with the reasons
+the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``), and the
+``BreakerClosed`` condition's; the others the operator writes are still string literals where
+they are set (issue 30 moves them here).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Reason(StrEnum):
+    """A reason of a policy's Ready (or TopicsReady) condition."""
+
+    #: The policy fails the shared model's validation (a field named in the message).
+    INVALID_SPEC = "InvalidSpec"
+    #: ``spec.className`` names a DeadLetterPolicyClass that does not exist.
+    CLASS_NOT_FOUND = "ClassNotFound"
+    #: The policy's class exists but is itself invalid (its problems are in the message).
+    CLASS_INVALID = "ClassInvalid"
+    #: No ``spec.className``, classes exist, and none is marked default.
+    NO_DEFAULT_CLASS = "NoDefaultClass"
+    #: No ``spec.className``, and more than one class is marked default.
+    DEFAULT_CLASS_AMBIGUOUS = "DefaultClassAmbiguous"
+    #: The class's ``namespaceSelector`` does not select the policy's namespace.
+    NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
+    #: The policy asks for more than its class allows (the field and the rule in the message).
+    CLASS_VIOLATION = "ClassViolation"
+
+
+#: The reasons that make a policy's phase ``Invalid``: nothing is created for it, and a job of an
+#: earlier valid generation keeps running as it was.
+INVALID: Final = frozenset(Reason)
+
+
+class BreakerReason(StrEnum):
+    """A reason of a policy's ``BreakerClosed`` condition (only with ``retry.breaker``): the
+    engine's breaker state, from the driver's heartbeat. None of them makes a policy Invalid or
+    not Ready: the job runs, paused."""
+
+    #: True: the breaker is closed (its message says why it last opened, if it did).
+    CLOSED = "Closed"
+    #: False: the engine reads no new source message and holds its retries until it probes.
+    OPEN = "BreakerOpen"
+    #: False: a few messages probe the processor's downstream.
+    HALF_OPEN = "BreakerHalfOpen"
