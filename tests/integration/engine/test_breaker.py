@@ -86,9 +86,9 @@ def test_a_dead_downstream_pauses_the_engine_instead_of_exhausting_its_messages(
         with_breaker.open_batches
     )
 
-    # Without it, today's behaviour: the outage became exhausted dead letters, through more
-    # retry-topic writes (in the suite's short outage; the minute of bench/outage.py shows the
-    # flood's size).
+    # Without it, today's behaviour: the outage became exhausted dead letters. The retry-topic
+    # writes are printed, not compared: in a 12 s outage they depend on how long the batch in
+    # flight when it began takes (it runs closed, and so do its failures' retries); the minute of
+    # bench/outage.py shows the flood's size.
     assert without.dead_letters["exhausted"] > 0
     assert without.distinct_outputs + without.dead_letters["exhausted"] == run.produced
-    assert without.retry_writes > with_breaker.retry_writes
