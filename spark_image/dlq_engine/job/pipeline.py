@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.job import dead_letter_table, pulsar_connector
+from dlq_engine.job import breaker, dead_letter_table, pulsar_connector
 from dlq_engine.job.delay import (
     DELIVER_AT_COLUMN,
     RECORD_COLUMNS,
@@ -67,6 +67,8 @@ class RunOptions:
     once: bool = False  # stop after the batches that read and route nothing (see runner)
     query_name: str | None = None
     kafka_client_dir: str | None = None
+    #: ``retry.breaker``: the gate the source topic is read through (``job.breaker``).
+    breaker_gate: str | None = None
 
 
 def client_properties(directory: str | None) -> dict[str, str]:
@@ -119,6 +121,7 @@ def read_topic(
     starting: str,
     *,
     limited: bool = True,
+    gate: str | None = None,
 ) -> DataFrame:
     limit = policy.source.max_offsets_per_trigger if limited else 0
     if policy.is_pulsar:
@@ -128,7 +131,8 @@ def read_topic(
             .load()
             .select(*RECORD_COLUMNS)
         )
-    reader = spark.readStream.format("kafka").options(**CONSUMER_DEFAULTS)
+    source_format, gated = breaker.source_options("kafka", gate)
+    reader = spark.readStream.format(source_format).options(**gated, **CONSUMER_DEFAULTS)
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))
     return (
@@ -147,7 +151,9 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     """Source and due retries, each routed by the processor: ``route``, then ``key``,
     ``value`` and ``headers`` to write, the dead-letter ``reason`` and ``lateness_ms``
     (see ``output_schema``)."""
-    source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
+    source = read_topic(
+        spark, policy, options, policy.source.topic, policy.source.starting_offsets, gate=options.breaker_gate
+    )
     if policy.source.ordering == "key":
         retry_topic = read_topic(spark, policy, options, policy.retry_topic, "earliest", limited=False)
         records = ordered_records(source, retry_topic, policy.ordering, lookahead(policy.spark.trigger_ms))
@@ -165,10 +171,11 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     out_schema = from_arrow_schema(output_schema(arrow_in))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dlq_engine.job.breaker import for_this_task
         from dlq_engine.job.delay import release_when_due as due_only
         from dlq_engine.job.processors import load_processor as load
 
-        yield from route_batches(due_only(batches), settings, load(entrypoint))
+        yield from route_batches(due_only(batches), for_this_task(settings), load(entrypoint))
 
     return records.mapInArrow(route, out_schema)
 
