@@ -63,15 +63,16 @@ def _spark_jars() -> Path:
 
 
 def archive_key() -> str:
-    """The Java runtime (its resolved path and size) and the names and sizes of Spark's jars:
-    what a JVM checks before it maps an archive."""
+    """The Java runtime (its resolved path and size) and the paths, sizes and modification times
+    of Spark's jars: what a JVM checks before it maps an archive."""
     java = shutil.which("java")
     digest = hashlib.sha256()
     if java is not None:
         real = Path(java).resolve()
         digest.update(f"{real}:{real.stat().st_size}\n".encode())
-    for jar in sorted(_spark_jars().glob("*.jar")):
-        digest.update(f"{jar.name}:{jar.stat().st_size}\n".encode())
+    for jar in sorted(_spark_jars().resolve().glob("*.jar")):
+        stat = jar.stat()
+        digest.update(f"{jar}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
 
 
