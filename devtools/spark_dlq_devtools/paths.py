@@ -255,16 +255,27 @@ def spark_operator_chart() -> Path:
     return spark_operator_dir() / "chart"
 
 
+def spark_operator_crds_dir() -> Path:
+    """The spark-operator's CRDs alone, from its Go module (``spark_operator.sh --crds``, which
+    the demo's set-up runs: no binary needed)."""
+    v = versions()["SPARK_OPERATOR_VERSION"]
+    return _need(
+        cache_dir() / "spark-operator" / f"{v}-crds" / ".complete",
+        f"the spark-operator {v}'s CRDs",
+        "spark_operator.sh --crds",
+    ).parent
+
+
 def spark_operator_crds() -> list[Path]:
     """Every CRD of the spark-operator (SparkApplication, ScheduledSparkApplication, SparkConnect):
     its controller and webhook need all of them served."""
-    return sorted((spark_operator_dir() / "crds").glob("*.yaml"))
+    return sorted(spark_operator_crds_dir().glob("*.yaml"))
 
 
 def spark_application_crd() -> Path:
     """The real SparkApplication CRD (``sparkoperator.k8s.io_sparkapplications.yaml``) of the
     spark-operator the test bed runs."""
-    return spark_operator_dir() / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
+    return spark_operator_crds_dir() / "sparkoperator.k8s.io_sparkapplications.yaml"
 
 
 def kafka_topic_crd(*, v1beta2: bool = False) -> Path:
