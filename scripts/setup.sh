@@ -18,8 +18,8 @@
 # Kubernetes node (kubelet, kube-proxy, kube-scheduler, CoreDNS, crictl from the Go module proxy;
 # containerd, runc, the CNI plugins from Debian; its images made here), Prometheus and promtool
 # (from the Go module proxy), the project's container images (podman, on bases made from
-# Debian's packages), and the Kubeflow spark-operator (its Go module: binary, chart, CRDs, and its
-# image on our Spark base).
+# Debian's packages), the Kubeflow spark-operator (its Go module: binary, chart, CRDs, and its
+# image on our Spark base), and the release's tools (build, pip-tools, cyclonedx-py, syft).
 # Idempotent: a second run only re-installs this checkout into the cached environment. Every
 # step that takes longer than a few seconds says what it builds and about how long the first
 # time, and when it is done how long it took.
@@ -88,6 +88,11 @@ else
   step prometheus.sh
   step images.sh
   step spark_operator.sh --image
+  # The release's tools: the tests check the artefacts `make dist` makes (tests/integration/test_dist.py).
+  began=$SECONDS
+  bash "$here/setup/release_tools.sh" >/dev/null
+  took=$((SECONDS - began))
+  if ((took >= 10)); then log "  release_tools took $((took / 60))m$((took % 60))s"; fi
 fi
 log "ready in $((SECONDS - start))s (venv $venv)"
 echo "$venv"

@@ -6,6 +6,8 @@ spark-dlq-dev cluster [--no-kafka] [--ready-file F]   a one-node Kubernetes clus
 spark-dlq-dev kafka [--port P] [--topic NAME:PARTITIONS ...]
                                                   a bare Kafka broker here, in the foreground
 spark-dlq-dev env                                 shell exports for a local dlq-engine run
+spark-dlq-dev dist [--out DIR] [--image engine|operator ...] [--public-bases]
+                                                  the release artefacts, built and checked (make dist)
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="print the exports a local dlq-engine run needs (the Kafka connector and engine jars); "
         'use as eval "$(spark-dlq-dev env)"',
     )
+    dist = commands.add_parser("dist", help="build and check the release artefacts (make dist)")
+    dist.add_argument("--out", type=Path, default=Path("dist"), help="where they go (default dist/)")
+    dist.add_argument(
+        "--image",
+        action="append",
+        choices=("engine", "operator"),
+        help="only these images (repeatable; default both)",
+    )
+    dist.add_argument(
+        "--public-bases",
+        action="store_true",
+        help="build the images on the Dockerfiles' public bases (default: on the bases "
+        "scripts/setup/images.sh made here, when it did)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "demo":
@@ -74,6 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             dashboard=args.dashboard,
             rate=args.rate,
             broker=args.broker,
+        )
+    if args.command == "dist":
+        from spark_dlq_devtools.dist import main as dist_main
+
+        return dist_main(
+            args.out.resolve(),
+            images=args.image or ("engine", "operator"),
+            local_bases=False if args.public_bases else None,
         )
     if args.command == "cluster":
         from spark_dlq_devtools.cluster import main as cluster_main

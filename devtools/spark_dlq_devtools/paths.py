@@ -286,3 +286,19 @@ def kafka_topic_crd(*, v1beta2: bool = False) -> Path:
         cache_dir() / "strimzi" / v / ".complete", f"Strimzi {v}'s KafkaTopic CRD", "strimzi.sh"
     ).parent
     return folder / "043-Crd-kafkatopic.yaml"
+
+
+def release_tools() -> Path:
+    """The release tools' virtualenv (``release_tools.sh``): ``bin/python -m build``,
+    ``bin/pip-compile``, ``bin/cyclonedx-py`` and ``bin/syft``."""
+    known = versions()
+    name = (
+        f"venv-build-{known['PYTHON_BUILD_VERSION']}-pip-tools-{known['PIP_TOOLS_VERSION']}"
+        f"-cyclonedx-{known['CYCLONEDX_BOM_VERSION']}"
+    )
+    folder = _need(
+        cache_dir() / "release-tools" / name / ".complete", "the release tools", "release_tools.sh"
+    ).parent
+    if not (folder / "bin" / "syft").exists():
+        raise NotInstalled(f"syft not found in {folder / 'bin'}; run scripts/setup/release_tools.sh")
+    return folder

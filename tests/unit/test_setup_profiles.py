@@ -42,6 +42,7 @@ def test_the_test_suite_sets_up_every_step(tmp_path: Path) -> None:
     ran = steps_run(tmp_path)
     assert sorted(step.split()[0] for step in ran) == STEPS
     assert "spark_operator.sh --image" in ran
+    assert "release_tools.sh" in ran, "the tests check what make dist makes"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,151 @@
+"""The engine's liveness, written where the operator reads it.
+
+A driver pod can be Running while its query is dead or stuck in a micro-batch
+(kubeflow/spark-operator#1309), and neither Kubernetes nor the spark-operator can tell. So the
+driver reports, every ``interval`` seconds, in the annotation ``sparkdlq.io/heartbeat`` of its
+policy's ConfigMap (``--heartbeat-configmap NAMESPACE/NAME``; the operator lists those
+ConfigMaps on every resync anyway): the time of the report, whether the query is active, and
+when the query last made progress (a finished micro-batch, or Spark's idle progress report,
+which it posts every 10 s while no data arrives; the query's start before the first); and, for
+``source.ordering: key``, what the ordering stage holds (``ordering``: held messages, blocked
+keys and a few of their names), which the operator puts in the policy's status.
+
+The report goes to the Kubernetes API with the pod's service-account token (re-read for every
+report: projected tokens rotate) and its CA, at ``KUBERNETES_SERVICE_HOST``; a local driver
+(the development stand-in) is given a folder with ``token``, ``ca.crt`` and ``namespace`` in
+``SPARK_DLQ_SERVICEACCOUNT_DIR``. Only the standard library is used: the engine image has no
+Kubernetes client. A report that fails is logged and the next one tried; the heartbeat never
+stops the engine, and a driver with no Kubernetes API at all (a local run) runs without one,
+with a warning on stderr.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+log = logging.getLogger("dlq_engine.heartbeat")
+
+ANNOTATION: Final = "sparkdlq.io/heartbeat"
+SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_INTERVAL_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Liveness:
+    """What one report says. Times are seconds since the epoch."""
+
+    query_active: bool
+    last_progress: float
+    batch_id: int | None
+    #: ``source.ordering: key`` only: ``HeldKeys.document()`` of the ordering stage's reports.
+    ordering: Mapping[str, Any] | None = None
+
+    def document(self, now: float) -> str:
+        return json.dumps(
+            {
+                "time": _rfc3339(now),
+                "queryActive": self.query_active,
+                "lastProgressTime": _rfc3339(self.last_progress),
+                "batchId": self.batch_id,
+                **({"ordering": dict(self.ordering)} if self.ordering is not None else {}),
+            },
+            separators=(",", ":"),
+        )
+
+
+def _rfc3339(epoch: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class HeartbeatError(ValueError):
+    """The heartbeat cannot be set up (a bad target, no service account)."""
+
+
+class Heartbeat:
+    """Reports ``liveness()`` every ``interval`` seconds to a ConfigMap's annotation."""
+
+    def __init__(
+        self, target: str, liveness: Callable[[], Liveness], *, interval: float = DEFAULT_INTERVAL_S
+    ) -> None:
+        namespace, _, name = target.partition("/")
+        if not namespace or not name or "/" in name:
+            raise HeartbeatError(f"--heartbeat-configmap must be NAMESPACE/NAME, got {target!r}")
+        if interval <= 0:
+            raise HeartbeatError(f"--heartbeat-interval must be positive, got {interval}")
+        account = Path(os.environ.get("SPARK_DLQ_SERVICEACCOUNT_DIR") or SERVICE_ACCOUNT_DIR)
+        host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        #: Why no heartbeat can be sent from here (no Kubernetes API: a local run), else None.
+        self.unavailable: str | None = None
+        if not host or not (account / "token").is_file():
+            self.unavailable = (
+                f"KUBERNETES_SERVICE_HOST is {host or 'not set'} and {account / 'token'} is "
+                f"{'there' if (account / 'token').is_file() else 'missing'}"
+            )
+        self.url = f"https://{host if ':' not in host else f'[{host}]'}:{port}/api/v1/namespaces/{namespace}/configmaps/{name}"
+        self._token = account / "token"
+        ca = account / "ca.crt"
+        self._context = ssl.create_default_context(cafile=str(ca) if ca.is_file() else None)
+        self._liveness = liveness
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def report(self, now: float) -> None:
+        """Write one heartbeat; raises OSError (urllib's errors) when the API refuses it."""
+        body = json.dumps(
+            {"metadata": {"annotations": {ANNOTATION: self._liveness().document(now)}}}
+        ).encode()
+        request = urllib.request.Request(
+            self.url,
+            data=body,
+            method="PATCH",
+            headers={
+                "Authorization": f"Bearer {self._token.read_text().strip()}",
+                "Content-Type": "application/merge-patch+json",
+                "Accept": "application/json",
+            },
+        )
+        with urllib.request.urlopen(request, timeout=10, context=self._context) as response:
+            response.read()
+
+    def start(self) -> None:
+        if self.unavailable is not None:
+            log.warning("no heartbeat to %s: %s", self.url, self.unavailable)
+            return
+
+        def loop() -> None:
+            import time
+
+            while True:
+                try:
+                    self.report(time.time())
+                    if self._failing:
+                        log.warning("heartbeat to %s written again", self.url)
+                    self._failing = False
+                except (OSError, urllib.error.URLError) as error:
+                    if not self._failing:  # once per outage, not every interval
+                        log.warning("heartbeat to %s failed: %s", self.url, error)
+                    self._failing = True
+                if self._stop.wait(self.interval):
+                    return
+
+        self._thread = threading.Thread(target=loop, name="heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(15)

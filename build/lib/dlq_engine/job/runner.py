@@ -1,0 +1,292 @@
+"""Running the query to its end: counts, the error window, signals and exit status.
+
+The driver reads each batch's progress (polling the query, no callback server) to add up the
+observed metrics (outcome counts, retry lag) and to check the error window: when failures reach ``threshold`` of the last ``size`` messages the query is
+stopped with that reason. The window is kept per micro-batch: a batch's messages all count
+at once, and the oldest batch is scaled down to keep exactly ``size`` messages in view.
+SIGTERM stops the query cleanly (exit 0). ``--once`` runs the normal trigger and stops after two
+batches in a row that read nothing and routed nothing: Spark's available-now trigger never ends
+while the delay stage has processing-time timers, and retries that are not due yet are not
+"available" (they stay in the checkpointed state for the next run).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryProgress
+from pyspark.sql.streaming.query import StreamingQuery
+
+from dlq_engine.exits import (
+    EXIT_CHECKPOINT_LOCKED,
+    EXIT_ERROR_WINDOW,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STOP_STRATEGY,
+)
+from dlq_engine.job.heartbeat import Liveness
+from dlq_engine.job.metrics import EngineMetrics
+from dlq_engine.job.ordering import ORDERING_METRICS, OrderingReports
+from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, SinkWriteError, start
+from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.processing.batches import StopPipeline
+from dlq_engine.routing.stats import COUNTS, observed_row
+
+#: The counts a batch's observed metrics add up to (``routing.stats.COUNTS``).
+COUNTERS = COUNTS
+
+
+@dataclass
+class FailureWindow:
+    size: int
+    threshold: float
+    batches: collections.deque[tuple[int, int]] = field(default_factory=collections.deque)
+
+    #: The failure share in view: of the last ``size`` messages, or of all seen while fewer
+    #: (None until a message was seen, or when the window is off).
+    ratio: float | None = None
+
+    def add(self, total: int, failed: int) -> float | None:
+        """Record a batch; return the failure share once it reaches the threshold."""
+        if self.size <= 0 or total <= 0:
+            return None
+        self.batches.append((total, failed))
+        seen = sum(t for t, _ in self.batches)
+        while self.batches and seen - self.batches[0][0] >= self.size:
+            seen -= self.batches.popleft()[0]
+        if seen < self.size:
+            self.ratio = sum(f for _, f in self.batches) / seen
+            return None
+        # Scale the oldest batch so that exactly `size` messages are in view.
+        excess = seen - self.size
+        oldest_total, oldest_failed = self.batches[0]
+        failed_in_view = sum(f for _, f in self.batches) - oldest_failed * excess / oldest_total
+        share = failed_in_view / self.size
+        self.ratio = share
+        return share if share >= self.threshold else None
+
+
+@dataclass
+class Totals:
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    max_lateness_ms: int | None = None
+    min_lateness_ms: int | None = None
+    batches: int = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.batches += 1
+        for name in COUNTERS:
+            self.counts[name] += int(row.get(name) or 0)
+        for name in ("max_lateness_ms", "min_lateness_ms"):
+            value = row.get(name)
+            if value is not None:
+                current = getattr(self, name)
+                pick = max if name.startswith("max") else min
+                setattr(self, name, int(value) if current is None else pick(current, int(value)))
+
+    def summary(self) -> str:
+        c = self.counts
+        text = (
+            f"processed={c['total']} output={c['output']} acked={c['acked']} "
+            f"retried={c['retried']} dead={c['dead']} ignored={c['ignored']} "
+            f"redelivered={c['redelivered']}"
+        )
+        if self.max_lateness_ms is not None:
+            text += f" retry_lateness_ms[min={self.min_lateness_ms},max={self.max_lateness_ms}]"
+        return text
+
+
+class Run:
+    """One run of the engine on a session: start, watch, stop, explain."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        policy: DeadLetterPolicy,
+        options: RunOptions,
+        metrics: EngineMetrics | None = None,
+    ) -> None:
+        self.spark = spark
+        self.policy = policy
+        self.options = options
+        self.totals = Totals()
+        self.window = FailureWindow(policy.error_window.size, policy.error_window.threshold)
+        self.metrics = metrics
+        self.stop_reason: str | None = None
+        #: Why the checkpoint's lease was lost (the query is stopped then), None while held.
+        self.lease_lost: str | None = None
+        self.once_done = False
+        self.query: StreamingQuery | None = None
+        self._last_progress: tuple[int, str] | None = None  # (batchId, timestamp) accounted last
+        self._empty_batches = 0
+        self._stop_requested = False
+        #: When the query last reported progress (a batch, or Spark's idle report), on this
+        #: clock; its start before the first. Read by the heartbeat's thread.
+        self.last_progress_at = time.time()
+        self.last_batch_id: int | None = None
+        #: ``source.ordering: key``: the ordering stage's latest reports (None otherwise).
+        self.ordering = OrderingReports() if policy.source.ordering == "key" else None
+
+    def on_batch(self, row: dict[str, Any]) -> None:
+        self.totals.add(row)
+        failed = int(row.get("retried") or 0) + int(row.get("dead") or 0) + int(row.get("ignored") or 0)
+        share = self.window.add(int(row.get("total") or 0), failed)
+        if self.metrics is not None:
+            self.metrics.error_window(self.window.ratio)
+        if share is not None and self.stop_reason is None:
+            self.stop_reason = (
+                f"error window: {share:.0%} of the last {self.window.size} messages failed "
+                f"(threshold {self.policy.error_window.threshold:.0%})"
+            )
+            self.stop()
+
+    def lose_lease(self, reason: str) -> None:
+        """Another engine took the checkpoint over: stop at once, before it is written twice."""
+        self.lease_lost = reason
+        self.stop()
+
+    def start(self) -> StreamingQuery:
+        self.query = start(self.spark, self.policy, self.options)
+        self.last_progress_at = time.time()
+        if self._stop_requested:  # stopped (the lease lost) while the query was being started
+            self.query.stop()
+        return self.query
+
+    def liveness(self) -> Liveness:
+        query = self.query
+        active = bool(query is not None and query.isActive and not self._stop_requested)
+        return Liveness(
+            query_active=active,
+            last_progress=self.last_progress_at,
+            batch_id=self.last_batch_id,
+            ordering=self.ordering.state().document() if self.ordering is not None else None,
+        )
+
+    def _drain_progress(self) -> None:
+        """Account for every batch progress not seen yet."""
+        for progress in self._new_progress():
+            metrics = progress.observedMetrics.get(METRICS)
+            row = observed_row(metrics[STATS]) if metrics is not None else {}
+            if row:
+                self.on_batch(row)
+            if self.metrics is not None:
+                self.metrics.add_progress(progress, row)
+            reports = progress.observedMetrics.get(ORDERING_METRICS)
+            if self.ordering is not None and reports is not None:
+                self.ordering.add(reports.asDict(recursive=True).get("reports") or [])
+                if self.metrics is not None:
+                    self.metrics.held_keys(self.ordering.state())
+            empty = int(progress.numInputRows) == 0 and int(row.get("total") or 0) == 0
+            self._empty_batches = self._empty_batches + 1 if empty else 0
+            # Two in a row: after a restart Spark first re-runs the last uncommitted batch with
+            # the offsets it had planned, which may be empty although new data is waiting.
+            if self.options.once and self.stop_reason is None and self._empty_batches >= 2:
+                self.once_done = True
+                self.stop()
+
+    def _new_progress(self) -> list[StreamingQueryProgress]:
+        """The batch progresses not accounted for yet, oldest first.
+
+        Spark keeps the last 100 (``spark.sql.streaming.numRecentProgressUpdates``), and
+        PySpark's ``recentProgress`` converts every one with a few dozen py4j calls plus, per
+        observed metric, a class lookup through every jar on the classpath. Polled every second,
+        that took 8% of the JVM's CPU samples in a profile of the throughput benchmark (the
+        driver and the executor share the JVM in local mode). So the newest progress is
+        looked at first, and only those after the last one accounted for are converted. (A batch
+        re-run after a restart repeats its id, not its timestamp.)"""
+        assert self.query is not None
+        jquery = self.query._jsq
+        newest = jquery.lastProgress()
+        if newest is None or _progress_key(newest) == self._last_progress:
+            return []
+        fresh = []
+        for jprogress in reversed(list(jquery.recentProgress())):
+            key = _progress_key(jprogress)
+            if key == self._last_progress:
+                break
+            fresh.append(jprogress)
+        if not fresh:
+            return []
+        self._last_progress = _progress_key(fresh[0])
+        self.last_progress_at = time.time()
+        self.last_batch_id = self._last_progress[0]
+        return [StreamingQueryProgress.fromJObject(p) for p in reversed(fresh)]
+
+    def stop(self) -> None:
+        self._stop_requested = True
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+
+    def wait(self) -> int:
+        """Block until the query ends; return the exit status and print why on stderr."""
+        assert self.query is not None
+        terminated = False
+        while not terminated:
+            try:
+                terminated = bool(self.query.awaitTermination(1))
+            except Exception:  # noqa: BLE001 - the reason is read from query.exception()
+                terminated = True
+            self._drain_progress()
+        if self.lease_lost is not None:
+            print(f"dlq-engine: stopped: {self.lease_lost}", file=sys.stderr)
+            return EXIT_CHECKPOINT_LOCKED
+        if self.stop_reason is not None:
+            print(f"dlq-engine: stopped: {self.stop_reason}", file=sys.stderr)
+            return EXIT_ERROR_WINDOW
+        error = self.query.exception()
+        if error is None:
+            return EXIT_OK
+        text = str(error)
+        if self._stop_requested and _INTERRUPTED.search(text):
+            # Stopped while a foreachBatch sink (a dead-letter table) ran a Spark job: Spark
+            # recognises the interruption of its own sinks, not one passed back through Python.
+            # The batch was not committed; it is replayed on the next start, as after any stop.
+            return EXIT_OK
+        if self.metrics is not None:
+            self.metrics.sink_failed(text)
+        marker = text.find(StopPipeline.MARKER)
+        if marker >= 0:
+            line = text[marker:].splitlines()[0]
+            print(f"dlq-engine: stopped: {line}", file=sys.stderr)
+            return EXIT_STOP_STRATEGY
+        marker = text.find(SinkWriteError.MARKER)
+        if marker >= 0:
+            line = text[marker + len(SinkWriteError.MARKER) :].splitlines()[0].strip()
+            print(f"dlq-engine: the query failed: {line}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"dlq-engine: the query failed: {first_line(text)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+#: A stop interrupting the stream thread, as seen inside a wrapped error.
+_INTERRUPTED = re.compile(
+    r"java\.lang\.InterruptedException|java\.io\.InterruptedIOException"
+    r"|java\.nio\.channels\.ClosedByInterruptException"
+)
+
+
+def _progress_key(jprogress: Any) -> tuple[int, str]:
+    return int(jprogress.batchId()), str(jprogress.timestamp())
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return text[:500]
+
+
+def install_sigterm(run: Run) -> None:
+    def handle(signum: int, frame: Any) -> None:
+        threading.Thread(target=run.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)

@@ -1,0 +1,198 @@
+"""``DeadLetterRedrive``: which dead letters of a policy to send back, where, and how fast.
+
+Pure Python, like the policy model: the operator validates and renders with it, the engine's
+``dlq-engine redrive`` runs it. A redrive is bounded when it starts: only the dead letters that
+exist then (the dead-letter topic's end offsets, recorded) are considered.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, get_args
+
+from dlq_engine.model.policy import API_VERSION, Issue, PolicyError, _Fields, _kind, topic_name_problem
+
+REDRIVE_KIND: Final = "DeadLetterRedrive"
+
+#: Where redriven messages go. ``source``: back through the policy's processor with attempts
+#: reset (written to the policy's retry topic, which only that policy reads, due at once; not to
+#: the source topic, which every consumer group of it would read again). ``retry``: into the
+#: retry stage keeping their attempt count. ``topic``: to ``destination.topic``, as they were.
+DestinationType = Literal["source", "retry", "topic"]
+DESTINATION_TYPES: Final[tuple[DestinationType, ...]] = get_args(DestinationType)
+
+#: The reasons a dead letter can carry (``dlq.reason``).
+REASONS: Final = ("exhausted", "terminated", "non-retryable")
+DEFAULT_MAX_REDRIVES: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which dead letters: every condition given must hold (an empty selection takes all)."""
+
+    #: Epoch milliseconds of ``dlq.failed.at``: at or after / before. None: no bound.
+    failed_after_ms: int | None = None
+    failed_before_ms: int | None = None
+    reasons: tuple[str, ...] = ()
+    error_classes: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: A Spark SQL boolean expression over the dead-letter columns (docs/reference.md).
+    filter: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    type: DestinationType = "source"
+    topic: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRedrive:
+    name: str
+    namespace: str
+    policy: str
+    selection: Selection = field(default_factory=Selection)
+    destination: Destination = field(default_factory=Destination)
+    #: Messages written per second at most; 0: as fast as it goes.
+    rate_per_second: float = 0.0
+    dry_run: bool = False
+    #: A dead letter already redriven this many times is skipped and counted, never sent again.
+    max_redrives: int = DEFAULT_MAX_REDRIVES
+    suspend: bool = False
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def parse_redrive(document: object) -> DeadLetterRedrive:
+    """Parse a whole DeadLetterRedrive object. Raises PolicyError naming every problem."""
+    issues: list[Issue] = []
+    if not isinstance(document, Mapping):
+        raise PolicyError([Issue("(document)", f"must be a mapping, got {_kind(document)}")])
+    if document.get("apiVersion") != API_VERSION:
+        issues.append(Issue("apiVersion", f"must be {API_VERSION}, got {document.get('apiVersion')!r}"))
+    if document.get("kind") != REDRIVE_KIND:
+        issues.append(Issue("kind", f"must be {REDRIVE_KIND}, got {document.get('kind')!r}"))
+    metadata = document.get("metadata")
+    name, namespace = "", "default"
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
+        issues.append(Issue("metadata.name", "is required"))
+    else:
+        name, namespace = metadata["name"], str(metadata.get("namespace") or "default")
+    if document.get("spec") is None:
+        issues.append(Issue("spec", "is required"))
+    spec = _Fields(document.get("spec"), "spec", issues)
+
+    policy_ref = spec.child("policyRef")
+    policy = policy_ref.string("name")
+    policy_ref.done()
+
+    s = spec.child("selection")
+    after, before = _time(s, "failedAfter"), _time(s, "failedBefore")
+    if after is not None and before is not None and after >= before:
+        s.fail(s.at("failedBefore"), "must be later than selection.failedAfter")
+    reasons = s.string_list("reasons")
+    for reason in reasons:
+        if reason not in REASONS:
+            s.fail(s.at("reasons"), f"must each be one of {', '.join(REASONS)}, got {reason!r}")
+    selection = Selection(
+        failed_after_ms=after,
+        failed_before_ms=before,
+        reasons=reasons,
+        error_classes=s.string_list("errorClasses"),
+        keys=s.string_list("keys"),
+        headers=s.string_map("headers"),
+        filter=s.string("filter", ""),
+    )
+    s.done()
+
+    d = spec.child("destination")
+    destination = Destination(type=d.choice("type", DESTINATION_TYPES, "source"), topic=d.string("topic", ""))
+    if destination.type == "topic":
+        if not destination.topic:
+            d.fail(d.at("topic"), "is required when destination.type is topic")
+        elif problem := topic_name_problem(destination.topic):
+            d.fail(d.at("topic"), problem)
+    elif destination.topic:
+        d.fail(d.at("topic"), f"is only for destination.type topic, not {destination.type}")
+    d.done()
+
+    rate = spec.number("ratePerSecond", 0.0)
+    if rate < 0:
+        spec.fail(spec.at("ratePerSecond"), f"must be 0 (no limit) or more, got {rate}")
+    redrive = DeadLetterRedrive(
+        name=name,
+        namespace=namespace,
+        policy=policy,
+        selection=selection,
+        destination=destination,
+        rate_per_second=max(rate, 0.0),
+        dry_run=spec.boolean("dryRun", False),
+        max_redrives=spec.integer("maxRedrives", DEFAULT_MAX_REDRIVES, minimum=1),
+        suspend=spec.boolean("suspend", False),
+    )
+    spec.done()
+    if issues:
+        raise PolicyError(issues)
+    return redrive
+
+
+def _time(f: _Fields, key: str) -> int | None:
+    """An RFC 3339 time (``2026-11-25T10:00:00Z``) as epoch milliseconds."""
+    raw = f.string(key, "")
+    if not raw:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        f.fail(f.at(key), f"must be an RFC 3339 time such as 2026-11-25T10:00:00Z, got {raw!r}")
+        return None
+    if parsed.tzinfo is None:
+        f.fail(f.at(key), f"must name its time zone (e.g. a trailing Z for UTC), got {raw!r}")
+        return None
+    return int(parsed.timestamp() * 1000)
+
+
+def redrive_to_document(redrive: DeadLetterRedrive) -> dict[str, Any]:
+    """The redrive as a normalised document (defaults written out), for ``dlq-engine check``
+    and the ConfigMap the operator mounts."""
+    s = redrive.selection
+    selection: dict[str, Any] = {}
+    if s.failed_after_ms is not None:
+        selection["failedAfter"] = rfc3339(s.failed_after_ms)
+    if s.failed_before_ms is not None:
+        selection["failedBefore"] = rfc3339(s.failed_before_ms)
+    for key, value in (("reasons", s.reasons), ("errorClasses", s.error_classes), ("keys", s.keys)):
+        if value:
+            selection[key] = list(value)
+    if s.headers:
+        selection["headers"] = dict(s.headers)
+    if s.filter:
+        selection["filter"] = s.filter
+    destination: dict[str, Any] = {"type": redrive.destination.type}
+    if redrive.destination.topic:
+        destination["topic"] = redrive.destination.topic
+    return {
+        "apiVersion": API_VERSION,
+        "kind": REDRIVE_KIND,
+        "metadata": {"name": redrive.name, "namespace": redrive.namespace},
+        "spec": {
+            "policyRef": {"name": redrive.policy},
+            "selection": selection,
+            "destination": destination,
+            "ratePerSecond": redrive.rate_per_second,
+            "dryRun": redrive.dry_run,
+            "maxRedrives": redrive.max_redrives,
+            "suspend": redrive.suspend,
+        },
+    }
+
+
+def rfc3339(ms: int) -> str:
+    """Epoch milliseconds as an RFC 3339 UTC time with milliseconds (``...T10:00:00.000Z``)."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,205 @@
+"""Pure builders for a ``DeadLetterRedrive``: its ConfigMap, its SparkApplication (a batch job
+running ``dlq-engine redrive``), and its status from what the SparkApplication and its driver
+report. No I/O, like ``render``."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+import yaml
+
+from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to_document
+from spark_dlq_operator import render
+from spark_dlq_operator.config import OperatorConfig
+
+REDRIVE_PLURAL: Final = "deadletterredrives"
+REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
+REDRIVE_FILE_KEY: Final = "redrive.yaml"
+REDRIVE_MOUNT: Final = "/etc/spark-dlq/redrive"
+#: Where the driver writes its final status (the container's default terminationMessagePath);
+#: the kubelet puts it in the pod's status, where the operator reads it.
+TERMINATION_LOG: Final = "/dev/termination-log"
+#: A redrive's driver is resubmitted after a failure this many times; each attempt resumes from
+#: the progress on the checkpoint volume.
+REDRIVE_RETRIES: Final = 3
+
+#: The phases of a redrive; the last three are final.
+PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
+FINAL_PHASES: Final = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+
+def owner(body: Mapping[str, Any]) -> render.Owner:
+    metadata = body["metadata"]
+    return render.Owner(
+        name=metadata["name"], namespace=metadata["namespace"], uid=metadata["uid"], kind=REDRIVE_KIND
+    )
+
+
+def application_name(redrive_name: str) -> str:
+    return render.application_name(f"{redrive_name}-redrive")
+
+
+def config_map_name(redrive_name: str) -> str:
+    return f"{redrive_name}-redrive"
+
+
+def labels(redrive: DeadLetterRedrive) -> dict[str, str]:
+    return {
+        **render.labels(redrive.policy),
+        REDRIVE_LABEL: render.label_value(redrive.name),
+    }
+
+
+def checkpoint(redrive: DeadLetterRedrive, policy: DeadLetterPolicy, config: OperatorConfig) -> str:
+    """Where the redrive keeps its progress: beside the policy's checkpoint, on the same volume."""
+    return f"{render.checkpoint_location(policy, config).rstrip('/')}-redrives/{redrive.name}"
+
+
+def config_map(redrive: DeadLetterRedrive, *, owner: render.Owner) -> render.Manifest:
+    text = yaml.safe_dump(redrive_to_document(redrive), sort_keys=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": config_map_name(redrive.name),
+            "namespace": redrive.namespace,
+            "labels": labels(redrive),
+            "ownerReferences": [owner.reference()],
+        },
+        "data": {REDRIVE_FILE_KEY: text},
+    }
+
+
+def spark_application(
+    redrive: DeadLetterRedrive, policy: DeadLetterPolicy, *, config: OperatorConfig, owner: render.Owner
+) -> render.Manifest:
+    """The policy's own SparkApplication made into a batch job: the same image, Spark settings,
+    volumes (the policy's ConfigMap, the checkpoint volume, the Kafka client secret) plus the
+    redrive's ConfigMap, running ``dlq-engine redrive`` and resubmitted a few times on failure."""
+    app = render.spark_application(policy, config=config, owner=owner)
+    own_labels = labels(redrive)
+    app["metadata"] = {
+        "name": application_name(redrive.name),
+        "namespace": redrive.namespace,
+        "labels": own_labels,
+        "ownerReferences": [owner.reference()],
+    }
+    spec = app["spec"]
+    spec["arguments"] = [
+        "redrive",
+        "-f",
+        f"{REDRIVE_MOUNT}/{REDRIVE_FILE_KEY}",
+        "--policy",
+        f"{render.POLICY_MOUNT}/{render.POLICY_FILE_KEY}",
+        "--checkpoint",
+        checkpoint(redrive, policy, config),
+        "--status-file",
+        TERMINATION_LOG,
+    ]
+    spec["restartPolicy"] = {
+        "type": "OnFailure",
+        "onFailureRetries": REDRIVE_RETRIES,
+        "onFailureRetryInterval": 10,
+        "onSubmissionFailureRetries": REDRIVE_RETRIES,
+        "onSubmissionFailureRetryInterval": 10,
+    }
+    driver = spec["driver"]
+    driver["labels"] = dict(own_labels)
+    driver.pop("annotations", None)
+    template = driver["template"]["spec"]
+    template["volumes"].append({"name": "redrive", "configMap": {"name": config_map_name(redrive.name)}})
+    container = template["containers"][0]
+    container["volumeMounts"].append({"name": "redrive", "mountPath": REDRIVE_MOUNT, "readOnly": True})
+    container.pop("ports", None)
+    container.pop("env", None)
+    spec["executor"]["labels"] = dict(own_labels)
+    return app
+
+
+def termination_status(pod: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The status the redrive's driver wrote to its termination message, if it did."""
+    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") != render.DRIVER_CONTAINER:
+            continue
+        for state in (status.get("state") or {}, status.get("lastState") or {}):
+            message = (state.get("terminated") or {}).get("message")
+            if message:
+                try:
+                    found = json.loads(message)
+                except ValueError:
+                    return None
+                return found if isinstance(found, dict) else None
+    return None
+
+
+def next_status(
+    old: Mapping[str, Any],
+    *,
+    generation: int,
+    phase: str,
+    reason: str,
+    message: str,
+    driver: Mapping[str, Any] | None = None,
+    now: str,
+) -> dict[str, Any]:
+    """The redrive's status: phase, counts (from the driver's final status), a Ready-style
+    ``Complete`` condition, and the time it started and finished."""
+    status = copy.deepcopy(dict(old))
+    status["observedGeneration"] = generation
+    status["phase"] = phase
+    status["sparkApplication"] = status.get("sparkApplication") or ""
+    if phase == "Running" and not status.get("startTime"):
+        status["startTime"] = now
+    if phase in FINAL_PHASES and not status.get("completionTime"):
+        status["completionTime"] = now
+    if driver:
+        for key in ("matched", "redriven", "possibleDuplicates", "considered", "toConsider", "dryRun"):
+            if key in driver:
+                status[key] = driver[key]
+        if isinstance(driver.get("skipped"), dict):
+            status["skipped"] = driver["skipped"]
+        elif "skippedMaxRedrives" in driver:
+            status["skipped"] = {"maxRedrives": driver["skippedMaxRedrives"]}
+        if isinstance(driver.get("partitions"), dict):
+            status["partitions"] = driver["partitions"]
+        for key in ("byReason", "byErrorClass", "samples"):
+            if key in driver:
+                status[key] = driver[key]
+    previous = next((c for c in status.get("conditions") or [] if c.get("type") == "Complete"), None)
+    condition = {
+        "type": "Complete",
+        "status": "True" if phase in FINAL_PHASES else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }
+    if previous is not None and all(previous.get(k) == condition[k] for k in ("status", "reason", "message")):
+        condition["lastTransitionTime"] = previous.get("lastTransitionTime", now)
+    status["conditions"] = [condition]
+    return status
+
+
+def phase_of(app: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    """``(phase, reason, message)`` of a redrive from its SparkApplication's state."""
+    if app is None:
+        return "Pending", "Submitting", "the redrive's SparkApplication is being created"
+    state, _, error = render.application_state(app)
+    if state == "COMPLETED":
+        return "Succeeded", "Completed", "the redrive finished"
+    if state in ("FAILED", "SUBMISSION_FAILED"):
+        return (
+            "Failed",
+            "SparkApplicationFailed",
+            f"the redrive's Spark application failed (state {state})" + (f": {error}" if error else ""),
+        )
+    if state == "RUNNING":
+        return "Running", "Running", "the redrive is running"
+    return (
+        "Running",
+        "Submitted",
+        f"the redrive's Spark application is submitted (state {state or 'none yet'})",
+    )

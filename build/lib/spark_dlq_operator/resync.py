@@ -1,0 +1,179 @@
+"""The periodic resync: every policy is reconciled again on a slow clock, to repair drift.
+
+kopf reacts to changes of a policy, but drift happens elsewhere: someone deletes a topic or the
+ConfigMap. A kopf timer would do, but kopf puts a finalizer on every object that has one, and a
+policy must carry a finalizer only when its deletion has work to do (docs/reference.md: deletion never
+blocks on an absent operator otherwise). So the resync is a task of its own, started at
+operator start-up and cancelled at clean-up, which lists the watched policies every
+``resync_interval`` seconds and runs the same reconcile under the same per-policy lock. A round
+lists the policies, ConfigMaps and SparkApplications once per namespace, so its cost on the API
+server does not grow with one read per object.
+
+With a named kopf peering, only the active replica resyncs: the peering object is read and the
+rule kopf applies is mirrored (paused while a live peer has a higher priority, or another the
+same priority).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from dlq_engine.model import PolicyError, parse_policy
+from spark_dlq_operator import metrics, reconcile, render
+from spark_dlq_operator.kubeapi import (
+    CLUSTER_KOPF_PEERINGS,
+    CONFIG_MAPS,
+    KOPF_PEERINGS,
+    POLICIES,
+    SPARK_APPLICATIONS,
+    Obj,
+)
+from spark_dlq_operator.reconcile import Services
+
+logger = logging.getLogger(__name__)
+
+
+class Resync:
+    """Reconciles every watched policy every ``config.resync_interval`` seconds."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self.rounds = 0
+
+    async def run_forever(self) -> None:
+        interval = self._services.config.resync_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # logged; one failed round must not end the resync for good
+                logger.exception("resync round failed")
+
+    async def round(self) -> int:
+        """One pass over all policies; how many were reconciled."""
+        services = self._services
+        if services.config.peering and not await self._active():
+            return 0
+        # Three lists per namespace instead of three reads per policy.
+        scopes: list[str | None] = (
+            [None] if services.config.all_namespaces else list(services.config.namespaces)
+        )
+        selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+        bodies: list[Obj] = []
+        config_maps: dict[tuple[str, str], Obj] = {}
+        applications: dict[tuple[str, str], Obj] = {}
+        for scope in scopes:
+            bodies.extend(await services.api.list(POLICIES, scope))
+            config_maps.update(_by_key(await services.api.list(CONFIG_MAPS, scope, label_selector=selector)))
+            applications.update(
+                _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
+            )
+        limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
+        metrics.POLICY_STATES.keep_only(
+            metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies
+        )
+        metrics.RESYNC_PENDING.set(len(bodies))
+
+        async def one(body: Obj) -> bool:
+            metadata = body["metadata"]
+            seen = reconcile.Seen(
+                policy=body,
+                listed=True,
+                config_map=config_maps.get((metadata["namespace"], render.config_map_name(metadata["name"]))),
+                application=applications.get(
+                    (metadata["namespace"], render.application_name(metadata["name"]))
+                ),
+            )
+            async with limit:
+                try:
+                    done = await self._reconcile(body, seen)
+                    if done:
+                        await self._supervise(body, seen)
+                    return done
+                finally:
+                    metrics.RESYNC_PENDING.dec()
+
+        done = await asyncio.gather(*(one(body) for body in bodies))
+        self.rounds += 1
+        return sum(done)
+
+    async def _reconcile(self, body: Obj, seen: reconcile.Seen) -> bool:
+        metadata = body["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return False
+        owner = reconcile.owner_of(body)
+        generation = int(metadata.get("generation", 0))
+        try:
+            policy = parse_policy(body)
+        except PolicyError as error:
+            await reconcile.report_invalid(
+                self._services, owner, generation=generation, issues=error.issues, trigger="resync"
+            )
+            return False
+        try:
+            await reconcile.reconcile(
+                self._services, policy, owner=owner, generation=generation, trigger="resync", seen=seen
+            )
+        except reconcile.TopicsNotReady as error:
+            logger.info("resync of %s/%s: %s", owner.namespace, owner.name, error)
+            return False
+        except Exception:  # logged; one policy's failure must not stop the others
+            logger.exception("resync of %s/%s failed", owner.namespace, owner.name)
+            return False
+        return True
+
+    async def _supervise(self, body: Obj, seen: reconcile.Seen) -> None:
+        owner = reconcile.owner_of(body)
+        try:
+            await reconcile.supervise(
+                self._services, owner=owner, app=seen.application, config_map=seen.config_map, policy=body
+            )
+        except Exception:  # logged; the next round looks again
+            logger.exception("supervising %s/%s failed", owner.namespace, owner.name)
+
+    async def _active(self) -> bool:
+        services = self._services
+        name = services.config.peering
+        assert name is not None
+        if services.config.all_namespaces:
+            objects = [await services.api.get(CLUSTER_KOPF_PEERINGS, None, name)]
+        else:
+            objects = [await services.api.get(KOPF_PEERINGS, ns, name) for ns in services.config.namespaces]
+        return all(
+            o is not None and peering_allows(o.get("status") or {}, priority=services.config.priority)
+            for o in objects
+        )
+
+
+def _by_key(items: list[Obj]) -> dict[tuple[str, str], Obj]:
+    return {(i["metadata"]["namespace"], i["metadata"]["name"]): i for i in items}
+
+
+def peering_allows(peers: Mapping[str, Any], *, priority: int, now: datetime.datetime | None = None) -> bool:
+    """kopf's rule from a peering object's status (peer id -> priority, lastseen, lifetime):
+    this replica works unless a live peer has a higher priority or more than one (this replica
+    and another) has its own."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    same = 0
+    for info in peers.values():
+        if not isinstance(info, Mapping):
+            continue
+        try:
+            seen = datetime.datetime.fromisoformat(str(info["lastseen"]))
+        except (KeyError, ValueError):
+            continue
+        if seen.tzinfo is None:
+            seen = seen.replace(tzinfo=datetime.UTC)
+        if seen + datetime.timedelta(seconds=int(info.get("lifetime", 60))) <= now:
+            continue
+        peer_priority = int(info.get("priority", 0))
+        if peer_priority > priority:
+            return False
+        same += peer_priority == priority
+    return same <= 1

@@ -1,0 +1,534 @@
+"""Provisioning the retry and dead-letter topics: through the Kafka Admin API, Strimzi, or
+Pulsar's admin REST API.
+
+One provisioner per mode of docs/reference.md section 2, never two for one topic. ``admin``
+creates missing topics with the Kafka Admin API (confluent-kafka, whose blocking calls run in a
+thread) and never changes an existing one: fewer partitions than wanted is reported as drift,
+not fixed. ``strimzi`` writes one ``KafkaTopic`` per topic in the Kafka cluster's namespace and
+waits for Strimzi's topic operator to report it Ready. ``pulsar`` (a policy with broker type
+pulsar) creates the topics through Pulsar's admin REST API, partitioned like the source, and
+the durable subscriptions that keep what they hold from Pulsar's retention. All report a
+``TopicsReport`` that the reconcile turns into the ``TopicsReady`` condition; an unreachable
+broker is an exception, ``BrokerUnavailable``, so the reconcile can retry with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+import aiohttp
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from dlq_engine.model import DeadLetterPolicy
+from dlq_engine.model.policy import pulsar_topic
+from dlq_engine.model.topics import PulsarSubscriptionWant, pulsar_subscriptions, wanted_topics
+from spark_dlq_operator import render
+from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: librdkafka errors that mean "cannot talk to the cluster", as opposed to a refusal.
+_UNREACHABLE: Final = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+
+
+class BrokerUnavailable(Exception):
+    """The Kafka cluster, or Pulsar's admin API, did not answer (or answered that it cannot now)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsReport:
+    """What provisioning found. ``ready`` False comes with a reason and a message."""
+
+    ready: bool
+    reason: str
+    message: str
+    created: tuple[str, ...] = ()
+    #: Human-readable drift findings (an existing topic with fewer partitions than wanted).
+    drift: tuple[str, ...] = field(default=())
+
+
+class AdminProvisioner:
+    """Creates missing topics through the Kafka Admin API; deletes them on request."""
+
+    name: Final = "admin"
+
+    def __init__(self, *, timeout: float, extra_config: Mapping[str, str] | None = None) -> None:
+        self._timeout = timeout
+        self._extra = dict(extra_config or {})
+        self._clients: dict[str, AdminClient] = {}
+
+    def close(self) -> None:
+        """Drop the clients (librdkafka closes a client when it is garbage-collected)."""
+        self._clients.clear()
+
+    def _client(self, bootstrap_servers: str) -> AdminClient:
+        client = self._clients.get(bootstrap_servers)
+        if client is None:
+            conf: dict[str, Any] = {
+                "bootstrap.servers": bootstrap_servers,
+                "client.id": "spark-dlq-operator",
+                "socket.connection.setup.timeout.ms": int(self._timeout * 1000),
+                "logger": logging.getLogger(f"{__name__}.librdkafka"),
+                **self._extra,
+            }
+            client = self._clients[bootstrap_servers] = AdminClient(conf)
+        return client
+
+    async def _run(self, admin: AdminClient, call: Callable[[], T]) -> T:
+        """Run a blocking client call in a thread, then serve the client's queued logs."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, call)
+        finally:
+            admin.poll(0)
+
+    async def _partitions(self, policy: DeadLetterPolicy) -> dict[str, int]:
+        """Every topic of the cluster and its partition count."""
+        admin = self._client(policy.broker.bootstrap_servers)
+        try:
+            metadata = await self._run(admin, lambda: admin.list_topics(timeout=self._timeout))
+        except KafkaException as error:
+            raise BrokerUnavailable(
+                f"the Kafka cluster at {policy.broker.bootstrap_servers} did not answer: {_describe(error)}"
+            ) from None
+        return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+
+    async def ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+        partitions = await self._partitions(policy)
+        source_partitions = partitions.get(policy.source.topic)
+        if not policy.topics.partitions and source_partitions is None:
+            return TopicsReport(
+                False,
+                "SourceTopicMissing",
+                f"the source topic {policy.source.topic!r} does not exist, and "
+                "spec.topics.partitions is 0 (as many partitions as the source)",
+            )
+        wants = wanted_topics(policy, source_partitions=source_partitions)
+        missing = [w for w in wants if w.name not in partitions]
+        created: list[str] = []
+        problems: list[str] = []
+        if missing:
+            admin = self._client(policy.broker.bootstrap_servers)
+            new = [
+                NewTopic(
+                    w.name,
+                    num_partitions=w.partitions or -1,
+                    replication_factor=w.replication_factor,
+                    config=dict(w.config),
+                )
+                for w in missing
+            ]
+            futures = admin.create_topics(new, request_timeout=self._timeout, operation_timeout=self._timeout)
+            for name, future in futures.items():
+                try:
+                    await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
+                    created.append(name)
+                except KafkaException as error:
+                    code = _code(error)
+                    if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                        continue
+                    if code in _UNREACHABLE:
+                        raise BrokerUnavailable(f"creating topic {name!r}: {_describe(error)}") from None
+                    problems.append(f"creating topic {name!r} failed: {_describe(error)}")
+                except TimeoutError:
+                    raise BrokerUnavailable(f"creating topic {name!r} timed out") from None
+        if problems:
+            return TopicsReport(False, "CreateFailed", "; ".join(problems), created=tuple(created))
+        drift = tuple(
+            f"topic {w.name!r} has {partitions[w.name]} partitions, {w.partitions} wanted "
+            "(the operator never changes an existing topic's partitions)"
+            for w in wants
+            if w.name in partitions and w.partitions and partitions[w.name] < w.partitions
+        )
+        message = f"topics {wants[0].name!r} and {wants[1].name!r} exist"
+        if drift:
+            message += "; drift: " + "; ".join(drift)
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=drift)
+
+    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
+        """Delete the retry and dead-letter topics; the names that were deleted."""
+        admin = self._client(policy.broker.bootstrap_servers)
+        names = [policy.retry_topic, policy.dead_letter_topic]
+        try:
+            futures = admin.delete_topics(
+                names, request_timeout=self._timeout, operation_timeout=self._timeout
+            )
+        except KafkaException as error:
+            raise BrokerUnavailable(_describe(error)) from None
+        deleted: list[str] = []
+        for name, future in futures.items():
+            try:
+                await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
+                deleted.append(name)
+            except KafkaException as error:
+                code = _code(error)
+                if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise BrokerUnavailable(f"deleting topic {name!r}: {_describe(error)}") from None
+            except TimeoutError:
+                raise BrokerUnavailable(f"deleting topic {name!r} timed out") from None
+        return deleted
+
+
+class _Refused(Exception):
+    """Pulsar's admin API refused a call (4xx); the message names the call and the reason."""
+
+
+#: Pulsar's name of the earliest message, as a subscription's start position.
+_EARLIEST: Final = {"ledgerId": -1, "entryId": -1}
+#: What ``PulsarProvisioner._call`` gives for a 404 (not there) and a 409 (already there).
+_NOT_FOUND: Final = object()
+_EXISTS: Final = object()
+_JSON: Final = {"Content-Type": "application/json"}
+
+
+class PulsarProvisioner:
+    """Creates a Pulsar policy's retry and dead-letter topics through the admin REST API, with
+    as many partitions as the source (none when the source has none, or ``topics.partitions``),
+    and the durable subscriptions of ``pulsar_subscriptions``. Never changes an existing topic:
+    a partition count other than wanted is reported as drift. Creating what exists (409) is
+    success, so a retried or repeated reconcile converges."""
+
+    name: Final = "pulsar"
+
+    def __init__(self, *, timeout: float) -> None:
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _call(self, policy: DeadLetterPolicy, method: str, path: str, body: Any = None) -> Any:
+        """One admin call; its JSON answer (None when empty), ``_NOT_FOUND`` for a 404 and
+        ``_EXISTS`` for a 409. Another 4xx raises ``_Refused``; no answer, or a 5xx (the broker
+        cannot now: starting, no bookie), raises ``BrokerUnavailable``."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+        base = policy.broker.admin_url.rstrip("/")
+        url = f"{base}/admin/v2/{path}"
+        call = f"{method} {url}"
+        try:
+            # Pulsar answers 415 to a PUT without a JSON content type, even one with no body.
+            async with self._session.request(method, url, json=body, headers=_JSON) as answer:
+                status, text, phrase = answer.status, await answer.text(), answer.reason or ""
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise BrokerUnavailable(
+                f"Pulsar's admin API at {base} (spec.broker.adminUrl) did not answer {call}: "
+                f"{_describe_http(error)}"
+            ) from None
+        if status == 404:
+            return _NOT_FOUND
+        if status == 409:
+            return _EXISTS
+        reason = _reason(text) or phrase or "no reason given"
+        if status >= 500:
+            raise BrokerUnavailable(f"{call}: HTTP {status} from Pulsar's admin API: {reason}")
+        if status >= 400:
+            raise _Refused(f"{call}: HTTP {status}: {reason}")
+        return json.loads(text) if text.strip() else None
+
+    async def _partitions(self, policy: DeadLetterPolicy, name: str) -> int | None:
+        """The topic's partitions (0: a non-partitioned topic), or None when it does not exist."""
+        found = await self._call(policy, "GET", f"{pulsar_topic(name).rest_path}/partitions")
+        return None if found is _NOT_FOUND else int(found.get("partitions", 0))
+
+    async def ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+        try:
+            return await self._ensure(policy)
+        except _Refused as error:
+            return TopicsReport(False, "CreateFailed", f"Pulsar's admin API refused {error}")
+
+    async def _ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+        source_partitions = await self._partitions(policy, policy.source.topic)
+        if not policy.topics.partitions and source_partitions is None:
+            return TopicsReport(
+                False,
+                "SourceTopicMissing",
+                f"the source topic {pulsar_topic(policy.source.topic).full_name!r} does not exist, "
+                "and spec.topics.partitions is 0 (partitioned like the source)",
+            )
+        wants = wanted_topics(policy, source_partitions=source_partitions)
+        created: list[str] = []
+        drift: list[str] = []
+        for want in wants:
+            topic = pulsar_topic(want.name)
+            wanted = want.partitions or 0
+            found = await self._partitions(policy, want.name)
+            if found is None:
+                if wanted:
+                    answer = await self._call(policy, "PUT", f"{topic.rest_path}/partitions", wanted)
+                else:
+                    answer = await self._call(policy, "PUT", topic.rest_path)
+                if answer is _NOT_FOUND:  # the namespace (a topic's own 404 is "not found" too)
+                    raise _Refused(f"creating {topic.full_name!r}: its tenant or namespace does not exist")
+                if answer is not _EXISTS:
+                    created.append(topic.full_name)
+                found = await self._partitions(policy, want.name)
+            if found is not None and found != wanted:
+                drift.append(
+                    f"topic {topic.full_name!r} has {_pulsar_partitions(found)}, {_pulsar_partitions(wanted)} "
+                    "wanted (the operator never changes an existing topic's partitions)"
+                )
+        for sub in pulsar_subscriptions(policy):
+            await self._subscribe(policy, sub)
+        names = " and ".join(repr(pulsar_topic(w.name).full_name) for w in wants)
+        kept = ", ".join(
+            f"{s.subscription!r} on {pulsar_topic(s.topic).full_name!r}" for s in pulsar_subscriptions(policy)
+        )
+        message = f"topics {names} exist; durable subscriptions {kept}"
+        if drift:
+            message += "; drift: " + "; ".join(drift)
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=tuple(drift))
+
+    async def _subscribe(self, policy: DeadLetterPolicy, sub: PulsarSubscriptionWant) -> None:
+        """A durable subscription from the earliest message (a topic that existed before keeps
+        what it already holds too); one that exists is left where it is."""
+        topic = pulsar_topic(sub.topic)
+        path = f"{topic.rest_path}/subscription/{sub.subscription}"
+        if await self._call(policy, "PUT", path, _EARLIEST) is _NOT_FOUND:
+            raise _Refused(f"subscribing {sub.subscription!r} to {topic.full_name!r}: the topic is gone")
+
+    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
+        """Delete the retry and dead-letter topics with their subscriptions (``force``); the
+        names that were deleted. A refusal is raised as ``BrokerUnavailable`` (retried)."""
+        deleted: list[str] = []
+        for name in (policy.retry_topic, policy.dead_letter_topic):
+            topic = pulsar_topic(name)
+            try:
+                found = await self._partitions(policy, name)
+                if found is None:
+                    continue
+                suffix = "/partitions" if found else ""
+                if await self._call(policy, "DELETE", f"{topic.rest_path}{suffix}?force=true") is _NOT_FOUND:
+                    continue
+            except _Refused as error:
+                raise BrokerUnavailable(f"deleting topic {topic.full_name!r}: {error}") from None
+            deleted.append(topic.full_name)
+        return deleted
+
+
+def _pulsar_partitions(count: int) -> str:
+    return f"{count} partitions" if count else "no partitions (non-partitioned)"
+
+
+def _reason(text: str) -> str:
+    """Pulsar's ``{"reason": ...}``, else the answer's text (shortened); empty when none."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return text.strip()[:300]
+    if isinstance(found, dict) and found.get("reason"):
+        return str(found["reason"])
+    return text.strip()[:300]
+
+
+def _describe_http(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    return str(error) or type(error).__name__
+
+
+class StrimziNotServed(Exception):
+    """The cluster serves no KafkaTopic version the operator can write (no Strimzi, or one too
+    old or too new): nothing can be created or deleted through Strimzi until it does."""
+
+    def __init__(self) -> None:
+        versions = " or ".join(f"{render.STRIMZI_GROUP}/{v}" for v in render.STRIMZI_VERSIONS)
+        super().__init__(
+            f"the cluster serves no KafkaTopic ({versions}): install Strimzi's KafkaTopic CRD, or "
+            "set spec.topics.provisioner to admin"
+        )
+
+
+class StrimziProvisioner:
+    """Writes KafkaTopic objects for Strimzi's topic operator and reads their Ready condition,
+    in the newest KafkaTopic version the cluster serves (discovery, looked up again after
+    ``ttl`` seconds or when a KafkaTopic call finds the resource gone)."""
+
+    name: Final = "strimzi"
+
+    def __init__(self, api: KubeApi, *, ttl: float = 60.0) -> None:
+        self._api = api
+        self._ttl = ttl
+        self._version: tuple[str | None, float] | None = None
+
+    async def version(self) -> str | None:
+        """``v1`` when served, else ``v1beta2`` when served, else None."""
+        now = time.monotonic()
+        if self._version is not None and now - self._version[1] < self._ttl:
+            return self._version[0]
+        found: str | None = None
+        for version in render.STRIMZI_VERSIONS:
+            if render.STRIMZI_PLURAL in await self._api.served_resources(render.STRIMZI_GROUP, version):
+                found = version
+                break
+        self._version = (found, now)
+        return found
+
+    async def served(self) -> bool:
+        """Whether the cluster serves a KafkaTopic version the operator writes (for ``auto``)."""
+        return await self.version() is not None
+
+    async def _kind(self) -> ResourceType:
+        version = await self.version()
+        if version is None:
+            raise StrimziNotServed()
+        return kafka_topics(version)
+
+    def _forget_version(self, error: ApiError) -> None:
+        """A 404 from a KafkaTopic collection may mean the version went away (Strimzi upgraded):
+        discovery is asked again on the next call."""
+        if error.status == 404:
+            self._version = None
+
+    async def ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner) -> TopicsReport:
+        if not policy.topics.strimzi.cluster:
+            return TopicsReport(
+                False,
+                "StrimziClusterMissing",
+                "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
+                "must name the Kafka cluster",
+            )
+        try:
+            kind = await self._kind()
+        except StrimziNotServed as error:
+            return TopicsReport(False, "StrimziNotServed", str(error))
+        try:
+            return await self._ensure(policy, owner=owner, kind=kind)
+        except ApiError as error:
+            self._forget_version(error)
+            raise
+
+    async def _ensure(
+        self, policy: DeadLetterPolicy, *, owner: render.Owner, kind: ResourceType
+    ) -> TopicsReport:
+        namespace = render.strimzi_namespace(policy)
+        source_partitions = None
+        if not policy.topics.partitions:
+            source_partitions = await self._source_partitions(kind, namespace, policy.source.topic)
+        owned = owner if namespace == policy.namespace and policy.topics.delete_with_policy else None
+        created: list[str] = []
+        waiting: list[str] = []
+        notes: list[str] = []
+        for want in wanted_topics(policy, source_partitions=source_partitions):
+            desired = render.kafka_topic(policy, want, owner=owned, version=kind.version)
+            name = desired["metadata"]["name"]
+            current = await self._api.get(kind, namespace, name)
+            if current is None:
+                current, made = await self._api.create(kind, desired)
+                if made:
+                    created.append(want.name)
+            if (current.get("spec") or {}).get("topicName", name) != want.name:
+                return TopicsReport(
+                    False,
+                    "Conflict",
+                    f"KafkaTopic {namespace}/{name} exists for another "
+                    f"topic ({current['spec'].get('topicName')!r})",
+                    created=tuple(created),
+                )
+            if _ours(current, policy):
+                patch = _kafka_topic_patch(current, desired)
+                if patch:
+                    current = await self._api.patch(kind, namespace, name, patch)
+            else:
+                notes.append(f"KafkaTopic {namespace}/{name} is managed outside spark-dlq and used as it is")
+            ready, why = render.strimzi_ready(current)
+            if not ready:
+                waiting.append(f"KafkaTopic {namespace}/{name}: {why}")
+        if waiting:
+            return TopicsReport(False, "WaitingForStrimzi", "; ".join(waiting), created=tuple(created))
+        message = "; ".join(["Strimzi reports both KafkaTopics Ready", *notes])
+        if not policy.topics.partitions and source_partitions is None:
+            message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created))
+
+    async def _source_partitions(self, kind: ResourceType, namespace: str, topic: str) -> int | None:
+        for item in await self._api.list(kind, namespace):
+            spec = item.get("spec") or {}
+            if spec.get("topicName", item["metadata"]["name"]) == topic and spec.get("partitions"):
+                return int(spec["partitions"])
+        return None
+
+    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
+        """Delete this policy's KafkaTopics (Strimzi then deletes the topics); the topics whose
+        KafkaTopic was deleted. Raises StrimziNotServed when no KafkaTopic version is served:
+        then nothing is known about the topics, and they must not be reported gone."""
+        kind = await self._kind()
+        namespace = render.strimzi_namespace(policy)
+        deleted: list[str] = []
+        try:
+            for want in wanted_topics(policy, source_partitions=None):
+                name = render.kafka_topic_name(want.name)
+                current = await self._api.get(kind, namespace, name)
+                if (
+                    current is not None
+                    and _ours(current, policy)
+                    and await self._api.delete(kind, namespace, name)
+                ):
+                    deleted.append(want.name)
+        except ApiError as error:
+            self._forget_version(error)
+            raise
+        return deleted
+
+
+def _ours(kafka_topic: Obj, policy: DeadLetterPolicy) -> bool:
+    found = (kafka_topic.get("metadata") or {}).get("labels") or {}
+    return found.get(render.POLICY_LABEL) == render.label_value(policy.name) and found.get(
+        render.POLICY_NAMESPACE_LABEL
+    ) == render.label_value(policy.namespace)
+
+
+def _kafka_topic_patch(current: Obj, desired: Obj) -> dict[str, Any]:
+    """The merge patch that brings our KafkaTopic to ``desired``: labels, owners, replicas and
+    configs as rendered, partitions never lower than they are. Empty when nothing differs."""
+    patch: dict[str, Any] = {}
+    meta, want_meta = current.get("metadata") or {}, desired["metadata"]
+    labels = meta.get("labels") or {}
+    if any(labels.get(k) != v for k, v in want_meta["labels"].items()):
+        patch.setdefault("metadata", {})["labels"] = want_meta["labels"]
+    if (meta.get("ownerReferences") or None) != want_meta.get("ownerReferences"):
+        patch.setdefault("metadata", {})["ownerReferences"] = want_meta.get("ownerReferences")
+    spec, want_spec = current.get("spec") or {}, desired["spec"]
+    spec_patch: dict[str, Any] = {}
+    if want_spec.get("partitions") and int(spec.get("partitions") or 0) < want_spec["partitions"]:
+        spec_patch["partitions"] = want_spec["partitions"]
+    if want_spec.get("replicas") and spec.get("replicas") != want_spec["replicas"]:
+        spec_patch["replicas"] = want_spec["replicas"]
+    config = spec.get("config") or {}
+    if {k: str(v) for k, v in config.items()} != want_spec["config"]:
+        spec_patch["config"] = {**{k: None for k in config}, **want_spec["config"]}
+    if spec_patch:
+        patch["spec"] = spec_patch
+    return patch
+
+
+def _code(error: KafkaException) -> int | None:
+    if error.args and isinstance(error.args[0], KafkaError):
+        return int(error.args[0].code())
+    return None
+
+
+def _describe(error: KafkaException) -> str:
+    if error.args and isinstance(error.args[0], KafkaError):
+        return str(error.args[0].str())
+    return str(error)
