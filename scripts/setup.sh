@@ -6,8 +6,8 @@
 #   scripts/setup.sh --demo [DEMO ARGS]  only what `spark-dlq-dev demo DEMO ARGS` runs
 #                                        (scripts/demo.sh): the Python environment, Kafka's and
 #                                        Spark's jars, the engine's jar, kube-apiserver,
-#                                        kube-controller-manager, kubectl and etcd, the
-#                                        SparkApplication CRD; with --broker pulsar a Pulsar
+#                                        kubectl and etcd, the SparkApplication CRD; with
+#                                        --broker pulsar a Pulsar
 #                                        broker; with --monitor or --dashboard Prometheus
 #
 # Everything: the Python environment, the Kafka broker and Spark connector jars from Maven
@@ -56,11 +56,12 @@ elif (($#)); then
 fi
 
 if [[ "$profile" == demo ]]; then
-  # Cold on this project's machines (2 cores): about 2 + 1 + 11 minutes for the three long steps
-  # (README, "Two commands"); Pulsar adds about 2, Prometheus about 16.
+  # Cold on this project's 2 busy cores: about 1.5 + 1 + 10.5 minutes for the three long steps
+  # (the venv, the jars, kube-apiserver and kubectl; README, "Two commands"); Pulsar adds about 2,
+  # Prometheus about 16.
   log "the demo's set-up: the Python environment, Kafka's and Spark's jars, the engine's jar," \
     "kube-apiserver and kubectl$($pulsar && echo ', Pulsar')$($prometheus && echo ', Prometheus')" \
-    "(first run: about 15 minutes; then seconds)"
+    "(first run: about 14 minutes; then seconds)"
   began=$SECONDS
   venv="$(bash "$here/setup/python.sh")"
   took=$((SECONDS - began))
@@ -68,7 +69,7 @@ if [[ "$profile" == demo ]]; then
   step jars.sh
   if $pulsar; then step pulsar.sh; fi
   step engine_jar.sh
-  step kubernetes.sh
+  step kubernetes.sh kube-apiserver kubectl
   step spark_operator.sh --crds
   if $prometheus; then step prometheus.sh; fi
 else
