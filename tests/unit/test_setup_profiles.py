@@ -18,7 +18,13 @@ STEPS = sorted(
     for p in (REPO_ROOT / "scripts" / "setup").glob("*.sh")
     if p.name not in {"common.sh", "k8s_build.sh"}
 )
-DEMO = ["python.sh", "jars.sh", "engine_jar.sh", "kubernetes.sh kube-apiserver kubectl", "spark_operator.sh --crds"]
+DEMO = [
+    "python.sh",
+    "jars.sh",
+    "engine_jar.sh",
+    "kubernetes.sh kube-apiserver kubectl",
+    "spark_operator.sh --crds",
+]
 
 
 def steps_run(tmp_path: Path, *args: str) -> list[str]:
