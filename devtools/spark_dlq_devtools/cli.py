@@ -6,7 +6,7 @@ spark-dlq-dev cluster [--no-kafka] [--ready-file F]   a one-node Kubernetes clus
 spark-dlq-dev kafka [--port P] [--topic NAME:PARTITIONS ...]
                                                   a bare Kafka broker here, in the foreground
 spark-dlq-dev env                                 shell exports for a local dlq-engine run
-spark-dlq-dev dist [--out DIR] [--image engine|operator ...] [--public-bases]
+spark-dlq-dev dist [--out DIR] [--image engine|operator ...] [--project-url URL] [--public-bases]
                                                   the release artefacts, built and checked (make dist)
 """
 
@@ -73,6 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only these images (repeatable; default both)",
     )
     dist.add_argument(
+        "--project-url",
+        help="the project's repository URL, named in the chart (home, sources, the runbooks of this "
+        "version) and the images' source label (default: the origin remote, as https)",
+    )
+    dist.add_argument(
         "--public-bases",
         action="store_true",
         help="build the images on the Dockerfiles' public bases (default: on the bases "
@@ -98,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out.resolve(),
             images=args.image or ("engine", "operator"),
             local_bases=False if args.public_bases else None,
+            url=args.project_url,
         )
     if args.command == "cluster":
         from spark_dlq_devtools.cluster import main as cluster_main

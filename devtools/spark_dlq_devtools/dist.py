@@ -24,15 +24,19 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import tomllib
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
+
+import yaml
 
 from spark_dlq_devtools.containers import podman_env
 from spark_dlq_devtools.paths import REPO_ROOT, cache_dir, helm_bin, release_tools, versions
@@ -259,17 +263,49 @@ def check_sbom(path: Path, *, subject: str, components: Sequence[str]) -> dict[s
 # --- the chart ---------------------------------------------------------------------------------------------
 
 
-def package_chart(out: Path) -> Path:
+#: Where a release's chart says its runbooks are (Chart.yaml annotation; the PrometheusRule's
+#: default runbook_url base).
+RUNBOOKS_ANNOTATION: Final = "spark-dlq.io/runbooks"
+
+
+def runbooks_url(project_url: str) -> str:
+    """The runbooks of this version in the project's repository: its tag's docs/runbooks."""
+    return f"{project_url.rstrip('/')}/blob/v{project_version()}/docs/runbooks"
+
+
+def project_url() -> str | None:
+    """The repository's public URL: its ``origin`` as https, when it has one."""
+    origin = git("config", "--get", "remote.origin.url")
+    ssh = re.match(r"^(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?$", origin)
+    if ssh:
+        return f"https://{ssh.group(1)}/{ssh.group(2)}"
+    if origin.startswith("https://"):
+        return origin.removesuffix(".git")
+    return None
+
+
+def stamp_chart(chart: Path, url: str) -> None:
+    """Name the project in a copy of the chart: ``home``, ``sources`` and where the runbooks of
+    this version are (the alerts' default runbook_url)."""
+    path = chart / "Chart.yaml"
+    document = yaml.safe_load(path.read_text())
+    document["home"] = url
+    document["sources"] = [url]
+    document.setdefault("annotations", {})[RUNBOOKS_ANNOTATION] = runbooks_url(url)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def package_chart(out: Path, *, url: str | None = None) -> Path:
+    """``helm package`` of the chart; with ``url`` (the project's), of a copy stamped with it."""
     out.mkdir(parents=True, exist_ok=True)
-    _run(
-        [
-            str(helm_bin()),
-            "package",
-            str(REPO_ROOT / "charts" / "spark-dlq-operator"),
-            "--destination",
-            str(out),
-        ]
-    )
+    source = REPO_ROOT / "charts" / "spark-dlq-operator"
+    with tempfile.TemporaryDirectory(prefix="chart-") as folder:
+        if url is not None:
+            copy = Path(folder) / source.name
+            shutil.copytree(source, copy)
+            stamp_chart(copy, url)
+            source = copy
+        _run([str(helm_bin()), "package", str(source), "--destination", str(out)])
     return out / f"spark-dlq-operator-{project_version()}.tgz"
 
 
@@ -307,7 +343,7 @@ def label_args() -> dict[str, str]:
         "VERSION": project_version(),
         "REVISION": git("rev-parse", "HEAD") or "unknown",
         "CREATED": git("log", "-1", "--format=%cI") or "unknown",
-        "SOURCE": git("config", "--get", "remote.origin.url") or "unknown",
+        "SOURCE": project_url() or "unknown",
     }
 
 
@@ -474,7 +510,11 @@ def say(line: str) -> None:
 
 
 def main(
-    out: Path, *, images: Sequence[ImageName] = ("engine", "operator"), local_bases: bool | None = None
+    out: Path,
+    *,
+    images: Sequence[ImageName] = ("engine", "operator"),
+    local_bases: bool | None = None,
+    url: str | None = None,
 ) -> int:
     version = project_version()
     out.mkdir(parents=True, exist_ok=True)
@@ -491,8 +531,17 @@ def main(
         subject="spark-dlq",
         components=["pyyaml", "spark-dlq"],
     )
-    say("the chart (helm package, helm lint --strict)")
-    check_chart(package_chart(out))
+    url = url or project_url()
+    if url:
+        say(
+            f"the chart (helm package, helm lint --strict), naming {url} and its runbooks {runbooks_url(url)}"
+        )
+    else:
+        say(
+            "the chart (helm package, helm lint --strict); no project URL (--project-url, or an "
+            "origin remote): its alerts need monitoring.prometheusRule.runbookBaseUrl"
+        )
+    check_chart(package_chart(out, url=url))
     if local_bases is None:
         local_bases = (cache_dir() / "images" / "manifest.json").exists()
     for name in images:
