@@ -121,26 +121,35 @@ def clean_env() -> dict[str, str]:
 def build_python(out: Path, *, isolated: bool = True) -> Path:
     """The wheel (and with ``isolated``, the sdist it is built from: ``python -m build``, the build
     backend fresh from PyPI). Without ``isolated``, ``pip wheel`` with this environment's
-    setuptools, offline: what the tests do."""
+    setuptools, offline, from a copy of what the wheel is made of (a build in the checkout would
+    leave build/ behind, whose stale files setuptools puts in the next wheel): what the tests do."""
     out.mkdir(parents=True, exist_ok=True)
     if isolated:
         _run([str(release_tools() / "bin" / "python"), "-m", "build", "--outdir", str(out), str(REPO_ROOT)])
     else:
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                "-w",
-                str(out),
-                str(REPO_ROOT),
-            ],
-            env=clean_env(),
-        )
+        with tempfile.TemporaryDirectory(prefix="wheel-") as folder:
+            stage = Path(folder)
+            for name in ("pyproject.toml", "README.md"):
+                shutil.copy(REPO_ROOT / name, stage / name)
+            for package in ("spark_image/dlq_engine", "operator/spark_dlq_operator"):
+                shutil.copytree(
+                    REPO_ROOT / package, stage / package, ignore=shutil.ignore_patterns("__pycache__")
+                )
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "-q",
+                    "--no-deps",
+                    "--no-build-isolation",
+                    "-w",
+                    str(out),
+                    str(stage),
+                ],
+                env=clean_env(),
+            )
     [wheel] = out.glob(f"spark_dlq-{project_version()}-py3-none-any.whl")
     return wheel
 

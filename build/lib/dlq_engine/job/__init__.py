@@ -1,1 +1,0 @@
-"""The Spark wiring: session, sources, the delay stage, the routing call, the Kafka sink."""
