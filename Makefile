@@ -29,8 +29,9 @@ SPARK_BUILD_ARGS := \
 
 # The release artefacts, built and checked (scripts/dist.sh): the wheel and the sdist, the chart's
 # package, the two images as OCI archives with their labels, an SBOM of each, SHA256SUMS.
+# ARGS go to spark-dlq-dev dist, e.g. ARGS="--project-url https://git.example.com/platform/spark-dlq".
 dist:
-	bash scripts/dist.sh
+	bash scripts/dist.sh $(ARGS)
 
 # The images' lock files (requirements/*-image.txt), re-resolved from pyproject.toml's extras.
 lock:
