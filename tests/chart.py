@@ -10,6 +10,8 @@ running the operator under exactly those rules, split the way the chart scopes t
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import subprocess
 import tempfile
@@ -94,8 +96,16 @@ def render_text(values: Mapping[str, Any] | None = None, **options: Any) -> str:
 
 
 def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
-    """The objects ``helm template`` renders (no NOTES, no CRDs unless include_crds)."""
-    return [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
+    """The objects ``helm template`` renders (no NOTES, no CRDs unless include_crds). The same
+    values and options render once per session (helm takes a quarter of a second a time); each
+    caller gets a copy of its own."""
+    key = json.dumps([values or {}, options], sort_keys=True, default=str)
+    if key not in _RENDERED:
+        _RENDERED[key] = [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
+    return copy.deepcopy(_RENDERED[key])
+
+
+_RENDERED: dict[str, list[dict[str, Any]]] = {}
 
 
 def find(

@@ -181,9 +181,14 @@ def check_wheel_contents(wheel: Path) -> None:
 
 def install_clean(wheel: Path, venv: Path) -> Path:
     """A new virtualenv with the wheel and its required dependencies only (what ``pip install
-    spark-dlq`` gives); its ``bin``."""
-    _run([sys.executable, "-m", "venv", "--clear", str(venv)], env=clean_env())
-    _run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], env=clean_env(), timeout=600)
+    spark-dlq`` gives); its ``bin``. This environment's pip installs into it (``--python``), which
+    spares the new one pip's own bootstrap."""
+    _run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], env=clean_env())
+    _run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", str(wheel)],
+        env=clean_env(),
+        timeout=600,
+    )
     return venv / "bin"
 
 
