@@ -259,14 +259,19 @@ def wheel_sbom(bin_dir: Path, out: Path) -> Path:
 # --- SBOMs -----------------------------------------------------------------------------------------------
 
 
-def check_sbom(path: Path, *, subject: str, components: Sequence[str]) -> dict[str, Any]:
-    """A CycloneDX document about ``subject`` that lists ``components`` (names, any version)."""
+def check_sbom(
+    path: Path, *, subject: str, components: Sequence[str], version: str | None = None
+) -> dict[str, Any]:
+    """A CycloneDX document about ``subject`` (of ``version``, when given) that lists
+    ``components`` (names, any version)."""
     document: dict[str, Any] = json.loads(path.read_text())
     if document.get("bomFormat") != "CycloneDX" or not str(document.get("specVersion", "")).startswith("1."):
         raise DistError(f"{path.name}: not a CycloneDX 1.x document")
-    named = str((document.get("metadata") or {}).get("component", {}).get("name", ""))
-    if subject not in named:
-        raise DistError(f"{path.name}: describes {named!r}, not {subject!r}")
+    about = (document.get("metadata") or {}).get("component") or {}
+    if subject not in str(about.get("name", "")):
+        raise DistError(f"{path.name}: describes {about.get('name')!r}, not {subject!r}")
+    if version is not None and about.get("version") != version:
+        raise DistError(f"{path.name}: describes version {about.get('version')!r}, not {version!r}")
     found = {str(c.get("name", "")).lower() for c in document.get("components") or []}
     missing = [c for c in components if c.lower() not in found]
     if missing:
@@ -543,7 +548,8 @@ def main(
     check_sbom(
         wheel_sbom(bin_dir, out / f"{wheel.name}.cdx.json"),
         subject="spark-dlq",
-        components=["pyyaml", "spark-dlq"],
+        components=["pyyaml"],
+        version=version,
     )
     url = url or project_url()
     if url:
