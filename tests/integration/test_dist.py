@@ -74,7 +74,7 @@ def test_the_release_image_is_labelled_and_installs_its_lock(name: str) -> None:
     labels = containers.podman("image", "inspect", "--format", "{{json .Labels}}", tag).stdout
     import json
 
-    check_labels(json.loads(labels), image, version=project_version())
+    check_labels(json.loads(labels), image)
     assert lock_pins(image), image.lock
     check_lock_used(image, tag)
 
