@@ -78,8 +78,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             strimzi=StrimziProvisioner(api),
             pulsar=PulsarProvisioner(timeout=config.kafka_timeout),
         )
+        resync = Resync(services)
+        await resync.index_topics()
         memo["metrics"] = MetricsServer(config.metrics_port) if config.metrics_port else None
-        memo["resync"] = asyncio.create_task(Resync(services).run_forever(), name="spark-dlq resync")
+        memo["resync"] = asyncio.create_task(resync.run_forever(), name="spark-dlq resync")
         memo["services"] = services
 
     @kopf.on.cleanup(registry=registry, id="stop")
@@ -141,9 +143,22 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             datetime.datetime.fromisoformat(since) if since else datetime.datetime.now(datetime.UTC)
         )
         try:
-            await reconcile.clean_up(services, policy, owner=owner, deleting_since=deleting_since)
+            await reconcile.clean_up(
+                services, policy, owner=owner, deleting_since=deleting_since, status=body.get("status")
+            )
         except reconcile.CleanupPending as error:
             raise kopf.TemporaryError(str(error), delay=error.delay) from None
+        services.claims.release(f"{owner.namespace}/{owner.name}", uid=owner.uid)
+
+    @kopf.on.event(*POLICY, registry=registry, id="topic-claims")
+    async def policy_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        """A deleted policy's topics are free at once (the resync would free them later)."""
+        if event["type"] != "DELETED":
+            return
+        metadata = event["object"].get("metadata") or {}
+        _services(memo).claims.release(
+            f"{metadata.get('namespace')}/{metadata.get('name')}", uid=metadata.get("uid")
+        )
 
     @kopf.on.event(
         *APPLICATION,

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash, parse_policy
 from dlq_engine.model.topics import broker_topic_name
-from spark_dlq_operator import metrics, render
+from spark_dlq_operator import metrics, render, topic_claims, topic_ownership
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import (
@@ -38,6 +38,7 @@ from spark_dlq_operator.kubeapi import (
     Obj,
 )
 from spark_dlq_operator.render import ConditionState, Observation, Owner
+from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
     AdminProvisioner,
     BrokerUnavailable,
@@ -65,6 +66,7 @@ _WARNING_REASONS: Final = frozenset(
         "NotPickedUp",
         "EngineStalled",
         "DriverPending",
+        topic_claims.TOPIC_IN_USE,
     }
 )
 
@@ -99,6 +101,8 @@ class Services:
     strimzi: StrimziProvisioner
     #: For policies with broker type pulsar (no client is opened until one is provisioned).
     pulsar: PulsarProvisioner = field(default_factory=lambda: PulsarProvisioner(timeout=10.0))
+    #: Which policy uses which retry and dead-letter topic (``topic_claims``).
+    claims: TopicClaims = field(default_factory=TopicClaims)
     #: One lock per policy (by uid): kopf's handlers, the resync and the SparkApplication
     #: watcher never reconcile the same policy at once. Unused locks are collected.
     _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
@@ -334,6 +338,10 @@ async def _reconcile(
     listed = seen is not None and seen.listed
     if seen is not None and listed and await _listing_is_stale(services, policy, owner=owner, seen=seen):
         return
+    body = seen.policy if seen is not None else await services.api.get(POLICIES, owner.namespace, owner.name)
+    if body is None or body["metadata"].get("uid") != owner.uid:
+        return
+    await _claim_topics(services, policy, owner=owner, generation=generation, body=body)
     known_config_map, known_application = _known_before(services, policy, seen)
     config_map = (
         known_config_map.obj
@@ -341,8 +349,13 @@ async def _reconcile(
         else await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
     )
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
-    topics = await _provision_topics(
-        services, policy, owner=owner, generation=generation, provisioner=provisioner
+    topics, owned = await _provision_topics(
+        services,
+        policy,
+        owner=owner,
+        generation=generation,
+        provisioner=provisioner,
+        status=body.get("status"),
     )
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
     job = await _ensure_application(services, policy, owner=owner, known=known_application)
@@ -374,6 +387,7 @@ async def _reconcile(
             config_hash=digest,
             restarted=restarted,
             ordering_off=policy.source.ordering != "key",
+            owned_topics=owned,
         )
 
     written = await write_status(
@@ -444,19 +458,43 @@ async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, conf
     return "strimzi" if await services.strimzi.served() else "admin"
 
 
+async def _claim_topics(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, body: Mapping[str, Any]
+) -> None:
+    """Refuse the policy (TopicInUse; nothing is created for it) when another policy keeps
+    one of its retry and dead-letter topics (``topic_claims``)."""
+    refused = services.claims.claim(topic_claims.claim_of(policy, body))
+    if refused is None:
+        return
+    condition = ConditionState("False", topic_claims.TOPIC_IN_USE, refused.message)
+    await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+    raise TopicsNotReady(condition, delay=services.config.topics_retry_delay, backoff=True)
+
+
 async def _provision_topics(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, provisioner: str | None
-) -> ConditionState:
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    generation: int,
+    provisioner: str | None,
+    status: Mapping[str, Any] | None,
+) -> tuple[ConditionState, list[topic_ownership.OwnedTopic]]:
+    """Provision the topics; TopicsReady, and the ``status.ownedTopics`` entries this found
+    (written at once, before anything else can fail: ``topic_ownership``)."""
     config = services.config
     if provisioner is None:
         return ConditionState(
             "True", "NotManaged", "spec.topics.create is false: the operator does not provision the topics"
-        )
+        ), []
+    owned = topic_ownership.owned_here(policy, status)
     try:
         if provisioner == "strimzi":
-            report = await services.strimzi.ensure(policy, owner=owner)
+            report = await services.strimzi.ensure(
+                policy, owner=owner, owned=owned, on_cluster=lambda: services.admin.existing(policy)
+            )
         elif provisioner == PulsarProvisioner.name:
-            report = await services.pulsar.ensure(policy)
+            report = await services.pulsar.ensure(policy, owner=owner, owned=owned)
         else:
             report = await services.admin.ensure(policy)
     except BrokerUnavailable as error:
@@ -469,13 +507,26 @@ async def _provision_topics(
         raise TopicsNotReady(condition, delay=config.topics_retry_delay, backoff=True) from None
     for name in report.created:
         await services.events.info(owner, "TopicCreated", f"created topic {name!r} ({provisioner})")
-    condition = ConditionState("True" if report.ready else "False", report.reason, report.message)
+    found = topic_ownership.entries(policy, report.owned)
+    if any(entry["name"] not in owned for entry in found):
+        services.claims.record_owned(
+            f"{owner.namespace}/{owner.name}", ((entry["broker"], entry["name"]) for entry in found)
+        )
+        await write_status(services, owner, lambda _: Observation(owned_topics=found))
+    message = report.message
+    borrowed = topic_ownership.borrowed(policy, {*owned, *report.owned})
+    if report.ready and policy.topics.delete_with_policy and borrowed:
+        message += (
+            "; kept when the policy is deleted (the operator did not create them for it): "
+            + ", ".join(repr(name) for name in borrowed)
+        )
+    condition = ConditionState("True" if report.ready else "False", report.reason, message)
     if not report.ready:
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
         waiting = report.reason == "WaitingForStrimzi"
         delay = config.strimzi_poll_delay if waiting else config.topics_retry_delay
         raise TopicsNotReady(condition, delay=delay, backoff=report.reason == "StrimziNotServed")
-    return condition
+    return condition, found
 
 
 async def _write_topics_problem(
@@ -883,6 +934,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
             owner=owner,
             generation=int(body["metadata"].get("generation", 0)),
             trigger="drift",
+            seen=Seen(policy=body),
         )
     except TopicsNotReady as error:
         logger.info("policy %s/%s: %s", owner.namespace, owner.name, error)
@@ -899,38 +951,60 @@ def needs_cleanup(spec: Mapping[str, Any]) -> bool:
 
 
 async def clean_up(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, deleting_since: datetime.datetime
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    deleting_since: datetime.datetime,
+    status: Mapping[str, Any] | None = None,
 ) -> None:
-    """Delete the policy's topics. Raises CleanupPending while it may still succeed; after
+    """Delete the topics the operator created for the policy (its ``status``'s record) that no
+    other policy uses; the others are kept, named in a Warning event ``TopicsKept`` with why
+    (``topic_ownership.deletion``). Raises CleanupPending while it may still succeed; after
     ``finalizer_timeout`` it gives up with a Warning event, so deletion never blocks forever."""
     config = services.config
+    key = f"{owner.namespace}/{owner.name}"
+    plan = topic_ownership.deletion(
+        policy, status, used_by=lambda broker, name: services.claims.user_of((broker, name), besides=key)
+    )
     elapsed = (datetime.datetime.now(datetime.UTC) - deleting_since).total_seconds()
-    names = f"{policy.retry_topic!r} and {policy.dead_letter_topic!r}"
-    if elapsed >= config.finalizer_timeout:
+    names = " and ".join(repr(name) for name in plan.delete)
+    if plan.delete and elapsed >= config.finalizer_timeout:
         await services.events.warn(
             owner,
             "CleanupAbandoned",
             f"gave up deleting topics {names} after {config.finalizer_timeout:.0f}s; "
             "they are kept and must be deleted by hand",
         )
+        await _report_kept(services, owner, plan)
         return
-    try:
-        config_map = await services.api.get(
-            CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+    deleted: list[str] = []
+    if plan.delete:
+        try:
+            config_map = await services.api.get(
+                CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+            )
+            provisioner = await resolve_provisioner(services, policy, config_map)
+            if provisioner == "strimzi":
+                deleted = await services.strimzi.delete(policy, plan.delete, owner=owner)
+            elif provisioner == PulsarProvisioner.name:
+                deleted = await services.pulsar.delete(policy, plan.delete)
+            else:
+                deleted = await services.admin.delete(policy, plan.delete)
+        except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
+            delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
+            raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
+        message = (
+            f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)"
+            if deleted
+            else f"topics {names} were already gone"
         )
-        provisioner = await resolve_provisioner(services, policy, config_map)
-        if provisioner == "strimzi":
-            deleted = await services.strimzi.delete(policy)
-        elif provisioner == PulsarProvisioner.name:
-            deleted = await services.pulsar.delete(policy)
-        else:
-            deleted = await services.admin.delete(policy)
-    except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
-        delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
-        raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
-    message = (
-        f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)"
-        if deleted
-        else f"topics {names} were already gone"
-    )
-    await services.events.info(owner, "TopicsDeleted", message)
+        await services.events.info(owner, "TopicsDeleted", message)
+    await _report_kept(services, owner, plan)
+
+
+async def _report_kept(services: Services, owner: Owner, plan: topic_ownership.Deletion) -> None:
+    if plan.kept:
+        message = plan.kept_message()
+        logger.warning("policy %s/%s deleted: %s", owner.namespace, owner.name, message)
+        await services.events.warn(owner, "TopicsKept", message)

@@ -23,7 +23,9 @@ import yaml
 from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR
 from dlq_engine.model.topics import TopicWant
+from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.topic_ownership import OwnedTopic
 
 Manifest = dict[str, Any]
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -357,13 +359,19 @@ def strimzi_namespace(policy: DeadLetterPolicy) -> str:
 
 
 def kafka_topic(
-    policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | None, version: str = STRIMZI_VERSIONS[0]
+    policy: DeadLetterPolicy,
+    want: TopicWant,
+    *,
+    owner: Owner | None,
+    uid: str,
+    version: str = STRIMZI_VERSIONS[0],
 ) -> Manifest:
     """A Strimzi KafkaTopic for ``want`` (``kafka.strimzi.io/<version>``), in the Kafka cluster's
-    namespace.
+    namespace, annotated with the uid of the policy it is created for (``uid``).
 
-    ``owner`` is given only when the KafkaTopic is in the policy's namespace and the topics go
-    with the policy (``deleteWithPolicy``): a garbage-collected KafkaTopic deletes its topic.
+    ``owner`` is given only when the KafkaTopic is in the policy's namespace, the topics go
+    with the policy (``deleteWithPolicy``) and the operator created the topic for it: a
+    garbage-collected KafkaTopic deletes its topic.
     """
     spec: dict[str, Any] = {"topicName": want.name}
     if want.partitions:
@@ -379,6 +387,7 @@ def kafka_topic(
             **labels(policy.name),
             POLICY_NAMESPACE_LABEL: label_value(policy.namespace),
         },
+        "annotations": {topic_ownership.POLICY_UID_KEY: uid},
     }
     if owner is not None:
         metadata["ownerReferences"] = [owner.reference()]
@@ -746,6 +755,8 @@ class Observation:
     #: does not order by key (any ``status.ordering`` goes).
     ordering: OrderingStatus | None = None
     ordering_off: bool = False
+    #: Topics the operator created for the policy: added to ``status.ownedTopics``.
+    owned_topics: Sequence[OwnedTopic] = ()
 
 
 def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -> dict[str, Any]:
@@ -804,6 +815,8 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     ):
         if value is not None:
             status[key] = value
+    if observation.owned_topics:
+        status["ownedTopics"] = topic_ownership.merged(status.get("ownedTopics"), observation.owned_topics)
     if observation.ordering is not None:
         status["ordering"] = dict(observation.ordering)
     elif observation.ordering_off:

@@ -30,6 +30,7 @@ from spark_dlq_operator.kubeapi import (
     KOPF_PEERINGS,
     POLICIES,
     SPARK_APPLICATIONS,
+    ApiError,
     Obj,
 )
 from spark_dlq_operator.reconcile import Services
@@ -55,25 +56,44 @@ class Resync:
             except Exception:  # logged; one failed round must not end the resync for good
                 logger.exception("resync round failed")
 
+    def _scopes(self) -> list[str | None]:
+        config = self._services.config
+        return [None] if config.all_namespaces else list(config.namespaces)
+
+    async def index_topics(self) -> None:
+        """Fill the topic index (``topic_claims``) from a listing of every watched policy, before
+        the first reconcile: which policy keeps a topic must not depend on which policy kopf
+        happens to resume first. A failed listing is logged; the first round fills it then."""
+        claims = self._services.claims
+        listed_at = claims.now()
+        try:
+            bodies: list[Obj] = []
+            for scope in self._scopes():
+                bodies.extend(await self._services.api.list(POLICIES, scope))
+        except (ApiError, OSError) as error:
+            logger.warning("could not list the policies to index their topics: %s", error)
+            return
+        claims.rebuild(bodies, listed_at=listed_at)
+
     async def round(self) -> int:
         """One pass over all policies; how many were reconciled."""
         services = self._services
         if services.config.peering and not await self._active():
+            await self.index_topics()  # a standby takes over with an index of now
             return 0
         # Three lists per namespace instead of three reads per policy.
-        scopes: list[str | None] = (
-            [None] if services.config.all_namespaces else list(services.config.namespaces)
-        )
         selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
-        for scope in scopes:
+        listed_at = services.claims.now()
+        for scope in self._scopes():
             bodies.extend(await services.api.list(POLICIES, scope))
             config_maps.update(_by_key(await services.api.list(CONFIG_MAPS, scope, label_selector=selector)))
             applications.update(
                 _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
             )
+        services.claims.rebuild(bodies, listed_at=listed_at)
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
         metrics.POLICY_STATES.keep_only(
             metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies

@@ -37,6 +37,7 @@ from dlq_engine.model.policy import (
     StartingOffsets,
 )
 from spark_dlq_operator.render import ORDERING_SAMPLE, OrderingStatus
+from spark_dlq_operator.topic_ownership import MAX_OWNED, TOPIC_KINDS, OwnedTopic
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$|^0$"
@@ -284,7 +285,18 @@ def test_status_schema(root: dict[str, Any]) -> None:
         "lastRestartTime",
         "lastRestartReason",
         "ordering",
+        "ownedTopics",
     }
+    # The keys of status.ownedTopics' entries and its kinds (topic_ownership.OwnedTopic).
+    owned = status["properties"]["ownedTopics"]
+    assert (
+        set(owned["items"]["properties"])
+        == set(OwnedTopic.__annotations__)
+        == set(owned["items"]["required"])
+    )
+    assert tuple(owned["items"]["properties"]["kind"]["enum"]) == TOPIC_KINDS
+    assert owned["maxItems"] == MAX_OWNED
+    assert owned["x-kubernetes-list-map-keys"] == ["broker", "name"]
     # The keys of what the operator copies from the heartbeat (render.OrderingStatus).
     ordering = status["properties"]["ordering"]
     assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
