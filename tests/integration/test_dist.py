@@ -5,6 +5,7 @@ tests/integration/test_chart.py."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from spark_dlq_devtools import containers
 from spark_dlq_devtools.dist import (
     IMAGES,
     DistError,
+    archive_labels,
     build_image,
     build_python,
     check_commands,
@@ -65,25 +67,34 @@ def test_the_wheel_installs_in_a_clean_virtualenv_with_its_sbom(wheel: Path, tmp
     assert not names & {"pyspark", "kopf"}, "a plain install has no extra"
 
 
-@pytest.mark.parametrize("name", ["operator", "engine"])
-def test_the_release_image_is_labelled_and_installs_its_lock(name: str) -> None:
-    """Built as `make dist` builds it (on the bases made here; every layer but the labels comes
-    from the set-up's build): its Python distributions are exactly its lock file's."""
-    image = IMAGES[name]  # type: ignore[index]
-    tag = build_image(image, local_bases=True)
-    labels = containers.podman("image", "inspect", "--format", "{{json .Labels}}", tag).stdout
-    import json
+@pytest.fixture(scope="module")
+def release_images() -> dict[str, str]:
+    """Both images as `make dist` builds them (on the bases made here; every layer but the
+    labels comes from the set-up's build): name -> tag."""
+    return {name: build_image(image, local_bases=True) for name, image in IMAGES.items()}
 
+
+@pytest.mark.parametrize("name", ["operator", "engine"])
+def test_the_release_image_is_labelled_and_installs_its_lock(
+    name: str, release_images: dict[str, str]
+) -> None:
+    """Its labels name this checkout's version, commit and commit time; its Python
+    distributions are exactly its lock file's."""
+    image = IMAGES[name]  # type: ignore[index]
+    labels = containers.podman(
+        "image", "inspect", "--format", "{{json .Labels}}", release_images[name]
+    ).stdout
     check_labels(json.loads(labels), image)
     assert lock_pins(image), image.lock
-    check_lock_used(image, tag)
+    check_lock_used(image, release_images[name])
 
 
-def test_the_operator_image_archive_has_an_sbom(tmp_path: Path) -> None:
+def test_the_operator_image_archive_has_an_sbom(tmp_path: Path, release_images: dict[str, str]) -> None:
     image = IMAGES["operator"]
-    archive = save_image(build_image(image, local_bases=True), tmp_path / f"{image.title}.oci.tar")
+    archive = save_image(release_images["operator"], tmp_path / f"{image.title}.oci.tar")
+    check_labels(archive_labels(archive), image)
     sbom = check_sbom(
         image_sbom(archive, tmp_path / "image.cdx.json"), subject=archive.name, components=["kopf", "pyyaml"]
     )
     # syft sees the image's Debian packages too, not only its Python.
-    assert any("deb" in str(c.get("purl", "")) for c in sbom["components"])
+    assert any("pkg:deb/" in str(c.get("purl", "")) for c in sbom["components"])
