@@ -30,8 +30,8 @@ OPERATOR_README = REPO_ROOT / "operator" / "README.md"
 RELEASE = "dlq"
 NAMESPACE = "spark-dlq"
 
-#: Resources the operator reads cluster-wide whatever it watches (kopf's scanning).
-CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces"})
+#: Resources the operator reads cluster-wide whatever it watches (kopf's scanning, the classes).
+CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces", "deadletterpolicyclasses"})
 #: The Spark drivers' rights in each namespace where policies run (the spark-operator chart's).
 DRIVER_RESOURCES = frozenset({"pods", "services", "configmaps"})
 DRIVER_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
@@ -42,6 +42,8 @@ class Grant(NamedTuple):
     group: str
     resource: str
     verb: str
+    #: One object (a rule's resourceNames), or every object of the resource ("").
+    name: str = ""
 
 
 class HelmError(AssertionError):
@@ -91,21 +93,31 @@ def template(
         return helm(*args, *values_args(values, Path(folder)), check=check)
 
 
+#: Rendered charts by values and options: many tests render the same values (the defaults
+#: above all), and a ``helm template`` is a process start. The text is immutable; ``render``
+#: parses a fresh copy for each caller.
+_RENDERED: dict[str, str] = {}
+
+
 def render_text(values: Mapping[str, Any] | None = None, **options: Any) -> str:
-    return template(values, **options).stdout
+    key = json.dumps([values or {}, options], sort_keys=True, default=str)
+    if key not in _RENDERED:
+        _RENDERED[key] = template(values, **options).stdout
+    return _RENDERED[key]
+
+
+#: The parsed objects of each rendered text; ``render`` hands out deep copies, so a caller may
+#: change its own.
+_PARSED: dict[str, list[dict[str, Any]]] = {}
 
 
 def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
     """The objects ``helm template`` renders (no NOTES, no CRDs unless include_crds). The same
-    values and options render once per session (helm takes a quarter of a second a time); each
-    caller gets a copy of its own."""
+    values and options render and parse once per session; each caller gets a copy of its own."""
     key = json.dumps([values or {}, options], sort_keys=True, default=str)
-    if key not in _RENDERED:
-        _RENDERED[key] = [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
-    return copy.deepcopy(_RENDERED[key])
-
-
-_RENDERED: dict[str, list[dict[str, Any]]] = {}
+    if key not in _PARSED:
+        _PARSED[key] = [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
+    return copy.deepcopy(_PARSED[key])
 
 
 def find(
@@ -141,13 +153,13 @@ def env_of(deployment: Mapping[str, Any]) -> dict[str, str]:
 def expand(rules: Iterable[Mapping[str, Any]], scope: str) -> set[Grant]:
     grants: set[Grant] = set()
     for rule in rules:
-        assert not rule.get("resourceNames"), f"resourceNames are not expected here: {rule}"
         assert not rule.get("nonResourceURLs"), f"nonResourceURLs are not expected here: {rule}"
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
                     assert "*" not in (group, resource, verb), f"wildcard in {rule}"
-                    grants.add(Grant(scope, group, resource, verb))
+                    for name in rule.get("resourceNames") or [""]:
+                        grants.add(Grant(scope, group, resource, verb, name))
     return grants
 
 
@@ -195,9 +207,22 @@ def documented_peering_verbs() -> set[str]:
     return {verb.strip() for verb in found.group(1).split(",")}
 
 
+def class_secrets(values: Mapping[str, Any]) -> list[str]:
+    """The Secrets the operator may read: the chart's class's ``operatorSecretRef``s, and
+    ``operator.rbac.classSecretNames``."""
+    klass = values.get("defaultClass") or {}
+    names = [
+        b["operatorSecretRef"]["name"]
+        for b in (klass.get("brokers") or [])
+        if klass.get("create", True) and b.get("operatorSecretRef")
+    ]
+    names += ((values.get("operator") or {}).get("rbac") or {}).get("classSecretNames") or []
+    return list(dict.fromkeys(names))
+
+
 def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> set[Grant]:
     """The grants the operator needs when installed with ``values`` (only the keys that matter:
-    operator.replicas, operator.watch, topics.strimzi)."""
+    operator.replicas, operator.watch, topics.strimzi, the Secrets classes name)."""
     operator = values.get("operator") or {}
     watch = operator.get("watch") or {}
     all_namespaces = watch.get("allNamespaces", True)
@@ -207,14 +232,18 @@ def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> 
 
     grants: set[Grant] = set()
     for rule in documented_rules():
-        if rule["apiGroups"] == ["kafka.strimzi.io"]:
+        if rule["resources"] == ["secrets"]:
+            # Only the Secrets classes name, only in the operator's namespace (resourceNames).
+            for name in class_secrets(values):
+                grants |= expand([{**rule, "resourceNames": [name]}], release_namespace)
+        elif rule["apiGroups"] == ["kafka.strimzi.io"]:
             if strimzi.get("enabled"):
                 for namespace in strimzi.get("namespaces") or ["kafka"]:
                     grants |= expand([rule], namespace)
         elif set(rule["resources"]) <= CLUSTER_SCOPED:
             # kopf observes namespaces only when it watches a list of them
             # (kopf._core.reactor.observation.namespace_observer: "not clusterwide").
-            if rule["resources"] == ["namespaces"] and all_namespaces:
+            if rule["resources"] == ["namespaces"] and "get" not in rule["verbs"] and all_namespaces:
                 continue
             grants |= expand([rule], "*")
         elif all_namespaces:

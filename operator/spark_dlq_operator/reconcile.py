@@ -23,11 +23,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash, parse_policy
+from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash
 from dlq_engine.model.topics import broker_topic_name
 from spark_dlq_operator import metrics, render, topic_claims, topic_ownership
+from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
+from spark_dlq_operator.governance import PodFit
 from spark_dlq_operator.kubeapi import (
     CONFIG_MAPS,
     PODS,
@@ -37,6 +39,8 @@ from spark_dlq_operator.kubeapi import (
     KubeApi,
     Obj,
 )
+from spark_dlq_operator.policy_class import ClassRefusal
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
@@ -58,7 +62,7 @@ _WARNING_REASONS: Final = frozenset(
         "StrimziClusterMissing",
         "Conflict",
         "Failed",
-        "InvalidSpec",
+        *Reason,
         "KafkaTopicError",
         "StrimziNotServed",
         "SparkApplicationRefused",
@@ -112,6 +116,9 @@ class Services:
     #: policy, by (namespace, name) of the application.
     job_states: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
+    #: The DeadLetterPolicyClasses (built from ``api`` and ``config`` when not given).
+    class_catalog: ClassCatalog | None = None
+
     #: Follow-up checks of SparkApplications, by (namespace, name): one pending at a time.
     _timers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
     #: The submission the operator last resubmitted (failed, or its engine stalled), by
@@ -144,6 +151,12 @@ class Services:
 
         task = asyncio.get_running_loop().create_task(later(), name=f"follow-up {key[0]}/{key[1]}")
         self._timers[key] = task
+
+    @property
+    def classes(self) -> ClassCatalog:
+        if self.class_catalog is None:
+            self.class_catalog = ClassCatalog(self.api, self.config)
+        return self.class_catalog
 
     def lock(self, uid: str) -> asyncio.Lock:
         lock = self._locks.get(uid)
@@ -288,15 +301,36 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
 
 
 async def report_invalid(
-    services: Services, owner: Owner, *, generation: int, issues: Sequence[Issue], trigger: str
+    services: Services,
+    owner: Owner,
+    *,
+    generation: int,
+    issues: Sequence[Issue],
+    trigger: str,
+    reason: Reason = Reason.INVALID_SPEC,
 ) -> None:
-    """Phase Invalid and Ready False (InvalidSpec) naming every problem. A running job is left
-    running with its last valid configuration."""
+    """Phase Invalid and Ready False (``reason``: InvalidSpec, or why the policy's class refuses
+    it) naming every problem. Nothing is created for it; a running job is left running with its
+    last valid configuration."""
     with metrics.observe(trigger) as outcome:
-        outcome.result, outcome.reason = "invalid", "InvalidSpec"
+        outcome.result, outcome.reason = "invalid", reason
         lines = [str(issue) for issue in issues]
         async with services.lock(owner.uid):
-            await write_status(services, owner, lambda _: Observation(generation=generation, invalid=lines))
+            await write_status(
+                services,
+                owner,
+                lambda _: Observation(generation=generation, invalid=lines, invalid_reason=reason),
+            )
+
+
+async def report_refused(
+    services: Services, owner: Owner, *, generation: int, error: PolicyError, trigger: str
+) -> None:
+    """``report_invalid`` for a policy ``governance.govern`` (or the model) refused."""
+    reason = error.reason if isinstance(error, ClassRefusal) else Reason.INVALID_SPEC
+    await report_invalid(
+        services, owner, generation=generation, issues=error.issues, trigger=trigger, reason=reason
+    )
 
 
 # --- the reconcile -----------------------------------------------------------------------------
@@ -309,13 +343,15 @@ async def reconcile(
     owner: Owner,
     generation: int,
     trigger: str,
+    fit: PodFit,
     seen: Seen | None = None,
 ) -> None:
-    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady."""
+    """Bring the policy's objects to its spec and write its status. ``policy`` and ``fit`` are
+    the policy as its class lets it run (``governance.Governed``). Raises TopicsNotReady."""
     async with services.lock(owner.uid):
         with metrics.observe(trigger) as outcome:
             try:
-                await _reconcile(services, policy, owner=owner, generation=generation, seen=seen)
+                await _reconcile(services, policy, owner=owner, generation=generation, seen=seen, fit=fit)
             except TopicsNotReady as error:
                 outcome.result, outcome.reason = "waiting", error.condition.reason
                 raise
@@ -333,7 +369,13 @@ class _Job:
 
 
 async def _reconcile(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, seen: Seen | None
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    generation: int,
+    seen: Seen | None,
+    fit: PodFit,
 ) -> None:
     listed = seen is not None and seen.listed
     if seen is not None and listed and await _listing_is_stale(services, policy, owner=owner, seen=seen):
@@ -358,7 +400,7 @@ async def _reconcile(
         status=body.get("status"),
     )
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
-    job = await _ensure_application(services, policy, owner=owner, known=known_application)
+    job = await _ensure_application(services, policy, owner=owner, known=known_application, fit=fit)
     digest = config_hash(policy)
 
     def observe(old: Mapping[str, Any]) -> Observation:
@@ -458,6 +500,16 @@ async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, conf
     return "strimzi" if await services.strimzi.served() else "admin"
 
 
+def admin_credentials(services: Services, policy: DeadLetterPolicy) -> Mapping[str, str]:
+    """The operator's own librdkafka settings for the policy's broker: what its class names
+    for it, none for a broker no class lists. Raises BrokerUnavailable when they cannot be read
+    (the condition names the Secret)."""
+    try:
+        return services.classes.admin_config(policy)
+    except CredentialsUnavailable as error:
+        raise BrokerUnavailable(str(error)) from None
+
+
 async def _claim_topics(
     services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, body: Mapping[str, Any]
 ) -> None:
@@ -491,12 +543,17 @@ async def _provision_topics(
     try:
         if provisioner == "strimzi":
             report = await services.strimzi.ensure(
-                policy, owner=owner, owned=owned, on_cluster=lambda: services.admin.existing(policy)
+                policy,
+                owner=owner,
+                owned=owned,
+                on_cluster=lambda: services.admin.existing(
+                    policy, credentials=admin_credentials(services, policy)
+                ),
             )
         elif provisioner == PulsarProvisioner.name:
             report = await services.pulsar.ensure(policy, owner=owner, owned=owned)
         else:
-            report = await services.admin.ensure(policy)
+            report = await services.admin.ensure(policy, credentials=admin_credentials(services, policy))
     except BrokerUnavailable as error:
         condition = ConditionState("False", "BrokerUnavailable", str(error))
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
@@ -588,7 +645,7 @@ def _managed(app: Obj) -> bool:
 
 
 async def _ensure_application(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, known: Known | None = None
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, fit: PodFit, known: Known | None = None
 ) -> _Job:
     api = services.api
     name = render.application_name(policy.name)
@@ -606,7 +663,7 @@ async def _ensure_application(
                 "ConfigMap, the topics and the checkpoint are kept",
             )
         return _Job(render.JOB_SUSPENDED)
-    desired = render.spark_application(policy, config=services.config, owner=owner)
+    desired = render.spark_application(policy, config=services.config, owner=owner, fit=fit)
     submitted = (
         render.unwatched(policy.namespace, services.config.spark_job_namespaces) or render.JOB_SUBMITTED
     )
@@ -917,9 +974,10 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
     if body is None or body["metadata"].get("uid") != owner.uid or body["metadata"].get("deletionTimestamp"):
         return
     try:
-        policy = parse_policy(body)
+        governed = await services.classes.govern(body)
     except PolicyError:
         return
+    policy = governed.policy
     if policy.suspend:
         return
     await services.events.warn(
@@ -934,6 +992,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
             owner=owner,
             generation=int(body["metadata"].get("generation", 0)),
             trigger="drift",
+            fit=governed.fit,
             seen=Seen(policy=body),
         )
     except TopicsNotReady as error:
@@ -990,7 +1049,9 @@ async def clean_up(
             elif provisioner == PulsarProvisioner.name:
                 deleted = await services.pulsar.delete(policy, plan.delete)
             else:
-                deleted = await services.admin.delete(policy, plan.delete)
+                deleted = await services.admin.delete(
+                    policy, plan.delete, credentials=admin_credentials(services, policy)
+                )
         except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
             delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
             raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -256,12 +256,19 @@ class TopicClaims:
             self._drop(policy)
             self._touched[policy] = self.now()
 
-    def rebuild(self, bodies: Iterable[Mapping[str, Any]], *, listed_at: float | None = None) -> None:
+    def rebuild(
+        self,
+        bodies: Iterable[Mapping[str, Any]],
+        *,
+        listed_at: float | None = None,
+        parse: Callable[[Mapping[str, Any]], DeadLetterPolicy] = parse_policy,
+    ) -> None:
         """Replace the index with the policies listed (at ``listed_at``, by ``now``): a listed
         policy's claim from its spec and status (an entry this process holds for a newer
         generation stays, as does one for a policy whose spec no longer parses: its job runs on
         those topics), the policies not listed dropped. A policy claimed or released after the
-        listing stays as that left it."""
+        listing stays as that left it. ``parse``: a policy as it runs (the operator's: as its
+        class governs it, broker and topics settled)."""
         since = listed_at if listed_at is not None else self.now()
         later = {key for key, at in self._touched.items() if at > since}
         fresh: dict[str, Claim] = {key: self._claims[key] for key in later if key in self._claims}
@@ -271,7 +278,7 @@ class TopicClaims:
                 continue
             held = self._claims.get(key)
             try:
-                claim: Claim | None = claim_of(parse_policy(body), body)
+                claim: Claim | None = claim_of(parse(body), body)
             except PolicyError:
                 claim = None
             if claim is None:

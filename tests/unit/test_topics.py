@@ -69,15 +69,19 @@ class Bed:
 
     def reconcile(self, name: str = "billing") -> None:
         body = self.body(name)
-        self.run(
-            reconcile(
+
+        async def governed_reconcile() -> None:
+            governed = await self.services.classes.govern(body)
+            await reconcile(
                 self.services,
-                parse_policy(body),
+                governed.policy,
                 owner=owner_of(body),
                 generation=body["metadata"]["generation"],
                 trigger="test",
+                fit=governed.fit,
             )
-        )
+
+        self.run(governed_reconcile())
 
     def delete(self, name: str = "billing") -> None:
         """What the finalizer does, then the object is gone."""
@@ -500,3 +504,35 @@ def test_the_start_up_listing_lets_the_older_policy_keep_its_topic_whoever_is_fi
     )
     bed.reconcile("billing")
     assert bed.kafka.created == [RETRY, DLQ]
+
+
+def test_the_operator_s_credentials_go_to_its_class_s_broker_only() -> None:
+    """issue 26 item 2: the admin client for a policy's broker carries the credentials the
+    policy's class names for that broker, and a broker no class lists gets none."""
+    import base64
+
+    bed = Bed()
+    bed.services.class_catalog = None  # a catalog on this bed's config, with the operator's namespace
+    bed.services.config = OperatorConfig(namespaces=(NAMESPACE,), operator_namespace="spark-dlq")
+    secret = base64.b64encode(b"security.protocol=SASL_PLAINTEXT\nsasl.username=operator\n").decode()
+    bed.api.put(
+        "secrets",
+        {"metadata": {"name": "op-kafka", "namespace": "spark-dlq"}, "data": {"client.properties": secret}},
+    )
+    bed.api.put(
+        "deadletterpolicyclasses",
+        {
+            "metadata": {"name": "listed", "annotations": {"sparkdlq.io/is-default-class": "true"}},
+            "spec": {"brokers": [{"bootstrapServers": KAFKA, "operatorSecretRef": {"name": "op-kafka"}}]},
+        },
+    )
+    bed.api.put("deadletterpolicyclasses", {"metadata": {"name": "any"}, "spec": {}})
+    bed.add("billing")
+    bed.add("elsewhere", **{"spec.className": "any", "spec.broker.bootstrapServers": "other:9092"})
+    bed.reconcile("billing")
+    bed.reconcile("elsewhere")
+
+    by_broker = {c["bootstrap.servers"]: c for c in bed.kafka.clients}
+    assert by_broker[KAFKA]["sasl.username"] == "operator"
+    assert by_broker[KAFKA]["security.protocol"] == "SASL_PLAINTEXT"
+    assert "sasl.username" not in by_broker["other:9092"]

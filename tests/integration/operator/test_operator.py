@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
+from prometheus_client import REGISTRY
 
 from dlq_engine.model import config_hash, parse_policy, to_document
 from spark_dlq_devtools.processes import free_port
@@ -243,7 +244,14 @@ def test_change_outside_the_engine_config_does_not_touch_the_job(
         app, config_map = cluster.application("billing"), cluster.config_map("billing-policy")
         return app["metadata"]["resourceVersion"], config_map.metadata.resource_version
 
-    with no_change(versions, settle=2.5):  # also across one resync
+    def resync_reconciles() -> float:
+        # The operator runs in this process: its counter of resync rounds' reconciles.
+        found = REGISTRY.get_sample_value(
+            "spark_dlq_operator_reconciles_total", {"trigger": "resync", "result": "ok"}
+        )
+        return found or 0.0
+
+    with no_change(versions, settle=0):
         cluster.patch_policy(
             "billing",
             {
@@ -252,6 +260,9 @@ def test_change_outside_the_engine_config_does_not_touch_the_job(
             },
         )
         wait_for(lambda: handled("payments"), what="kopf to handle the change")
+        # Also across one resync round that reconciles the changed policy (a counter, not a sleep).
+        after = resync_reconciles()
+        wait_for(lambda: resync_reconciles() > after, what="a resync round after the change")
     assert cluster.status("billing")["restartCount"] == 0
 
 
