@@ -819,7 +819,10 @@ def test_the_chart_works_as_a_subchart(tmp_path: Path) -> None:
         yaml.safe_dump(
             {
                 "global": {"imageRegistry": "registry.example.com", "environment": "prod"},
-                "spark-dlq-operator": {"operator": {"replicas": 2}},
+                "spark-dlq-operator": {
+                    "operator": {"replicas": 2},
+                    "defaultClass": {"name": "platform", "limits": {"executor": {"maxInstances": 4}}},
+                },
             }
         )
     )
@@ -829,6 +832,9 @@ def test_the_chart_works_as_a_subchart(tmp_path: Path) -> None:
     ]
     assert container(objects)["image"] == "registry.example.com/spark-dlq-operator:0.1.0"
     assert one(objects, "PodDisruptionBudget")
+    assert one(objects, "DeadLetterPolicyClass", "platform")["spec"]["limits"] == {
+        "executor": {"maxInstances": 4}
+    }
     (parent / "values.yaml").write_text(yaml.safe_dump({"spark-dlq-operator": {"operater": {}}}))
     refused = helm("template", "dlq", str(parent), check=False)
     assert refused.returncode != 0
