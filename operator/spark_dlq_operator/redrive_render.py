@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, Final
 
 import yaml
@@ -31,13 +32,18 @@ REDRIVE_RETRIES: Final = 3
 #: The phases of a redrive; the last three are final.
 PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
 FINAL_PHASES: Final = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+
 #: Its conditions, as a batch/v1 Job's: ``Complete`` True only when it succeeded, ``Failed``
 #: True when it failed or was cancelled (``kubectl wait --for=condition=Complete`` never takes a
 #: failed redrive for a finished one), and ``Running``, True while its job runs (its reason says
 #: why a Pending redrive waits).
-RUNNING: Final = "Running"
-COMPLETE: Final = "Complete"
-FAILED: Final = "Failed"
+class RedriveCondition(StrEnum):
+    """The type of one of a redrive's conditions."""
+
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
 
 
 def owner(body: Mapping[str, Any]) -> render.Owner:
@@ -199,18 +205,18 @@ def conditions(
 ) -> list[dict[str, Any]]:
     """``Running`` (True while the job runs), then ``Complete`` or ``Failed`` once the redrive
     ended, as a batch/v1 Job's. A condition keeps its lastTransitionTime while its status stays."""
-    wanted = [(RUNNING, "True" if phase == "Running" else "False")]
+    wanted = [(RedriveCondition.RUNNING, "True" if phase == "Running" else "False")]
     if phase == "Succeeded":
-        wanted.append((COMPLETE, "True"))
+        wanted.append((RedriveCondition.COMPLETE, "True"))
     elif phase in FINAL_PHASES:
-        wanted.append((FAILED, "True"))
+        wanted.append((RedriveCondition.FAILED, "True"))
     previous = {c.get("type"): c for c in old}
     result = []
     for kind, state in wanted:
         before = previous.get(kind) or {}
         result.append(
             {
-                "type": kind,
+                "type": kind.value,
                 "status": state,
                 "reason": reason,
                 "message": message,
