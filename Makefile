@@ -3,6 +3,7 @@
 # or with podman where there is no docker (CONTAINER_TOOL=podman to choose it):
 #
 #   make images                   # build both images, then push them where your cluster pulls
+#   make dist                     # the release artefacts, built and checked, into dist/
 #
 # Where no registry is reachable (spark-dlq's own machines), scripts/setup/images.sh builds the
 # same Dockerfiles with podman on bases it makes from Debian's packages, passed as build
@@ -26,7 +27,17 @@ SPARK_BUILD_ARGS := \
 	--build-arg PULSAR_VERSION=$(PULSAR_VERSION) \
 	--build-arg SPARK_NETTY_VERSION=$(SPARK_NETTY_VERSION)
 
-.PHONY: images operator-image spark-image
+.PHONY: images operator-image spark-image dist lock
+
+# The release artefacts, built and checked (scripts/dist.sh): the wheel and the sdist, the chart's
+# package, the two images as OCI archives with their labels, an SBOM of each, SHA256SUMS.
+# ARGS go to spark-dlq-dev dist, e.g. ARGS="--project-url https://git.example.com/platform/spark-dlq".
+dist:
+	bash scripts/dist.sh $(ARGS)
+
+# The images' lock files (requirements/*-image.txt), re-resolved from pyproject.toml's extras.
+lock:
+	bash scripts/lock.sh
 
 images: operator-image spark-image
 

@@ -10,6 +10,7 @@ running the operator under exactly those rules, split the way the chart scopes t
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import subprocess
@@ -105,9 +106,18 @@ def render_text(values: Mapping[str, Any] | None = None, **options: Any) -> str:
     return _RENDERED[key]
 
 
+#: The parsed objects of each rendered text; ``render`` hands out deep copies, so a caller may
+#: change its own.
+_PARSED: dict[str, list[dict[str, Any]]] = {}
+
+
 def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
-    """The objects ``helm template`` renders (no NOTES, no CRDs unless include_crds)."""
-    return [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
+    """The objects ``helm template`` renders (no NOTES, no CRDs unless include_crds). The same
+    values and options render and parse once per session; each caller gets a copy of its own."""
+    key = json.dumps([values or {}, options], sort_keys=True, default=str)
+    if key not in _PARSED:
+        _PARSED[key] = [doc for doc in yaml.safe_load_all(render_text(values, **options)) if doc]
+    return copy.deepcopy(_PARSED[key])
 
 
 def find(

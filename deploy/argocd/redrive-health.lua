@@ -8,16 +8,22 @@
 --   Suspended    phase Cancelled (spec.suspend: true)
 local hs = {}
 
-local function complete(status)
+-- The condition that says why: Failed once it failed or was cancelled, else Running (whose
+-- reason says why a Pending redrive waits). Complete and Failed are as a batch/v1 Job's.
+local function explaining(status)
   if status.conditions == nil then
     return nil
   end
+  local running = nil
   for _, c in ipairs(status.conditions) do
-    if c.type == "Complete" then
+    if c.type == "Failed" and c.status == "True" then
       return c
     end
+    if c.type == "Running" then
+      running = c
+    end
   end
-  return nil
+  return running
 end
 
 local status = obj.status
@@ -27,7 +33,7 @@ if status == nil or status.phase == nil then
   return hs
 end
 
-local c = complete(status)
+local c = explaining(status)
 local message = "Phase " .. status.phase
 if c ~= nil and c.message ~= nil and c.message ~= "" then
   message = c.reason .. ": " .. c.message

@@ -8,6 +8,8 @@ spark-dlq-dev kafka [--port P] [--topic NAME:PARTITIONS ...]
 spark-dlq-dev pulsar [--port P] [--web-port W] [--topic NAME:PARTITIONS ...]
                                                   a bare standalone Pulsar here, in the foreground
 spark-dlq-dev env                                 shell exports for a local dlq-engine run
+spark-dlq-dev dist [--out DIR] [--image engine|operator ...] [--project-url URL] [--public-bases]
+                                                  the release artefacts, built and checked (make dist)
 """
 
 from __future__ import annotations
@@ -76,6 +78,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="print the exports a local dlq-engine run needs (the Kafka connector, Delta, Pulsar client and engine jars); "
         'use as eval "$(spark-dlq-dev env)"',
     )
+    dist = commands.add_parser("dist", help="build and check the release artefacts (make dist)")
+    dist.add_argument("--out", type=Path, default=Path("dist"), help="where they go (default dist/)")
+    dist.add_argument(
+        "--image",
+        action="append",
+        choices=("engine", "operator"),
+        help="only these images (repeatable; default both)",
+    )
+    dist.add_argument(
+        "--project-url",
+        help="the project's repository URL, named in the chart (home, sources, the runbooks of this "
+        "version) and the images' source label (default: the origin remote, as https)",
+    )
+    dist.add_argument(
+        "--public-bases",
+        action="store_true",
+        help="build the images on the Dockerfiles' public bases (default: on the bases "
+        "scripts/setup/images.sh made here, when it did)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "demo":
@@ -88,6 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             dashboard=args.dashboard,
             rate=args.rate,
             broker=args.broker,
+        )
+    if args.command == "dist":
+        from spark_dlq_devtools.dist import main as dist_main
+
+        return dist_main(
+            args.out.resolve(),
+            images=args.image or ("engine", "operator"),
+            local_bases=False if args.public_bases else None,
+            url=args.project_url,
         )
     if args.command == "cluster":
         from spark_dlq_devtools.cluster import main as cluster_main

@@ -306,7 +306,7 @@ class Demo:
         self.monitoring_since = 0.0
         self.random = random.Random(seed)
         self.root = work_dir("demo")
-        self.kube = ControlPlane(name="demo-kube")
+        self.kube = ControlPlane(name="demo-kube", collector=False)
         self.broker: BrokerSide = KafkaSide() if broker == "kafka" else PulsarSide()
         self.operator: Service | None = None
         self.runner: LocalSparkOperator | None = None

@@ -40,10 +40,13 @@ ADMIN_USER = "testbed-admin"
 class ControlPlane:
     """etcd + kube-apiserver. ``server`` is the https URL; ``admin_kubeconfig`` a file."""
 
-    def __init__(self, *, name: str = "kube", workloads: bool = False) -> None:
+    def __init__(self, *, name: str = "kube", workloads: bool = False, collector: bool = True) -> None:
         self.root = work_dir(name)
         self.pki = self.root / "pki"
         self.workloads = workloads
+        # kube-controller-manager (its garbage collector and namespace controller); the demo runs
+        # without it: it deletes no owner and no namespace, and its set-up skips building it.
+        self.collector = collector or workloads
         # Where pods and nodes reach the API server (the ``kubernetes`` Service's endpoint).
         self.address = host_address() if workloads else "127.0.0.1"
         self.etcd_port = free_port()
@@ -80,7 +83,8 @@ class ControlPlane:
         self._start_etcd(timeout)
         self._start_apiserver(timeout)
         self.kubeconfig(ADMIN_USER, ("system:masters",), path=self.admin_kubeconfig)
-        self._start_controller_manager()
+        if self.collector:
+            self._start_controller_manager()
         if self.workloads:
             self._start_scheduler()
 

@@ -268,16 +268,27 @@ def spark_operator_chart() -> Path:
     return spark_operator_dir() / "chart"
 
 
+def spark_operator_crds_dir() -> Path:
+    """The spark-operator's CRDs alone, from its Go module (``spark_operator.sh --crds``, which
+    the demo's set-up runs: no binary needed)."""
+    v = versions()["SPARK_OPERATOR_VERSION"]
+    return _need(
+        cache_dir() / "spark-operator" / f"{v}-crds" / ".complete",
+        f"the spark-operator {v}'s CRDs",
+        "spark_operator.sh --crds",
+    ).parent
+
+
 def spark_operator_crds() -> list[Path]:
     """Every CRD of the spark-operator (SparkApplication, ScheduledSparkApplication, SparkConnect):
     its controller and webhook need all of them served."""
-    return sorted((spark_operator_dir() / "crds").glob("*.yaml"))
+    return sorted(spark_operator_crds_dir().glob("*.yaml"))
 
 
 def spark_application_crd() -> Path:
     """The real SparkApplication CRD (``sparkoperator.k8s.io_sparkapplications.yaml``) of the
     spark-operator the test bed runs."""
-    return spark_operator_dir() / "crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
+    return spark_operator_crds_dir() / "sparkoperator.k8s.io_sparkapplications.yaml"
 
 
 def kafka_topic_crd(*, v1beta2: bool = False) -> Path:
@@ -288,3 +299,19 @@ def kafka_topic_crd(*, v1beta2: bool = False) -> Path:
         cache_dir() / "strimzi" / v / ".complete", f"Strimzi {v}'s KafkaTopic CRD", "strimzi.sh"
     ).parent
     return folder / "043-Crd-kafkatopic.yaml"
+
+
+def release_tools() -> Path:
+    """The release tools' virtualenv (``release_tools.sh``): ``bin/python -m build``,
+    ``bin/pip-compile``, ``bin/cyclonedx-py`` and ``bin/syft``."""
+    known = versions()
+    name = (
+        f"venv-build-{known['PYTHON_BUILD_VERSION']}-pip-tools-{known['PIP_TOOLS_VERSION']}"
+        f"-cyclonedx-{known['CYCLONEDX_BOM_VERSION']}"
+    )
+    folder = _need(
+        cache_dir() / "release-tools" / name / ".complete", "the release tools", "release_tools.sh"
+    ).parent
+    if not (folder / "bin" / "syft").exists():
+        raise NotInstalled(f"syft not found in {folder / 'bin'}; run scripts/setup/release_tools.sh")
+    return folder

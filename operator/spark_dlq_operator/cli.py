@@ -14,11 +14,12 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dlq_engine.model.policy import PROVISIONERS
+from dlq_engine.release import version_line, with_extra
 from spark_dlq_operator import config as defaults
 from spark_dlq_operator.config import OperatorConfig, client_properties
 
@@ -78,6 +79,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         return _env(name, environ) or default
 
     parser = argparse.ArgumentParser(prog="dlq-operator", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=version_line("dlq-operator"))
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the operator")
     where = run.add_argument_group("what to watch")
@@ -312,14 +314,20 @@ def _parse(
     return config, args
 
 
+def _load_runner() -> Callable[[OperatorConfig], Coroutine[Any, Any, None]]:
+    """kopf and the Kubernetes and Kafka clients: without the operator extra, one line naming it."""
+    from spark_dlq_operator.runner import run
+
+    return run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     config, args = _parse(argv, os.environ)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from spark_dlq_operator.runner import run
-
+    run = with_extra("operator", "dlq-operator", _load_runner)
     asyncio.run(run(config))
     return 0
 

@@ -23,6 +23,8 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_se
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from dlq_engine.release import build_labels
+
 Result = Literal["ok", "invalid", "waiting", "error"]
 
 RECONCILES = Counter(
@@ -69,6 +71,12 @@ JOB_RESTARTS = Counter(
     "operator resubmitted it because its driver reported no progress).",
     ["policy", "cause"],
 )
+BUILD_INFO = Gauge(
+    "spark_dlq_operator_build_info",
+    "1, labelled with the operator's version and its Python.",
+    ["version", "python"],
+)
+BUILD_INFO.labels(**build_labels()).set(1)
 #: The phases of ``status.phase`` (docs/reference.md, section 1), each reported even at zero.
 PHASES: Final = ("Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid")
 

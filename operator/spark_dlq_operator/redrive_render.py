@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, Final
 
 import yaml
@@ -31,6 +32,18 @@ REDRIVE_RETRIES: Final = 3
 #: The phases of a redrive; the last three are final.
 PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
 FINAL_PHASES: Final = frozenset({"Succeeded", "Failed", "Cancelled"})
+
+
+#: Its conditions, as a batch/v1 Job's: ``Complete`` True only when it succeeded, ``Failed``
+#: True when it failed or was cancelled (``kubectl wait --for=condition=Complete`` never takes a
+#: failed redrive for a finished one), and ``Running``, True while its job runs (its reason says
+#: why a Pending redrive waits).
+class RedriveCondition(StrEnum):
+    """The type of one of a redrive's conditions."""
+
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
 
 
 def owner(body: Mapping[str, Any]) -> render.Owner:
@@ -153,8 +166,8 @@ def next_status(
     driver: Mapping[str, Any] | None = None,
     now: str,
 ) -> dict[str, Any]:
-    """The redrive's status: phase, counts (from the driver's final status), a Ready-style
-    ``Complete`` condition, and the time it started and finished."""
+    """The redrive's status: phase, counts (from the driver's final status), its conditions
+    (``conditions``), and the time it started and finished."""
     status = copy.deepcopy(dict(old))
     status["observedGeneration"] = generation
     status["phase"] = phase
@@ -176,18 +189,44 @@ def next_status(
         for key in ("byReason", "byErrorClass", "samples"):
             if key in driver:
                 status[key] = driver[key]
-    previous = next((c for c in status.get("conditions") or [] if c.get("type") == "Complete"), None)
-    condition = {
-        "type": "Complete",
-        "status": "True" if phase in FINAL_PHASES else "False",
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": now,
-    }
-    if previous is not None and all(previous.get(k) == condition[k] for k in ("status", "reason", "message")):
-        condition["lastTransitionTime"] = previous.get("lastTransitionTime", now)
-    status["conditions"] = [condition]
+    status["conditions"] = conditions(
+        status.get("conditions") or [],
+        phase=phase,
+        reason=reason,
+        message=message,
+        generation=generation,
+        now=now,
+    )
     return status
+
+
+def conditions(
+    old: list[Mapping[str, Any]], *, phase: str, reason: str, message: str, generation: int, now: str
+) -> list[dict[str, Any]]:
+    """``Running`` (True while the job runs), then ``Complete`` or ``Failed`` once the redrive
+    ended, as a batch/v1 Job's. A condition keeps its lastTransitionTime while its status stays."""
+    wanted = [(RedriveCondition.RUNNING, "True" if phase == "Running" else "False")]
+    if phase == "Succeeded":
+        wanted.append((RedriveCondition.COMPLETE, "True"))
+    elif phase in FINAL_PHASES:
+        wanted.append((RedriveCondition.FAILED, "True"))
+    previous = {c.get("type"): c for c in old}
+    result = []
+    for kind, state in wanted:
+        before = previous.get(kind) or {}
+        result.append(
+            {
+                "type": kind.value,
+                "status": state,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": before.get("lastTransitionTime", now)
+                if before.get("status") == state
+                else now,
+                "observedGeneration": generation,
+            }
+        )
+    return result
 
 
 def phase_of(app: Mapping[str, Any] | None) -> tuple[str, str, str]:

@@ -59,6 +59,10 @@ SEEK_MARGIN_MS: Final = 5 * 60_000
 NONE: Final = "<none>"
 MIN_MESSAGE_COLUMN: Final = 7
 KEY_COLUMN_MAX: Final = 40
+#: A scan of this many records or more shows its progress on a terminal's stderr (about a
+#: second's reading or more), every PROGRESS_INTERVAL_S.
+LARGE_SCAN: Final = 20_000
+PROGRESS_INTERVAL_S: Final = 0.25
 
 EXIT_OK: Final = 0
 EXIT_UNREACHABLE: Final = 1
@@ -430,6 +434,37 @@ def count(letters: Iterable[DeadLetter], window: Window) -> Stats:
     return stats
 
 
+class Progress:
+    """One line on stderr, rewritten in place, while a scan of a large range goes on: only on a
+    terminal (a pipe or a log gets nothing), only for LARGE_SCAN records or more, at most every
+    PROGRESS_INTERVAL_S seconds; the line is cleared when the scan ends."""
+
+    def __init__(self, stream: Any, *, label: str, clock: Callable[[], float] = time.monotonic) -> None:
+        isatty = getattr(stream, "isatty", None)
+        self.stream = stream if isatty is not None and isatty() else None
+        self.label = label
+        self.clock = clock
+        self.shown = False
+        self.last = float("-inf")
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.stream is None or total < LARGE_SCAN:
+            return
+        now = self.clock()
+        if now - self.last < PROGRESS_INTERVAL_S and done < total:
+            return
+        self.last = now
+        self.stream.write(f"\r{self.label}: {done:,} of {total:,} records ({100 * done // total}%)\x1b[K")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown and self.stream is not None:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading the topic
 
@@ -539,20 +574,28 @@ class DeadLetterTopic:
             starts[tp.partition] = high if tp.offset < 0 else max(int(tp.offset), low)
         return starts
 
-    def read(self, window: Window = Window()) -> Iterator[DeadLetter]:
-        """Every record from the window's start up to the end offsets taken now."""
+    def read(
+        self, window: Window = Window(), *, progress: Callable[[int, int], None] | None = None
+    ) -> Iterator[DeadLetter]:
+        """Every record from the window's start up to the end offsets taken now; ``progress``
+        hears ``(records read, records to read)`` after each batch the consumer returns."""
         marks = self.watermarks()
         ends = {p: high for p, (_, high) in marks.items()}
         starts = self.starts(window, marks)
         remaining = {p for p in ends if starts[p] < ends[p]}
         if not remaining:
             return
+        total = sum(ends[p] - starts[p] for p in remaining)
+        done = 0
         self.consumer.assign([TopicPartition(self.topic, p, starts[p]) for p in sorted(remaining)])
         last_progress = time.monotonic()
         while remaining:
             batch = self.consumer.consume(500, timeout=0.5)
             if batch:
                 last_progress = time.monotonic()
+                done += len(batch)
+                if progress is not None:
+                    progress(min(done, total), total)
             elif time.monotonic() - last_progress > self.timeout:
                 raise self._unreachable(
                     f"no records from {self.broker} for {self.timeout:g}s reading {self.topic!r} "
@@ -974,6 +1017,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(stats)
     _range(stats)
+    stats.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every DeadLetterPolicy of the cluster (with -n: of that namespace), one row each",
+    )
     stats.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
 
     ls = commands.add_parser(
@@ -1105,10 +1154,16 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
     if args.command == "redrive":
         window = parse_window(args.since, args.after, args.before, now_ms=round(time.time() * 1000))
         return _redrive(args, window, timeout_ms, out, warn)
+    if args.command == "stats" and args.all_namespaces:
+        return _stats_of_all(args, window, timeout_ms, out, warn)
     target = _target(args, timeout_ms)
+    progress = Progress(sys.stderr, label=f"reading {target.topic}")
     with DeadLetterTopic(target, timeout_ms=timeout_ms) as topic:
         if args.command == "stats":
-            stats = count(topic.read(window), window)
+            try:
+                stats = count(topic.read(window, progress=progress), window)
+            finally:
+                progress.close()
             if args.output == "table":
                 out(stats_text(stats, topic=target.topic, window=window))
             else:
@@ -1125,7 +1180,10 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
                         classes.add(letter.error_class or NONE)
                     yield letter
 
-            letters = select(noting(topic.read(window)), filters, args.limit)
+            try:
+                letters = select(noting(topic.read(window, progress=progress)), filters, args.limit)
+            finally:
+                progress.close()
             for wanted in sorted(filters.reasons - reasons):
                 warn(
                     f"warning: --reason {wanted!r} matches no dead letter in the range (seen: {_listed(reasons)})"
@@ -1153,6 +1211,96 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
             else:
                 out(dump(letter_document(letter, topic=target.topic, value=True), args.output))
     return EXIT_OK
+
+
+def policies_in_cluster(
+    *, namespace: str | None, kubeconfig: str | None, context: str | None, timeout_ms: int
+) -> list[tuple[str, str, DeadLetterPolicy | str]]:
+    """``(namespace, name, policy or why it cannot be read)`` of every DeadLetterPolicy kubectl
+    lists: in every namespace, or in ``namespace``."""
+    if namespace is not None and not _NAME_RE.match(namespace):
+        raise BadInput(f"--namespace: {namespace!r} is not a valid namespace name")
+    command = [os.environ.get("KUBECTL") or "kubectl"]
+    if kubeconfig:
+        command.append(f"--kubeconfig={kubeconfig}")
+    if context:
+        command.append(f"--context={context}")
+    command += [f"--request-timeout={max(timeout_ms // 1000, 1)}s", "get", "deadletterpolicies.sparkdlq.io"]
+    command += [f"--namespace={namespace}"] if namespace else ["--all-namespaces"]
+    stdout = run_kubectl(
+        [*command, "-o", "json"],
+        what="kubectl get deadletterpolicies",
+        why="-A lists the policies with it",
+        timeout_ms=timeout_ms,
+    )
+    found: list[tuple[str, str, DeadLetterPolicy | str]] = []
+    for item in json.loads(stdout).get("items") or []:
+        meta = item.get("metadata") or {}
+        where = f"deadletterpolicy {meta.get('namespace')}/{meta.get('name')}"
+        try:
+            policy: DeadLetterPolicy | str = load_policy_text(json.dumps(item), source=where)
+        except PolicyFileError as error:
+            policy = str(error).replace("\n", "; ")
+        found.append((str(meta.get("namespace", "")), str(meta.get("name", "")), policy))
+    return sorted(found, key=lambda row: (row[0], row[1]))
+
+
+def _stats_of_all(
+    args: argparse.Namespace,
+    window: Window,
+    timeout_ms: int,
+    out: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> int:
+    """``stats -A``: one row per policy; a policy that cannot be read is a warning and a row
+    without counts, and the exit status says so (1) once every other policy was read."""
+    if args.file is not None or args.policy is not None:
+        raise BadInput("-A reads every policy of the cluster: give neither -f nor --policy")
+    listed = policies_in_cluster(
+        namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context, timeout_ms=timeout_ms
+    )
+    status = EXIT_OK
+    rows: list[list[str]] = []
+    documents: list[dict[str, Any]] = []
+    for namespace, name, policy in listed:
+        stats: Stats | None = None
+        topic = ""
+        try:
+            if isinstance(policy, str):
+                raise BadInput(policy)
+            target = target_for(
+                policy, bootstrap_servers=args.bootstrap_servers, kafka_config=args.kafka_config
+            )
+            topic = target.topic
+            progress = Progress(sys.stderr, label=f"reading {namespace}/{name}'s {topic}")
+            with DeadLetterTopic(target, timeout_ms=timeout_ms) as reader:
+                try:
+                    stats = count(reader.read(window, progress=progress), window)
+                finally:
+                    progress.close()
+        except TriageError as error:
+            warn(f"warning: {namespace}/{name}: {error}")
+            status = max(status, EXIT_UNREACHABLE)
+        if stats is None:
+            rows.append([namespace, name, topic or NONE, "?", NONE, NONE])
+            documents.append({"namespace": namespace, "policy": name, "topic": topic or None, "total": None})
+            continue
+        top = _ranked(stats.by_class)[0][0] if stats.total else NONE
+        rows.append([namespace, name, topic, str(stats.total), format_time(stats.newest), top])
+        documents.append(
+            {"namespace": namespace, "policy": name, **stats_document(stats, topic=topic, window=window)}
+        )
+    if args.output == "table":
+        if rows:
+            header = ["NAMESPACE", "POLICY", "TOPIC", "DEAD LETTERS", "NEWEST", "TOP CLASS"]
+            out(table(header, rows, width=terminal_width(sys.stdout)))
+        else:
+            warn(
+                "No DeadLetterPolicy found" + (f" in namespace {args.namespace}." if args.namespace else ".")
+            )
+    else:
+        out(dump({"items": documents}, args.output))
+    return status
 
 
 def redrive_document(

@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 fetch() {  # fetch <pom> <dest> <maven arguments...>
   local pom="$1" dest="$2"; shift 2
   if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; return; fi
-  log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central"
+  log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central (first run: under a minute)"
   rm -rf "$dest"; mkdir -p "$dest"
   maven -f "$pom" "$@" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
     dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime

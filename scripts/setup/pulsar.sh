@@ -7,7 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 dest="$SPARK_DLQ_CACHE/pulsar/$PULSAR_VERSION/libs"
 if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; exit 0; fi
-log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central"
+log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central (first run: about 2 minutes)"
 rm -rf "$dest"; mkdir -p "$dest"
 maven -f "$REPO_ROOT/scripts/setup/maven/pulsar-broker.pom.xml" \
   -s "$REPO_ROOT/scripts/setup/maven/central-only.settings.xml" \

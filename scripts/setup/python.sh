@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the Python virtualenv in the cache (keyed by the dependency list in
 # pyproject.toml, so a dependency change builds a new one) and installs this checkout into
-# it in editable mode. Prints nothing on stdout but the venv path.
+# it in editable mode (the project, and its test bed devtools/ as a project of its own). Prints nothing on stdout but the venv path.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 key="$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
@@ -14,7 +14,7 @@ PY
 )"
 venv="$SPARK_DLQ_CACHE/venv-$key"
 if [[ ! -f "$venv/.complete" ]]; then
-  log "creating the Python environment $venv (first run: about a minute)"
+  log "creating the Python environment $venv (first run: about 1.5 minutes here)"
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip setuptools wheel
@@ -34,8 +34,9 @@ PY
   "$venv/bin/pip" install -q -r "$venv/requirements.txt"
   touch "$venv/.complete"
 fi
-# Quietly: setuptools warns about editable installs at length.
-"$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$REPO_ROOT" >"$venv/editable-install.log" 2>&1 \
-  || { cat "$venv/editable-install.log" >&2; exit 1; }
+# Quietly: setuptools warns about editable installs at length. The test bed (devtools/) is a
+# project of its own, so that the release wheel never carries it.
+"$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$REPO_ROOT" -e "$REPO_ROOT/devtools" \
+  >"$venv/editable-install.log" 2>&1 || { cat "$venv/editable-install.log" >&2; exit 1; }
 ln -sfn "$venv" "$SPARK_DLQ_CACHE/venv"
 echo "$venv"

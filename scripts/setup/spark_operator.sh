@@ -8,23 +8,44 @@
 #   chart/               its Helm chart (charts/spark-operator-chart, CRDs in chart/crds/)
 #   crds/                its CustomResourceDefinitions (config/crd/bases)
 #   entrypoint.sh        the entry point its own Dockerfile puts in its image
-# The test bed runs the binary as host processes (spark_dlq_devtools.spark_operator) and every
-# test installs these CRDs. With --image it also builds its image,
+# and, on their own, its CRDs into $SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION-crds/
+# (the module's download only, seconds): every test and the demo install them, and --crds stops
+# there (scripts/setup.sh --demo: the demo needs the SparkApplication CRD, not the binary).
+# The test bed runs the binary as host processes (spark_dlq_devtools.spark_operator). With
+# --image it also builds its image,
 # localhost/spark-operator:$SPARK_OPERATOR_VERSION: our Spark base image (the spark-submit it
 # runs) with the binary, tini and its entry point, as its Dockerfile does it (needs the base
 # that scripts/setup/images.sh makes). Nothing of the module is copied into this repository.
 # Idempotent; progress on stderr.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+module="github.com/kubeflow/spark-operator/v2@$SPARK_OPERATOR_VERSION"
+export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
+
+# --- its CRDs (config/crd/bases of the module) ------------------------------------------------------
+crds="$SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION-crds"
+if [[ -f "$crds/.complete" ]]; then
+  log "spark-operator $SPARK_OPERATOR_VERSION CRDs: cached in $crds"
+else
+  log "fetching the spark-operator $SPARK_OPERATOR_VERSION's CRDs from its Go module (seconds)"
+  dir="$(GOTOOLCHAIN=local go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  mkdir -p "$SPARK_DLQ_CACHE/spark-operator"
+  stage="$(mktemp -d "$SPARK_DLQ_CACHE/spark-operator/crds.XXXXXX")"; chmod 755 "$stage"
+  cp "$dir"/config/crd/bases/*.yaml "$stage/"
+  chmod -R u+w "$stage"
+  touch "$stage/.complete"
+  rm -rf "$crds"; mv "$stage" "$crds"
+fi
+[[ "${1:-}" == --crds ]] && exit 0
+
+# --- its binary, chart and entry point -------------------------------------------------------------
 out="$SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION"
 if [[ -f "$out/.complete-v2" ]]; then
   log "spark-operator $SPARK_OPERATOR_VERSION: cached in $out"
 else
-  log "building the spark-operator $SPARK_OPERATOR_VERSION from its Go module (first run: several minutes)"
+  log "building the spark-operator $SPARK_OPERATOR_VERSION from its Go module (first run: about 3 minutes)"
   start=$SECONDS
-  export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
   export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
-  module="github.com/kubeflow/spark-operator/v2@$SPARK_OPERATOR_VERSION"
   dir="$(GOTOOLCHAIN=local go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
   # The Go release the module asks for: its toolchain line, else its go line (go 1.24.10).
   go_release="$(awk '$1 == "toolchain" {print $2; exit}' "$dir/go.mod")"

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_CHECKPOINT_LOCKED, EXIT_FAILED
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR
+from dlq_engine.release import version_line, with_extra
 
 #: ``dlq_engine.job.checkpoint_lock.DEFAULT_LEASE_S`` (not imported here: that loads PySpark).
 DEFAULT_LEASE_S = 30.0
@@ -35,6 +36,7 @@ def _env_int(name: str) -> int | None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlq-engine", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=version_line("dlq-engine"))
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a policy's routing job")
     run.add_argument("-f", "--file", required=True, help="the DeadLetterPolicy YAML")
@@ -104,6 +106,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("run", "redrive"):
+        with_extra("engine", "dlq-engine", _load_engine)
     if args.command == "redrive":
         return _redrive(args)
     try:
@@ -119,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(yaml.safe_dump(to_document(policy), sort_keys=False), end="")
         return 0
     return _run(policy, args)
+
+
+def _load_engine() -> None:
+    """Import what ``run`` and ``redrive`` need (Spark, Arrow, ...): without the engine extra that
+    is one line naming it, not a traceback."""
+    import dlq_engine.job.redrive
+    import dlq_engine.job.runner  # noqa: F401
 
 
 def _run(policy: object, args: argparse.Namespace) -> int:

@@ -3,9 +3,10 @@
 - Every object the chart renders, for the default and the non-default values, passes a
   server-side dry-run apply with strict field validation (kubectl --server-side --dry-run=server).
 - The operator pod satisfies the restricted Pod Security Standard as the apiserver enforces it.
-- A real ``helm install`` gives the operator's service account exactly the rights it needs,
-  asked of the apiserver's authorizer (SubjectAccessReview), and prints NOTES that say what to
-  apply next.
+- A real ``helm install`` of the chart's package (``helm package``, as `make dist` makes it, which
+  ``helm lint --strict`` passes) gives the operator's service account exactly the rights it
+  needs, asked of the apiserver's authorizer (SubjectAccessReview), and prints NOTES that say
+  what to apply next.
 - The example policies (GitOps folder, kind script) are accepted by the CRD.
 """
 
@@ -22,9 +23,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from spark_dlq_devtools.dist import check_chart, package_chart
 from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin, prometheus_operator_crds
 from tests.chart import (
-    CHART,
     CI_VALUES,
     CLUSTER_SCOPED,
     DRIVER_RESOURCES,
@@ -56,6 +57,14 @@ def chart_cluster(kube_api: Any, dlp_crd: str) -> Any:
             if error.status != 409:
                 raise
     return kube_api
+
+
+@pytest.fixture(scope="module")
+def chart_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The chart as released: its package, checked as `make dist` checks it."""
+    package = package_chart(tmp_path_factory.mktemp("chart"))
+    check_chart(package)
+    return package
 
 
 @pytest.fixture
@@ -416,6 +425,7 @@ INSTALLS: list[Any] = [
 @pytest.mark.parametrize("values", INSTALLS)
 def test_helm_install_grants_exactly_what_the_operator_needs(
     values: Callable[..., dict[str, Any]],
+    chart_package: Path,
     chart_cluster: Any,
     kubeconfig: str,
     make_namespace: Callable[..., str],
@@ -428,7 +438,7 @@ def test_helm_install_grants_exactly_what_the_operator_needs(
     installed = helm(
         "install",
         release,
-        str(CHART),
+        str(chart_package),
         "--namespace",
         release_namespace,
         "--values",

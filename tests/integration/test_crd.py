@@ -1070,13 +1070,13 @@ def test_kubectl_resolves_names_and_prints_columns(
     out = kubectl(kubeconfig, tmp_path, "get", resource, "-n", namespace)
 
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "TOPIC", "SUBSCRIPTION", "PHASE", "RESTARTS", "AGE"]
+    assert header.split() == ["NAME", "TOPIC", "SUBSCRIPTION", "READY", "PHASE", "RESTARTS", "AGE"]
     # The category spans policies and redrives: kubectl names each row by its kind then.
     name = "deadletterpolicy.sparkdlq.io/orders-billing" if resource == "spark-dlq" else "orders-billing"
     assert row.split()[:3] == [name, "orders", "billing"]
 
 
-def test_printer_columns_show_phase_and_restarts(
+def test_printer_columns_show_ready_phase_and_restarts(
     kube_api: Any,
     kubeconfig: str,
     namespace: str,
@@ -1089,12 +1089,25 @@ def test_printer_columns_show_phase_and_restarts(
         namespace,
         PLURAL,
         "orders-billing",
-        {"status": {"phase": "Restarting", "restartCount": 2}},
+        {
+            "status": {
+                "phase": "Restarting",
+                "restartCount": 2,
+                "conditions": [{"type": "Ready", "status": "False", "reason": "JobRestarting"}],
+            }
+        },
     )
 
     out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace)
 
-    assert out.splitlines()[1].split()[:5] == ["orders-billing", "orders", "billing", "Restarting", "2"]
+    assert out.splitlines()[1].split()[:6] == [
+        "orders-billing",
+        "orders",
+        "billing",
+        "False",
+        "Restarting",
+        "2",
+    ]
 
 
 def test_wide_printer_columns_show_what_ordering_holds(
@@ -1122,7 +1135,7 @@ def test_wide_printer_columns_show_what_ordering_holds(
     out = kubectl(kubeconfig, tmp_path, "get", "dlp", "orders-billing", "-n", namespace, "-o", "wide")
 
     header, row = out.splitlines()
-    assert header.split()[4:7] == ["RESTARTS", "HELD", "BLOCKED"]
+    assert header.split()[5:8] == ["RESTARTS", "HELD", "BLOCKED"]
     assert row.split()[3:7] == ["Running", "1", "12", "2"]
 
 

@@ -683,3 +683,167 @@ def test_redrive_execute_creates_the_redrive_in_the_cluster(
     assert created["spec"]["selection"] == {"reasons": ["terminated"]}
     assert created["spec"]["destination"] == {"type": "source"}
     assert created["spec"]["maxRedrives"] == 3  # defaulted by the CRD as the model does
+
+
+# ---------------------------------------------------------------------------------------------
+# daily use: every policy at once, progress on a terminal, shell completion through kubectl
+
+
+@pytest.mark.usefixtures("dlp_crd")
+def test_stats_of_every_policy(
+    letters: DeadLetters, kube_api: Any, kubeconfig: str, namespace: str, bootstrap_servers: str
+) -> None:
+    from kubernetes import client
+
+    path = policy_in_cluster(letters, kube_api, namespace)
+    gone = policy_document(
+        {
+            "metadata.namespace": namespace,
+            "metadata.name": "orders-gone",
+            "spec.broker.bootstrapServers": bootstrap_servers,
+            "spec.deadLetter.topic": f"{letters.topic}-gone",
+        }
+    )
+    client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", gone
+    )
+    connect = ("--kubeconfig", kubeconfig, "--bootstrap-servers", bootstrap_servers)
+
+    # Every namespace: ours among whatever other tests left (their topics may be gone).
+    everywhere = dlq("stats", "-A", *connect, "-o", "json", env=path)
+    assert everywhere.returncode in (0, 1), everywhere.stderr
+    rows = {(d["namespace"], d["policy"]): d for d in json.loads(everywhere.stdout)["items"]}
+    assert rows[(namespace, "orders-billing")]["total"] == COUNT
+    assert rows[(namespace, "orders-gone")]["total"] is None
+
+    # One namespace: a row each, a warning for the one whose topic is gone, exit status 1.
+    done = dlq("stats", "-A", "-n", namespace, *connect, env=path)
+    assert done.returncode == 1
+    header, *lines = done.stdout.splitlines()
+    assert header.split() == ["NAMESPACE", "POLICY", "TOPIC", "DEAD", "LETTERS", "NEWEST", "TOP", "CLASS"]
+    assert [line.split()[:4] for line in lines] == [
+        [namespace, "orders-billing", letters.topic, str(COUNT)],
+        [namespace, "orders-gone", f"{letters.topic}-gone", "?"],
+    ]
+    assert done.stderr.splitlines() == [
+        f"warning: {namespace}/orders-gone: the dead-letter topic '{letters.topic}-gone' does not exist on "
+        f"the Kafka broker at {bootstrap_servers}"
+    ]
+    _one_error_line(
+        dlq("stats", "-A", "-f", str(letters.policy), env=path),
+        2,
+        "error: -A reads every policy of the cluster: give neither -f nor --policy",
+    )
+
+
+def test_a_long_scan_shows_progress_on_a_terminal_only(
+    bootstrap_servers: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """LARGE_SCAN records or more: a line on stderr, rewritten in place, when stderr is a
+    terminal (a pty here), cleared at the end; nothing when it is a pipe."""
+    import pty
+
+    from spark_dlq_operator.triage import LARGE_SCAN
+
+    topic = make_topic("big-DLQ", partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20})
+    for i in range(LARGE_SCAN):
+        producer.produce(topic, key=str(i).encode(), value=b"{}", partition=i % 2)
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    policy = write_policy(tmp_path / "big.yaml", bootstrap_servers, **{"spec.deadLetter.topic": topic})
+
+    primary, secondary = pty.openpty()
+    try:
+        environ = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                str(REPO_ROOT / p) for p in ("spark_image", "operator", "devtools", ".")
+            ),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "spark_dlq_operator.triage", "stats", "-f", str(policy), "-o", "json"],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            env=environ,
+            timeout=120,
+            check=False,
+        )
+        os.close(secondary)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(primary)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["total"] == LARGE_SCAN
+    text = said.decode()
+    assert f"reading {topic}: " in text
+    assert f"{LARGE_SCAN:,} of {LARGE_SCAN:,} records (100%)" in text
+    assert text.endswith("\r\x1b[K"), "the line is cleared at the end"
+
+    piped = dlq("stats", "-f", str(policy), "-o", "json")
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+
+
+@pytest.mark.usefixtures("dlp_crd")
+def test_shell_completion_through_kubectl(
+    letters: DeadLetters, kube_api: Any, kubeconfig: str, namespace: str, tmp_path: Path
+) -> None:
+    """kubectl's own plugin completion (`kubectl __complete`, what its shell scripts call) runs
+    kubectl_complete-dlq from the PATH: commands, flags, values, and policies from the cluster."""
+    path = policy_in_cluster(letters, kube_api, namespace)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, function in (("kubectl-dlq", "main"), ("kubectl_complete-dlq", "complete")):
+        shim = bin_dir / name
+        shim.write_text(
+            f"#!{sys.executable}\nimport sys\nfrom spark_dlq_operator.plugin import {function}\nsys.exit({function}())\n"
+        )
+        shim.chmod(0o755)
+    environ = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(bin_dir), path["PATH"]]),
+        "PYTHONPATH": os.pathsep.join(
+            str(REPO_ROOT / p) for p in ("spark_image", "operator", "devtools", ".")
+        ),
+    }
+
+    def complete(*words: str) -> list[str]:
+        done = subprocess.run(
+            [str(kubernetes_bin("kubectl")), "__complete", "dlq", *words],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert complete("") == ["ls", "redrive", "show", "stats", ":4"]
+    assert complete("st") == ["stats", ":4"]
+    assert complete("stats", "-o", "") == ["table", "json", "yaml", ":4"]
+    assert "--all-namespaces" in complete("stats", "--a")
+    assert complete("ls", "--reason", "") == ["exhausted", "terminated", "non-retryable", ":4"]
+    assert complete("stats", "-f", "")[-1] == ":0", "file names for -f"
+    assert complete("stats", "--kubeconfig", kubeconfig, "-n", namespace, "--policy", "") == [
+        "orders-billing",
+        ":4",
+    ]
+    version = subprocess.run(
+        [str(kubernetes_bin("kubectl")), "dlq", "--version"],
+        capture_output=True,
+        text=True,
+        env=environ,
+        check=False,
+    )
+    assert version.stdout.startswith("kubectl dlq ")

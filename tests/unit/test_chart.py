@@ -640,6 +640,10 @@ def _schema_nodes(node: dict[str, Any], path: str = "") -> list[tuple[str, dict[
 def test_schema_closes_every_object() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     for path, node in _schema_nodes(schema):
+        if path == "global":
+            # A parent chart's globals: any key, as Helm gives every subchart all of them.
+            assert node.get("additionalProperties") is True
+            continue
         if "properties" in node:
             assert node.get("additionalProperties") is False, f"{path or 'the root'} lets unknown keys in"
             assert node.get("type") == "object", path
@@ -761,3 +765,117 @@ def test_rendered_manifests_are_plain_yaml() -> None:
     )
     assert "\t" not in text
     assert not re.search(r"^\s+$", text, re.M), "blank lines with trailing spaces in the output"
+
+
+# --- as platform teams use it -------------------------------------------------------------------
+
+
+def test_global_values_are_accepted_and_give_the_registry() -> None:
+    objects = render({"global": {"imageRegistry": "registry.example.com", "storageClass": "fast"}})
+    assert container(objects)["image"] == "registry.example.com/spark-dlq-operator:0.1.0"
+    assert (
+        env_of(one(objects, "Deployment"))["SPARK_DLQ_SPARK_IMAGE"] == "registry.example.com/spark-dlq:0.1.0"
+    )
+
+
+def test_image_registry_and_digest() -> None:
+    digest = "sha256:" + "ab" * 32
+    objects = render(
+        {
+            "global": {"imageRegistry": "ignored.example.com"},
+            "image": {"registry": "registry.example.com:5000/", "tag": "1.2.3", "digest": digest},
+            "spark": {
+                "image": {"registry": "spark.example.com", "repository": "team/spark-dlq", "digest": digest}
+            },
+        }
+    )
+    assert container(objects)["image"] == f"registry.example.com:5000/spark-dlq-operator:1.2.3@{digest}"
+    assert env_of(one(objects, "Deployment"))["SPARK_DLQ_SPARK_IMAGE"] == (
+        f"spark.example.com/team/spark-dlq:0.1.0@{digest}"
+    )
+    refused = template({"image": {"digest": "latest"}}, check=False)
+    assert refused.returncode != 0
+    assert "image.digest" in refused.stderr
+
+
+def test_the_chart_works_as_a_subchart(tmp_path: Path) -> None:
+    """An umbrella chart that depends on this one, with globals of its own and the subchart's
+    values under its name: Helm validates the subchart's values with its schema."""
+    parent = tmp_path / "platform"
+    parent.mkdir()
+    (parent / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v2",
+                "name": "platform",
+                "version": "1.0.0",
+                "dependencies": [
+                    {"name": "spark-dlq-operator", "version": "0.1.0", "repository": f"file://{CHART}"}
+                ],
+            }
+        )
+    )
+    (parent / "values.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {"imageRegistry": "registry.example.com", "environment": "prod"},
+                "spark-dlq-operator": {
+                    "operator": {"replicas": 2},
+                    "defaultClass": {"name": "platform", "limits": {"executor": {"maxInstances": 4}}},
+                },
+            }
+        )
+    )
+    helm("dependency", "build", str(parent))
+    objects = [
+        d for d in yaml.safe_load_all(helm("template", "dlq", str(parent), "-n", NAMESPACE).stdout) if d
+    ]
+    assert container(objects)["image"] == "registry.example.com/spark-dlq-operator:0.1.0"
+    assert one(objects, "PodDisruptionBudget")
+    assert one(objects, "DeadLetterPolicyClass", "platform")["spec"]["limits"] == {
+        "executor": {"maxInstances": 4}
+    }
+    (parent / "values.yaml").write_text(yaml.safe_dump({"spark-dlq-operator": {"operater": {}}}))
+    refused = helm("template", "dlq", str(parent), check=False)
+    assert refused.returncode != 0
+    assert "operater" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "budget"),
+    [
+        pytest.param({}, None, id="one-replica"),
+        pytest.param({"operator": {"replicas": 2}}, 1, id="two-replicas"),
+        pytest.param(
+            {"operator": {"replicas": 3, "podDisruptionBudget": {"maxUnavailable": 2}}}, 2, id="three"
+        ),
+        pytest.param(
+            {"operator": {"replicas": 2, "podDisruptionBudget": {"enabled": False}}}, None, id="off"
+        ),
+    ],
+)
+def test_a_disruption_budget_with_more_than_one_replica(values: dict[str, Any], budget: int | None) -> None:
+    objects = render(values)
+    found = find(objects, "PodDisruptionBudget")
+    if budget is None:
+        assert not found
+        return
+    [pdb] = found
+    assert pdb["spec"]["maxUnavailable"] == budget
+    selector = one(objects, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+
+
+def test_readme_values_table_is_generated_from_values_yaml() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "chart_values.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    readme = (CHART / "README.md").read_text()
+    assert "| `image.digest` | string |" in readme

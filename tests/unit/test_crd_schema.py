@@ -257,6 +257,7 @@ def test_printer_columns(version: dict[str, Any]) -> None:
     assert columns == [
         ("Topic", "string", ".spec.source.topic", 0),
         ("Subscription", "string", ".spec.source.subscription", 0),
+        ("Ready", "string", '.status.conditions[?(@.type=="Ready")].status', 0),
         ("Phase", "string", ".status.phase", 0),
         ("Restarts", "integer", ".status.restartCount", 0),
         # -o wide only: most policies do not order by key.

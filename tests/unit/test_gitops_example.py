@@ -47,9 +47,16 @@ def test_every_source_path_exists() -> None:
         assert app["spec"]["source"]["repoURL"] == root["spec"]["source"]["repoURL"]
 
 
-def test_crds_come_from_the_canonical_folder_and_are_never_pruned() -> None:
+def test_crds_come_with_kopfs_peering_and_are_never_pruned() -> None:
+    """The chart's crds/: every top-level CRD, byte for byte, and kopf's peering CRDs, which the
+    chart's replicas > 1 needs (the chart's own install skips them)."""
     crds = applications()["spark-dlq-crds"]["spec"]
-    assert crds["source"]["path"] == "crds"
+    folder = REPO_ROOT / crds["source"]["path"]
+    assert folder == REPO_ROOT / "charts" / "spark-dlq-operator" / "crds"
+    for top in (REPO_ROOT / "crds").glob("*.yaml"):
+        assert (folder / top.name).read_bytes() == top.read_bytes(), top.name
+    names = {d["metadata"]["name"] for p in folder.glob("*.yaml") for d in documents(p)}
+    assert {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"} <= names
     assert crds["syncPolicy"]["automated"]["prune"] is False
     assert "ServerSideApply=true" in crds["syncPolicy"]["syncOptions"]
     helm = applications()["spark-dlq-operator"]["spec"]["source"]["helm"]

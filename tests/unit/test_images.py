@@ -95,6 +95,14 @@ def test_spark_image_versions_follow_versions_env_and_pyproject() -> None:
     assert yaml.safe_load((CHART / "values.yaml").read_text())["spark"]["version"] == pinned["SPARK_VERSION"]
 
 
+#: The public bases by name (tag), each pinned by a digest in the Dockerfiles' defaults.
+PUBLIC_BASES = {
+    "python:3.11-slim-bookworm",
+    "maven:3.9-eclipse-temurin-17",
+    f"apache/spark:{versions()['SPARK_VERSION']}-scala{versions()['SCALA_BINARY']}-java17-python3-ubuntu",
+}
+
+
 @pytest.mark.parametrize(
     ("dockerfile", "runtime_base"),
     [
@@ -107,16 +115,16 @@ def test_spark_image_versions_follow_versions_env_and_pyproject() -> None:
     ],
 )
 def test_dockerfiles_build_on_the_public_bases_by_default(dockerfile: Path, runtime_base: str) -> None:
-    """Where a registry is reachable, the public bases; images.sh passes the bases it makes
-    here (``SPARK_IMAGE``, ``PYTHON_IMAGE``, ``MAVEN_IMAGE``) instead."""
+    """Where a registry is reachable, the public bases, pinned by digest; images.sh passes the
+    bases it makes here (``SPARK_IMAGE``, ``PYTHON_IMAGE``, ``MAVEN_IMAGE``) instead."""
     defaults = arg_defaults(dockerfile)
-    assert expand(stages(dockerfile)[-1][0][1], defaults) == runtime_base
+    runtime = expand(stages(dockerfile)[-1][0][1], defaults)
+    assert runtime.split("@")[0] == runtime_base
     bases = {expand(stage[0][1], defaults).split(" AS ")[0] for stage in stages(dockerfile)}
-    assert bases <= {
-        "python:3.11-slim-bookworm",
-        "maven:3.9-eclipse-temurin-17",
-        runtime_base,
-    }
+    for base in bases:
+        name, _, digest = base.partition("@")
+        assert name in PUBLIC_BASES, base
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), f"{base} is not pinned by digest"
 
 
 def test_operator_image_exposes_the_charts_ports() -> None:

@@ -225,15 +225,26 @@ class Bed:
         return dict(body.get("status") or {})
 
 
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), None)
+
+
+def job_conditions(status: dict[str, Any]) -> dict[str, str]:
+    """type -> status of the redrive's conditions."""
+    return {c["type"]: c["status"] for c in status.get("conditions") or []}
+
+
 def test_a_redrive_waits_for_its_policy_then_runs_and_succeeds_with_the_driver_s_counts() -> None:
     bed = Bed()
     bed.add_redrive()
     assert bed.reconcile() is not None
     assert (bed.status()["phase"], bed.status()["conditions"][0]["reason"]) == ("Pending", "PolicyNotFound")
+    assert job_conditions(bed.status()) == {"Running": "False"}
 
     bed.api.put("deadletterpolicies", policy_document())
     assert bed.reconcile() is None
     assert bed.status()["phase"] == "Running"
+    assert job_conditions(bed.status()) == {"Running": "True"}
     app = bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive")
     assert app is not None
     assert bed.api.stored("configmaps", NAMESPACE, "fix-1-redrive") is not None
@@ -275,7 +286,12 @@ def test_a_redrive_waits_for_its_policy_then_runs_and_succeeds_with_the_driver_s
         7,
         {"maxRedrives": 1},
     )
-    assert status["conditions"][0]["status"] == "True"
+    # As a batch/v1 Job's: Complete only on success, with the generation it describes.
+    assert job_conditions(status) == {"Running": "False", "Complete": "True"}
+    complete = condition(status, "Complete")
+    assert complete is not None
+    assert complete["observedGeneration"] == 1
+    assert complete["reason"] == "Completed"
     assert "completionTime" in status
     assert "RedriveSucceeded" in [e["reason"] for e in bed.api.of("events")]
 
@@ -304,6 +320,11 @@ def test_suspend_cancels_and_deletes_the_application() -> None:
     bed.api.edit("deadletterredrives", NAMESPACE, "fix-1", lambda o: o["spec"].update(suspend=True))
     bed.reconcile()
     assert bed.status()["phase"] == "Cancelled"
+    # Never Complete: it did not finish; Failed, so that a wait on either ends.
+    assert job_conditions(bed.status()) == {"Running": "False", "Failed": "True"}
+    failed = condition(bed.status(), "Failed")
+    assert failed is not None
+    assert failed["reason"] == "Suspended"
     assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None
 
 
@@ -323,7 +344,12 @@ def test_a_failed_application_fails_the_redrive_with_the_driver_s_reason() -> No
     bed.reconcile()
     status = bed.status()
     assert status["phase"] == "Failed"
-    assert "driver exited 1" in status["conditions"][0]["message"]
+    assert job_conditions(status) == {"Running": "False", "Failed": "True"}, (
+        "a failed redrive is not Complete"
+    )
+    failed = condition(status, "Failed")
+    assert failed is not None
+    assert "driver exited 1" in failed["message"]
 
 
 def test_an_invalid_redrive_fails_naming_the_field() -> None:

@@ -70,3 +70,19 @@ RBAC is enabled, else admin. Fails when strimzi is asked for without its RBAC. *
 {{- end -}}
 {{- $choice -}}
 {{- end -}}
+
+{{/* An image reference, [registry/]repository:tag[@digest], from an image value (registry,
+repository, tag, digest): the registry defaults to global.imageRegistry, the tag to the chart's
+appVersion. Call with (dict "image" .Values.image "root" .). */}}
+{{- define "spark-dlq-operator.image" -}}
+{{- $registry := .image.registry | default (.root.Values.global).imageRegistry | default "" | trimSuffix "/" -}}
+{{- $ref := .image.repository -}}
+{{- if $registry -}}
+{{- $ref = printf "%s/%s" $registry $ref -}}
+{{- end -}}
+{{- $ref = printf "%s:%s" $ref (.image.tag | default .root.Chart.AppVersion) -}}
+{{- if .image.digest -}}
+{{- $ref = printf "%s@%s" $ref .image.digest -}}
+{{- end -}}
+{{- $ref -}}
+{{- end -}}

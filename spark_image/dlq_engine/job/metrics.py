@@ -33,6 +33,7 @@ from dlq_engine.job.ordering import HeldKeys
 from dlq_engine.job.pipeline import DEAD_REASONS, STATS
 from dlq_engine.model.breaker import BREAKER_STATES, BreakerState
 from dlq_engine.model.policy import DeadLetterPolicy
+from dlq_engine.release import build_labels
 from dlq_engine.routing import stats as routing_stats
 
 log = logging.getLogger("dlq_engine.metrics")
@@ -119,6 +120,12 @@ class ErrorClasses:
         return routing_stats.OTHER
 
 
+def _spark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
 class EngineMetrics:
     def __init__(
         self,
@@ -133,6 +140,14 @@ class EngineMetrics:
         self.probe_interval = probe_interval
         self.error_classes = ErrorClasses(max_error_classes)
         registry, p = self.registry, ["policy"]
+        self.build_info = Gauge(
+            "spark_dlq_build_info",
+            "1, labelled with the engine's version, its Python and its Spark (present from the "
+            "start: the chart's target-absent alert looks for it)",
+            ["policy", "version", "python", "spark"],
+            registry=registry,
+        )
+        self.build_info.labels(policy=self.policy, spark=_spark_version(), **build_labels()).set(1)
         self.messages = Counter(
             "spark_dlq_messages", "Messages routed, by outcome", ["policy", "outcome"], registry=registry
         )

@@ -26,10 +26,6 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 
-{{- define "spark-dlq-operator.operator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
-{{- end -}}
-
 {{- define "spark-dlq-operator.operator.peeringName" -}}
 {{- .Values.operator.peering.name | default (include "spark-dlq-operator.operator.name" .) -}}
 {{- end -}}
