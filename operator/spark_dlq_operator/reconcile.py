@@ -39,6 +39,7 @@ from spark_dlq_operator.kubeapi import (
 )
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topics import (
+    SHORT_RETENTION,
     AdminProvisioner,
     BrokerUnavailable,
     PulsarProvisioner,
@@ -273,8 +274,11 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
         reason, message = condition.get("reason", ""), condition.get("message", "")
         if condition["status"] == "False" and reason in _WARNING_REASONS:
             await services.events.warn(owner, reason, message)
-        elif condition["type"] == "TopicsReady" and "drift:" in message:
-            await services.events.warn(owner, "TopicPartitionsDrift", message)
+        elif condition["type"] == "TopicsReady" and ("drift:" in message or reason == SHORT_RETENTION):
+            if "drift:" in message:
+                await services.events.warn(owner, "TopicPartitionsDrift", message)
+            if reason == SHORT_RETENTION:
+                await services.events.warn(owner, "TopicRetentionShort", message)
         elif (
             condition["type"] == "Ready"
             and condition["status"] == "True"

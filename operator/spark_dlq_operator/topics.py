@@ -18,18 +18,26 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import aiohttp
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from dlq_engine.model import DeadLetterPolicy
 from dlq_engine.model.policy import pulsar_topic
-from dlq_engine.model.topics import PulsarSubscriptionWant, pulsar_subscriptions, wanted_topics
+from dlq_engine.model.topics import (
+    CLEANUP_POLICY,
+    RETENTION_MS,
+    PulsarSubscriptionWant,
+    TopicWant,
+    pulsar_subscriptions,
+    retention_shortfall,
+    wanted_topics,
+)
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
 
@@ -63,6 +71,33 @@ class TopicsReport:
     created: tuple[str, ...] = ()
     #: Human-readable drift findings (an existing topic with fewer partitions than wanted).
     drift: tuple[str, ...] = field(default=())
+    #: Topics whose retention deletes records they must keep (``retention_shortfall``).
+    short_retention: tuple[str, ...] = field(default=())
+
+
+#: TopicsReady's reason when the topics are there but one may delete what it must keep: the
+#: condition stays True (the job runs), the message names each topic and its retention, and a
+#: Warning event ``TopicRetentionShort`` is posted when it appears or changes.
+SHORT_RETENTION: Final = "ShortRetention"
+
+
+def ready_report(
+    message: str, *, created: Sequence[str], drift: Sequence[str], short_retention: Sequence[str]
+) -> TopicsReport:
+    """The report of topics that exist: reason ``TopicsReady``, or ``ShortRetention`` with the
+    findings added to the message."""
+    if drift:
+        message += "; drift: " + "; ".join(drift)
+    if short_retention:
+        message += "; short retention: " + "; ".join(short_retention)
+    return TopicsReport(
+        True,
+        SHORT_RETENTION if short_retention else "TopicsReady",
+        message,
+        created=tuple(created),
+        drift=tuple(drift),
+        short_retention=tuple(short_retention),
+    )
 
 
 class AdminProvisioner:
@@ -157,10 +192,43 @@ class AdminProvisioner:
             for w in wants
             if w.name in partitions and w.partitions and partitions[w.name] < w.partitions
         )
-        message = f"topics {wants[0].name!r} and {wants[1].name!r} exist"
-        if drift:
-            message += "; drift: " + "; ".join(drift)
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=drift)
+        short = await self._short_retention(policy, wants, created=created)
+        return ready_report(
+            f"topics {wants[0].name!r} and {wants[1].name!r} exist",
+            created=created,
+            drift=drift,
+            short_retention=short,
+        )
+
+    async def _short_retention(
+        self, policy: DeadLetterPolicy, wants: Sequence[TopicWant], *, created: Sequence[str]
+    ) -> list[str]:
+        """``retention_shortfall`` of each topic: of the configs it was created with, or, for a
+        topic that existed, of the retention the broker describes (its own or the broker's
+        default). Never changes a topic. A broker that does not answer raises BrokerUnavailable."""
+        found = {w.name: dict(w.config) for w in wants if w.name in created}
+        existing = [w.name for w in wants if w.name not in created]
+        if existing:
+            admin = self._client(policy.broker.bootstrap_servers)
+            futures = admin.describe_configs(
+                [ConfigResource(ConfigResource.Type.TOPIC, name) for name in existing],
+                request_timeout=self._timeout,
+            )
+            for resource, future in futures.items():
+                try:
+                    entries = await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
+                except KafkaException as error:
+                    if _code(error) in _UNREACHABLE:
+                        raise BrokerUnavailable(
+                            f"describing topic {resource.name!r}: {_describe(error)}"
+                        ) from None
+                    continue  # not allowed to describe it (or gone): nothing is known
+                except TimeoutError:
+                    raise BrokerUnavailable(f"describing topic {resource.name!r} timed out") from None
+                found[resource.name] = {
+                    key: entries[key].value for key in (RETENTION_MS, CLEANUP_POLICY) if key in entries
+                }
+        return [problem for w in wants if (problem := retention_shortfall(w, found.get(w.name, {})))]
 
     async def delete(self, policy: DeadLetterPolicy) -> list[str]:
         """Delete the retry and dead-letter topics; the names that were deleted."""
@@ -294,10 +362,12 @@ class PulsarProvisioner:
         kept = ", ".join(
             f"{s.subscription!r} on {pulsar_topic(s.topic).full_name!r}" for s in pulsar_subscriptions(policy)
         )
-        message = f"topics {names} exist; durable subscriptions {kept}"
-        if drift:
-            message += "; drift: " + "; ".join(drift)
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=tuple(drift))
+        return ready_report(
+            f"topics {names} exist; durable subscriptions {kept}",
+            created=created,
+            drift=drift,
+            short_retention=(),
+        )
 
     async def _subscribe(self, policy: DeadLetterPolicy, sub: PulsarSubscriptionWant) -> None:
         """A durable subscription from the earliest message (a topic that existed before keeps
@@ -429,6 +499,7 @@ class StrimziProvisioner:
         created: list[str] = []
         waiting: list[str] = []
         notes: list[str] = []
+        short: list[str] = []
         for want in wanted_topics(policy, source_partitions=source_partitions):
             desired = render.kafka_topic(policy, want, owner=owned, version=kind.version)
             name = desired["metadata"]["name"]
@@ -451,6 +522,11 @@ class StrimziProvisioner:
                     current = await self._api.patch(kind, namespace, name, patch)
             else:
                 notes.append(f"KafkaTopic {namespace}/{name} is managed outside spark-dlq and used as it is")
+            # Strimzi applies a KafkaTopic's spec.config; one that names no retention.ms takes the
+            # broker's default, which only the Admin API could read.
+            config = (current.get("spec") or {}).get("config") or {}
+            if problem := retention_shortfall(want, {k: str(v) for k, v in config.items()}):
+                short.append(f"KafkaTopic {namespace}/{name}: {problem}")
             ready, why = render.strimzi_ready(current)
             if not ready:
                 waiting.append(f"KafkaTopic {namespace}/{name}: {why}")
@@ -459,7 +535,7 @@ class StrimziProvisioner:
         message = "; ".join(["Strimzi reports both KafkaTopics Ready", *notes])
         if not policy.topics.partitions and source_partitions is None:
             message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created))
+        return ready_report(message, created=created, drift=(), short_retention=short)
 
     async def _source_partitions(self, kind: ResourceType, namespace: str, topic: str) -> int | None:
         for item in await self._api.list(kind, namespace):
