@@ -324,7 +324,7 @@ class DeadLetter:
 
     @property
     def error_class(self) -> str | None:
-        """``dlq.error.class``, or Spring's or Kafka Connect's (h.READ_ERROR_CLASS)."""
+        """``dlq.error.class``, or Spring's, Kafka Connect's or Kafka Streams' (h.READ_ERROR_CLASS)."""
         return h.read_text(self.headers, h.READ_ERROR_CLASS)
 
     @property
@@ -337,7 +337,8 @@ class DeadLetter:
 
     @property
     def attempt(self) -> int | None:
-        return _int(self.header(h.ATTEMPT))
+        """``dlq.attempt``, or a share group's delivery count (h.READ_ATTEMPT)."""
+        return h.read_number(self.headers, h.READ_ATTEMPT)
 
     @property
     def redrive_count(self) -> int | None:
@@ -346,7 +347,8 @@ class DeadLetter:
     @property
     def original(self) -> str | None:
         """``topic/partition/offset`` where the message was first read: from the ``dlq.original.*``
-        headers, or Spring's or Kafka Connect's (``h.READ_ORIGINAL_*``)."""
+        headers, or Spring's, Kafka Connect's, Kafka Streams' or a share group's
+        (``h.READ_ORIGINAL_*``)."""
         topic = h.read_text(self.headers, h.READ_ORIGINAL_TOPIC)
         if topic is None:
             return None

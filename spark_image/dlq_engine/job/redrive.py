@@ -65,9 +65,9 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
     where the dead letter is, where the message came from, why it failed; the same names and
     types as the dead-letter table's (``dead_letter_table.COLUMNS``), so one SQL filter serves
     both. ``headers`` is the map of the message's own headers (no ``dlq.*``; of a repeated
-    name, the first). Origin and error are read from Spring's or Kafka Connect's dead-letter
-    headers where the ``dlq.*`` ones are absent (``routing.headers.READ_*``), so a redrive reads
-    their dead-letter topics too."""
+    name, the first). Origin, error, attempts and subscription are read from Spring's, Kafka
+    Connect's, Kafka Streams' or a share group's dead-letter headers where the ``dlq.*`` ones are
+    absent (``routing.headers.READ_*``), so a redrive reads their dead-letter topics too."""
     return records.select(
         F.col("topic"),
         F.col("partition"),
@@ -85,12 +85,12 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
         first_text(h.READ_ERROR_MESSAGE).alias("error_message"),
         first_text(h.READ_ERROR_STACKTRACE).alias("stacktrace"),
         header_text(h.REASON).alias("reason"),
-        F.coalesce(header_number(h.ATTEMPT, "int"), F.lit(0)).alias("attempts"),
+        F.coalesce(first_number(h.READ_ATTEMPT, "int"), F.lit(0)).alias("attempts"),
         header_time(h.FIRST_FAILURE_AT).alias("first_failure_at"),
         header_time(h.FAILED_AT).alias("failed_at"),
         header_number(h.FAILED_AT, "bigint").alias("failed_at_ms"),
         header_text(h.POLICY).alias("policy"),
-        header_text(h.SUBSCRIPTION).alias("subscription"),
+        first_text(h.READ_SUBSCRIPTION).alias("subscription"),
         F.coalesce(header_number(h.REDRIVE_COUNT, "int"), F.lit(0)).alias("redrive_count"),
     )
 
