@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the Apache Kafka broker jars, the Spark Kafka connector jars and Delta Lake's jars (the
+# Fetches the Apache Kafka broker jars (the test bed's, and a newer one for share groups), the Spark Kafka connector jars and Delta Lake's jars (the
 # dead-letter table) from Maven Central into the cache. Idempotent: a finished folder carries a
 # .complete marker.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,6 +17,10 @@ fetch() {  # fetch <pom> <dest> <maven -D properties...>
 fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
   "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/libs" \
   -Dkafka.version="$KAFKA_VERSION" -Dscala.binary="$SCALA_BINARY"
+# The broker that serves share groups' dead-letter queues (tests/integration/engine/test_interop.py).
+fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
+  "$SPARK_DLQ_CACHE/kafka/$KAFKA_SHARE_GROUP_DLQ_VERSION/libs" \
+  -Dkafka.version="$KAFKA_SHARE_GROUP_DLQ_VERSION" -Dscala.binary="$SCALA_BINARY"
 fetch "$REPO_ROOT/scripts/setup/maven/kafka-tools.pom.xml" \
   "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/tools" -Dkafka.version="$KAFKA_VERSION"
 fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \
