@@ -1252,7 +1252,7 @@ def _redrive(
 def _applied(redrive: DeadLetterRedrive) -> dict[str, Any]:
     document = redrive_to_document(redrive)
     spec = document["spec"]
-    for key, default in (("dryRun", False), ("suspend", False)):
+    for key, default in (("dryRun", False), ("suspend", False), ("failOnGaps", False)):
         if spec.get(key) == default:
             del spec[key]
     return document
