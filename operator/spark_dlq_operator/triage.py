@@ -8,8 +8,10 @@ Installed as the executable ``kubectl-dlq`` (pyproject.toml), which kubectl runs
 The policy names the broker and the dead-letter topic; the topic is read by a consumer that is
 assigned its partitions and never commits (its group id is never joined), from the offsets where
 the time range starts up to the end offsets taken when the command starts, so a topic still
-being written to is read to a fixed point and the command ends. Exit status: 0 done, 1 the broker
-or the cluster could not be reached or refused, 2 bad input (one line naming the problem).
+being written to is read to a fixed point and the command ends. Dead letters the broker no longer
+holds (deleted by the topic's retention or a deleteRecords, before the read or while it ran) are
+counted and named as expired. Exit status: 0 done, 1 the broker or the cluster could not be
+reached or refused, 2 bad input (one line naming the problem).
 docs/reference.md, "Triage: kubectl dlq", is the user's reference.
 """
 
@@ -432,6 +434,40 @@ def count(letters: Iterable[DeadLetter], window: Window) -> Stats:
     return stats
 
 
+#: Offsets ``first``..``last`` of a partition, inclusive.
+Span = tuple[int, int]
+
+
+def expired_spans(lows: Mapping[int, int], jumps: Mapping[int, Sequence[Span]]) -> dict[int, list[Span]]:
+    """The offsets of the dead-letter topic the broker no longer holds, per partition: those
+    before its first kept offset (``lows``, as the read ends), and of the offsets a read skipped
+    (``jumps``) those below it (the rest are transaction markers or compacted away)."""
+    found: dict[int, list[Span]] = {}
+    for partition, low in sorted(lows.items()):
+        spans = [(0, low - 1)] if low > 0 else []
+        for first, last in jumps.get(partition, ()):
+            if first < low and first > (spans[-1][1] if spans else -1):
+                spans.append((first, min(last, low - 1)))
+        if spans:
+            found[partition] = spans
+    return found
+
+
+def describe_spans(spans: Mapping[int, Sequence[Span]], *, most: int = 5) -> str:
+    """``0/0-2, 1/0-4`` (PARTITION/OFFSETS, as ``ls`` prints positions)."""
+    parts = [
+        f"{partition}/{first}" + (f"-{last}" if last > first else "")
+        for partition, found in sorted(spans.items())
+        for first, last in found
+    ]
+    more = f", and {len(parts) - most} more" if len(parts) > most else ""
+    return ", ".join(parts[:most]) + more
+
+
+def spans_total(spans: Mapping[int, Sequence[Span]]) -> int:
+    return sum(last - first + 1 for found in spans.values() for first, last in found)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading the topic
 
@@ -466,6 +502,8 @@ class DeadLetterTopic:
         except (TypeError, ValueError) as error:
             raise BadInput(f"Kafka client settings: {error}") from None
         self._partitions: list[int] | None = None
+        #: After ``read``: the offsets of each partition the broker no longer held (``expired_spans``).
+        self.expired: dict[int, list[Span]] = {}
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() != KafkaError._ALL_BROKERS_DOWN:
@@ -542,13 +580,35 @@ class DeadLetterTopic:
         return starts
 
     def read(self, window: Window = Window()) -> Iterator[DeadLetter]:
-        """Every record from the window's start up to the end offsets taken now."""
+        """Every record from the window's start up to the end offsets taken now. Once read,
+        ``expired`` holds what the broker no longer had."""
         marks = self.watermarks()
         ends = {p: high for p, (_, high) in marks.items()}
         starts = self.starts(window, marks)
         remaining = {p for p in ends if starts[p] < ends[p]}
+        self.expired = expired_spans({p: low for p, (low, _) in marks.items()}, {})
         if not remaining:
             return
+        jumps: dict[int, list[Span]] = {}
+        expected = dict(starts)
+        yield from self._records(starts, ends, set(remaining), expected, jumps)
+        for partition in sorted(remaining):  # a partition's last offsets, when none was read
+            if expected[partition] < ends[partition]:
+                jumps.setdefault(partition, []).append((expected[partition], ends[partition] - 1))
+        if jumps:  # deleted while it was read, or transaction markers: the first kept offsets say
+            lows = {p: low for p, (low, _) in self.watermarks().items()}
+            self.expired = expired_spans(lows, jumps)
+
+    def _records(
+        self,
+        starts: Mapping[int, int],
+        ends: Mapping[int, int],
+        remaining: set[int],
+        expected: dict[int, int],
+        jumps: dict[int, list[Span]],
+    ) -> Iterator[DeadLetter]:
+        """The records of ``[starts, ends)``; an offset read past the one ``expected`` next (the
+        consumer goes on from the first kept offset when the next is gone) is noted in ``jumps``."""
         self.consumer.assign([TopicPartition(self.topic, p, starts[p]) for p in sorted(remaining)])
         last_progress = time.monotonic()
         while remaining:
@@ -571,6 +631,9 @@ class DeadLetterTopic:
                 letter = _letter(message)
                 if partition not in remaining or letter.offset >= ends[partition]:
                     continue
+                if letter.offset > expected[partition]:
+                    jumps.setdefault(partition, []).append((expected[partition], letter.offset - 1))
+                expected[partition] = letter.offset + 1
                 if letter.offset >= ends[partition] - 1:
                     remaining.discard(partition)
                 yield letter
@@ -585,8 +648,13 @@ class DeadLetterTopic:
         low, high = self.watermarks()[partition]
         if not low <= offset < high:
             kept = f"offsets {low}-{high - 1}" if high > low else "no records"
+            gone = (
+                f" (the broker deleted those below {low}: the topic's retention, or a deleteRecords)"
+                if offset < low
+                else ""
+            )
             raise BadInput(
-                f"no record at {partition}/{offset}: partition {partition} of {self.topic!r} has {kept}"
+                f"no record at {partition}/{offset}: partition {partition} of {self.topic!r} has {kept}{gone}"
             )
         self.consumer.assign([TopicPartition(self.topic, partition, offset)])
         deadline = time.monotonic() + self.timeout
@@ -765,13 +833,36 @@ def letter_document(letter: DeadLetter, *, topic: str, value: bool) -> dict[str,
     return document
 
 
-def stats_document(stats: Stats, *, topic: str, window: Window) -> dict[str, Any]:
+def expired_document(spans: Mapping[int, Sequence[Span]]) -> dict[str, Any]:
+    """``expired`` (a count) and ``expiredRanges`` for ``-o json|yaml``."""
+    return {
+        "expired": spans_total(spans),
+        "expiredRanges": [
+            {"partition": partition, "first": first, "last": last}
+            for partition, found in sorted(spans.items())
+            for first, last in found
+        ],
+    }
+
+
+def expired_line(spans: Mapping[int, Sequence[Span]], topic: str) -> str:
+    """The warning ``ls`` and ``redrive`` print when dead letters of the topic expired."""
+    return (
+        f"warning: {spans_total(spans)} dead letters of {topic!r} expired before this read (the broker "
+        f"deleted them: the topic's retention, or a deleteRecords): {describe_spans(spans)}"
+    )
+
+
+def stats_document(
+    stats: Stats, *, topic: str, window: Window, expired: Mapping[int, Sequence[Span]] | None = None
+) -> dict[str, Any]:
     ranked = sorted(stats.by_both.items(), key=lambda item: (-item[1], item[0]))
     return {
         "topic": topic,
         "after": format_time(window.after, precise=True) if window.after is not None else None,
         "before": format_time(window.before, precise=True) if window.before is not None else None,
         "total": stats.total,
+        **expired_document(expired or {}),
         "oldest": format_time(stats.oldest, precise=True) if stats.oldest is not None else None,
         "newest": format_time(stats.newest, precise=True) if stats.newest is not None else None,
         "byReason": dict(_ranked(stats.by_reason)),
@@ -786,7 +877,9 @@ def _ranked(counter: Counter[str]) -> list[tuple[str, int]]:
     return sorted(counter.items(), key=lambda item: (-item[1], item[0]))
 
 
-def stats_text(stats: Stats, *, topic: str, window: Window) -> str:
+def stats_text(
+    stats: Stats, *, topic: str, window: Window, expired: Mapping[int, Sequence[Span]] | None = None
+) -> str:
     if window.after is None and window.before is None:
         span = "all"
     else:
@@ -800,6 +893,10 @@ def stats_text(stats: Stats, *, topic: str, window: Window) -> str:
         ["OLDEST", format_time(stats.oldest)],
         ["NEWEST", format_time(stats.newest)],
     ]
+    if expired:
+        summary.append(
+            ["EXPIRED", f"{spans_total(expired)} (deleted by the broker: {describe_spans(expired)})"]
+        )
     width = max(len(name) for name, _ in summary)
     parts = ["\n".join(f"{name.ljust(width)}   {value}" for name, value in summary)]
     if stats.total:
@@ -1112,9 +1209,10 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
         if args.command == "stats":
             stats = count(topic.read(window), window)
             if args.output == "table":
-                out(stats_text(stats, topic=target.topic, window=window))
+                out(stats_text(stats, topic=target.topic, window=window, expired=topic.expired))
             else:
-                out(dump(stats_document(stats, topic=target.topic, window=window), args.output))
+                document = stats_document(stats, topic=target.topic, window=window, expired=topic.expired)
+                out(dump(document, args.output))
         elif args.command == "ls":
             filters = Filters(window, frozenset(args.reason), frozenset(args.error_class), args.key)
             reasons: set[str] = set()
@@ -1140,13 +1238,20 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
                     )
             if args.output in ("json", "yaml"):
                 items = [letter_document(letter, topic=target.topic, value=False) for letter in letters]
-                out(dump({"topic": target.topic, "items": items}, args.output))
+                out(
+                    dump(
+                        {"topic": target.topic, **expired_document(topic.expired), "items": items},
+                        args.output,
+                    )
+                )
             elif letters:
                 header, rows = ls_rows(letters, wide=args.output == "wide")
                 width = None if args.output == "wide" else terminal_width(sys.stdout)
                 out(table(header, rows, width=width))
             else:
                 warn(f"No dead letters found in {target.topic}.")
+            if topic.expired:
+                warn(expired_line(topic.expired, target.topic))
         else:
             assert position is not None
             letter = topic.fetch(*position)
@@ -1222,6 +1327,7 @@ def _redrive(
             matched.add(letter)
             if len(samples) < 5:
                 samples.append(letter.summary())
+        expired = topic.expired
     to = redrive.destination.topic or f"{policy.retry_topic} (the policy's retry topic)"
     if args.output == "yaml" and not args.execute:
         out(yaml.safe_dump(_applied(redrive), sort_keys=False).rstrip())
@@ -1230,6 +1336,8 @@ def _redrive(
         f"{'Redriving' if args.execute else 'Would redrive'} {matched.total} of {considered} dead letters of "
         f"{policy.qualified_name} to {to} ({guarded} skipped: redriven {redrive.max_redrives} times already)"
     )
+    if expired:
+        warn(expired_line(expired, target.topic))
     if matched.total:
         out("  by reason: " + ", ".join(f"{k}={v}" for k, v in _ranked(matched.by_reason)))
         out("  by error class: " + ", ".join(f"{k}={v}" for k, v in _ranked(matched.by_class)))

@@ -433,6 +433,35 @@ def test_show_refuses_positions_that_hold_no_record(letters: DeadLetters) -> Non
     _one_error_line(dlq("show", "0-4", "-f", policy), 2, "error: the position must be PARTITION/OFFSET")
 
 
+def test_dead_letters_the_broker_deleted_are_counted_as_expired(letters: DeadLetters) -> None:
+    """The broker deletes partition 0's first two dead letters (order-0 and order-3), as its
+    retention would (Admin API DeleteRecords): counts, lists and shows say so."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": letters.bootstrap})
+    for future in admin.delete_records([TopicPartition(letters.topic, 0, 2)], request_timeout=30).values():
+        future.result(timeout=60)
+    policy = str(letters.policy)
+
+    stats = json.loads(dlq("stats", "-f", policy, "-o", "json").stdout)
+    assert (stats["total"], stats["expired"]) == (COUNT - 2, 2)
+    assert stats["expiredRanges"] == [{"partition": 0, "first": 0, "last": 1}]
+    listed = dlq("ls", "-f", policy, "--reason", "exhausted")
+    assert listed.returncode == 0, listed.stderr
+    assert "order-0" not in listed.stdout
+    assert listed.stderr == (
+        f"warning: 2 dead letters of '{letters.topic}' expired before this read (the broker deleted them: "
+        "the topic's retention, or a deleteRecords): 0/0-1\n"
+    )
+    _one_error_line(
+        dlq("show", "0/1", "-f", policy),
+        2,
+        f"error: no record at 0/1: partition 0 of '{letters.topic}' has offsets 2-3 (the broker deleted "
+        "those below 2: the topic's retention, or a deleteRecords)",
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Where the broker and the topic come from
 

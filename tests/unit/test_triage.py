@@ -515,3 +515,29 @@ def test_every_option_is_in_the_reference() -> None:
     assert not missing, missing
     for command in commands.choices:
         assert f"kubectl dlq {command}" in section
+
+
+@pytest.mark.parametrize(
+    ("lows", "jumps", "spans"),
+    [
+        pytest.param({0: 0, 1: 0}, {}, {}, id="nothing-deleted"),
+        pytest.param({0: 3, 1: 0}, {}, {0: [(0, 2)]}, id="before-the-first-kept"),
+        pytest.param({0: 9}, {0: [(5, 8)]}, {0: [(0, 8)]}, id="a-jump-within-what-went-before"),
+        pytest.param({0: 0}, {0: [(4, 4), (9, 9)]}, {}, id="transaction-markers-are-not-expired"),
+        pytest.param({0: 7}, {0: [(6, 6)]}, {0: [(0, 6)]}, id="deleted-while-read"),
+    ],
+)
+def test_expired_spans_are_the_offsets_below_the_first_kept(
+    lows: dict[int, int], jumps: dict[int, list[tuple[int, int]]], spans: dict[int, list[tuple[int, int]]]
+) -> None:
+    assert triage.expired_spans(lows, jumps) == spans
+
+
+def test_expired_dead_letters_in_stats() -> None:
+    spans = {0: [(0, 1)], 2: [(0, 0)]}
+    assert triage.describe_spans(spans) == "0/0-1, 2/0"
+    text = triage.stats_text(triage.Stats(), topic="t", window=triage.Window(), expired=spans)
+    assert "EXPIRED   3 (deleted by the broker: 0/0-1, 2/0)" in text.splitlines()
+    document = triage.stats_document(triage.Stats(), topic="t", window=triage.Window(), expired=spans)
+    assert (document["expired"], document["expiredRanges"][1]) == (3, {"partition": 2, "first": 0, "last": 0})
+    assert "EXPIRED" not in triage.stats_text(triage.Stats(), topic="t", window=triage.Window())
