@@ -270,8 +270,8 @@ def _redrive(args: argparse.Namespace) -> int:
                 print(
                     f"dlq-engine: dry run of redrive {redrive.qualified_name}: {found['matched']} of "
                     f"{found['considered']} dead letters would be sent to {destination!r} "
-                    f"({found['skippedMaxRedrives']} skipped: redriven {redrive.max_redrives} times already; "
-                    f"{found['expired']} expired before they were read)"
+                    f"({found['skippedMaxRedrives']} skipped: redriven {redrive.max_redrives} times already)"
+                    + (f"; {found['expired']} expired while they were read" if found["expired"] else "")
                 )
                 for title, key in (("by reason", "byReason"), ("by error class", "byErrorClass")):
                     tally = found[key]
