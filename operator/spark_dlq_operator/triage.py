@@ -5,8 +5,9 @@
     kubectl dlq show  (-f ... | --policy ...) PARTITION/OFFSET
 
 Installed as the executable ``kubectl-dlq`` (pyproject.toml), which kubectl runs as a plugin.
-The policy names the broker and the dead-letter topic; the topic is read by a consumer that is
-assigned its partitions and never commits (its group id is never joined), from the offsets where
+The policy names the broker (one that names none gets its class's, as the operator gives it)
+and the dead-letter topic; the topic is read by a consumer that is assigned its partitions and
+never commits (its group id is never joined), from the offsets where
 the time range starts up to the end offsets taken when the command starts, so a topic still
 being written to is read to a fixed point and the command ends. Dead letters the broker no longer
 holds (deleted by the topic's retention or a deleteRecords, before the read or while it ran) are
@@ -48,6 +49,8 @@ from dlq_engine.model.redrive import (
     rfc3339,
 )
 from dlq_engine.routing import headers as h
+from spark_dlq_operator.governance import govern_broker
+from spark_dlq_operator.policy_class import ClassRefusal, read_class, select_class
 
 PROG: Final = "kubectl dlq"
 #: The consumer's group id: required by librdkafka, never joined (partitions are assigned) and
@@ -196,10 +199,17 @@ def policy_from_file(path: str) -> DeadLetterPolicy:
 
 
 def kubectl_command(
-    name: str, *, namespace: str | None, kubeconfig: str | None, context: str | None, timeout_ms: int
+    name: str | None,
+    *,
+    namespace: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    timeout_ms: int,
+    resource: str = "deadletterpolicies.sparkdlq.io",
 ) -> list[str]:
-    """The ``kubectl get`` that reads one DeadLetterPolicy as YAML, with the connection flags a
-    plugin was given passed on (kubectl gives a plugin its flags, it does not apply them)."""
+    """The ``kubectl get`` that reads one DeadLetterPolicy (or every object of ``resource`` when
+    ``name`` is None) as YAML, with the connection flags a plugin was given passed on (kubectl
+    gives a plugin its flags, it does not apply them)."""
     command = [os.environ.get("KUBECTL") or "kubectl"]
     if kubeconfig:
         command.append(f"--kubeconfig={kubeconfig}")
@@ -208,13 +218,31 @@ def kubectl_command(
     if namespace:
         command.append(f"--namespace={namespace}")
     command.append(f"--request-timeout={max(timeout_ms // 1000, 1)}s")
-    command += ["get", "deadletterpolicies.sparkdlq.io", name, "-o", "yaml"]
+    command += ["get", resource, *([name] if name else []), "-o", "yaml"]
     return command
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterPolicy:
+    """A policy read from the cluster, with its broker as the operator settles it."""
+
+    policy: DeadLetterPolicy
+    #: Where ``spec.broker`` came from when the policy names none (its class); None: its own.
+    broker_origin: str | None = None
+
+
 def policy_from_cluster(
-    name: str, *, namespace: str | None, kubeconfig: str | None, context: str | None, timeout_ms: int
-) -> DeadLetterPolicy:
+    name: str,
+    *,
+    namespace: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    timeout_ms: int,
+    bootstrap_servers: str | None = None,
+) -> ClusterPolicy:
+    """The DeadLetterPolicy ``name``. One that names no broker gets its class's, as the operator
+    gives it (``spec.className``, else the default class: ``class_broker``); the classes are read
+    only then, and not at all when ``bootstrap_servers`` (the user's own) is given."""
     if not _NAME_RE.match(name):
         raise BadInput(f"--policy: {name!r} is not a valid resource name")
     if namespace is not None and not _NAME_RE.match(namespace):
@@ -230,9 +258,61 @@ def policy_from_cluster(
     )
     where = f"deadletterpolicy {namespace + '/' if namespace else ''}{name}"
     try:
-        return load_policy_text(stdout, source=where)
+        document = yaml.safe_load(stdout)
+    except yaml.YAMLError:
+        document = None  # load_policy_text names the problem
+    spec = document.get("spec") if isinstance(document, dict) else None
+    origin: str | None = None
+    if isinstance(spec, dict) and spec.get("broker") is None:
+        if bootstrap_servers:
+            spec["broker"] = {"bootstrapServers": bootstrap_servers}
+        else:
+            listed = run_kubectl(
+                kubectl_command(
+                    None,
+                    namespace=None,
+                    kubeconfig=kubeconfig,
+                    context=context,
+                    timeout_ms=timeout_ms,
+                    resource="deadletterpolicyclasses.sparkdlq.io",
+                ),
+                what="kubectl get deadletterpolicyclasses",
+                why="the policy names no broker (spec.broker): its class's is read",
+                timeout_ms=timeout_ms,
+            )
+            classes = (yaml.safe_load(listed) or {}).get("items") or []
+            spec["broker"], origin = class_broker(document, classes, where=where)
+        stdout = yaml.safe_dump(document)
+    try:
+        return ClusterPolicy(load_policy_text(stdout, source=where), origin)
     except PolicyFileError as error:
         raise BadInput(str(error).replace("\n", "; ")) from None
+
+
+def class_broker(
+    document: Mapping[str, Any], classes: Sequence[Mapping[str, Any]], *, where: str
+) -> tuple[dict[str, Any], str]:
+    """The ``spec.broker`` the operator gives the policy ``document``, which names none, from its
+    class among ``classes`` (the cluster's DeadLetterPolicyClass objects), and a note on where it
+    came from. Raises BadInput naming the field and the class's rule when there is none."""
+    try:
+        cls = select_class(document, [read_class(c) for c in classes])
+        broker, entry = govern_broker(document, cls)
+    except ClassRefusal as refusal:
+        problems = "; ".join(str(issue) for issue in refusal.issues)
+        hint = (
+            " (no DeadLetterPolicyClass in the cluster: the operator's built-in class, whose "
+            "--kafka-config-brokers kubectl dlq cannot see)"
+            if not classes and not document.get("spec", {}).get("className")
+            else ""
+        )
+        raise BadInput(f"{where}: {problems}{hint}; give the broker with --bootstrap-servers") from None
+    assert entry is not None  # a policy with no broker gets its class's first one, or is refused
+    index = cls.brokers.index(entry)
+    return (
+        broker,
+        f"spec.brokers[{index}] of class {cls.name!r}, the broker of {where}; --bootstrap-servers overrides it",
+    )
 
 
 def run_kubectl(command: list[str], *, what: str, why: str, timeout_ms: int, input: str | None = None) -> str:
@@ -255,17 +335,25 @@ def run_kubectl(command: list[str], *, what: str, why: str, timeout_ms: int, inp
 
 
 def target_for(
-    policy: DeadLetterPolicy, *, bootstrap_servers: str | None, kafka_config: str | None
+    policy: DeadLetterPolicy,
+    *,
+    bootstrap_servers: str | None,
+    kafka_config: str | None,
+    broker_origin: str | None = None,
 ) -> Target:
     """The dead-letter topic of ``policy`` and how to reach its broker: ``--bootstrap-servers``
-    over ``bootstrap.servers`` in ``--kafka-config`` over the policy's own address."""
+    over ``bootstrap.servers`` in ``--kafka-config`` over the policy's address (its own, or
+    its class's: ``broker_origin``)."""
     if policy.is_pulsar:
         raise BadInput(
             f"{policy.qualified_name} is a Pulsar policy (spec.broker.type pulsar): kubectl dlq reads "
             "Kafka dead-letter topics only, for now"
         )
     client = {"bootstrap.servers": policy.broker.bootstrap_servers}
-    origin = f"spec.broker.bootstrapServers of {policy.qualified_name}; --bootstrap-servers overrides it"
+    origin = (
+        broker_origin
+        or f"spec.broker.bootstrapServers of {policy.qualified_name}; --bootstrap-servers overrides it"
+    )
     if kafka_config:
         properties = read_kafka_config(kafka_config)
         client.update(properties)
@@ -1169,19 +1257,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _target(args: argparse.Namespace, timeout_ms: int) -> Target:
+    return _located(args, timeout_ms)[1]
+
+
+def _located(args: argparse.Namespace, timeout_ms: int) -> tuple[DeadLetterPolicy, Target]:
+    """The policy (-f or --policy, read once) and where its dead letters are."""
     if (args.file is None) == (args.policy is None):
         raise BadInput("give the policy as -f FILE or as --policy NAME (one of them)")
+    origin = None
     if args.file is not None:
         policy = policy_from_file(args.file)
     else:
-        policy = policy_from_cluster(
+        found = policy_from_cluster(
             args.policy,
             namespace=args.namespace,
             kubeconfig=args.kubeconfig,
             context=args.context,
             timeout_ms=timeout_ms,
+            bootstrap_servers=_own_bootstrap_servers(args),
         )
-    return target_for(policy, bootstrap_servers=args.bootstrap_servers, kafka_config=args.kafka_config)
+        policy, origin = found.policy, found.broker_origin
+    target = target_for(
+        policy, bootstrap_servers=args.bootstrap_servers, kafka_config=args.kafka_config, broker_origin=origin
+    )
+    return policy, target
+
+
+def _own_bootstrap_servers(args: argparse.Namespace) -> str | None:
+    """The broker the user gives (``--bootstrap-servers``, else ``bootstrap.servers`` in
+    ``--kafka-config``), which wins over the policy's."""
+    if args.bootstrap_servers is not None and args.bootstrap_servers.strip():
+        return str(args.bootstrap_servers.strip())
+    if args.kafka_config:
+        return read_kafka_config(args.kafka_config).get("bootstrap.servers") or None
+    return None
 
 
 def _timeout_ms(text: str) -> int:
@@ -1308,8 +1417,7 @@ def _redrive(
     out: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> int:
-    target = _target(args, timeout_ms)
-    policy = _policy_of(args, timeout_ms)
+    policy, target = _located(args, timeout_ms)
     redrive = redrive_document(args, policy, window, round(time.time() * 1000))
     filters = Filters(window, frozenset(args.reason), frozenset(args.error_class), None)
     keys = {k.encode("utf-8") for k in args.key}
@@ -1364,18 +1472,6 @@ def _applied(redrive: DeadLetterRedrive) -> dict[str, Any]:
         if spec.get(key) == default:
             del spec[key]
     return document
-
-
-def _policy_of(args: argparse.Namespace, timeout_ms: int) -> DeadLetterPolicy:
-    if args.file is not None:
-        return policy_from_file(args.file)
-    return policy_from_cluster(
-        args.policy,
-        namespace=args.namespace,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        timeout_ms=timeout_ms,
-    )
 
 
 def _create(

@@ -25,7 +25,7 @@ from dlq_engine.routing.headers import failure_headers
 from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin
 from spark_dlq_devtools.processes import free_port
 from tests.conftest import unique
-from tests.policy_builder import policy_document
+from tests.policy_builder import DELETE, policy_document
 
 MINUTE = 60_000
 #: The dead letters every test reads: (reason, error class, message), one after another.
@@ -615,6 +615,44 @@ def test_policy_read_from_the_cluster(
         env=path,
     )
     assert keys(done) == ["order-11"]
+
+    # A policy that names no broker reads its class's, as the operator gives it (a class named
+    # by spec.className: the cluster's other policies keep theirs).
+    from kubernetes import client
+
+    cls = unique("class")
+    objects = client.CustomObjectsApi(kube_api)
+    objects.create_cluster_custom_object(
+        "sparkdlq.io",
+        "v1alpha1",
+        "deadletterpolicyclasses",
+        {
+            "apiVersion": "sparkdlq.io/v1alpha1",
+            "kind": "DeadLetterPolicyClass",
+            "metadata": {"name": cls},
+            "spec": {"brokers": [{"bootstrapServers": letters.bootstrap}]},
+        },
+    )
+    try:
+        document = policy_document(
+            {
+                "metadata.name": "orders-payouts",
+                "metadata.namespace": namespace,
+                "spec.broker": DELETE,
+                "spec.className": cls,
+                "spec.deadLetter.topic": letters.topic,
+            }
+        )
+        objects.create_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document
+        )
+        done = dlq(
+            "ls", "--policy", "orders-payouts", "-n", namespace, "--kubeconfig", kubeconfig, "--limit", "1",
+            "-o", "json", env=path,
+        )  # fmt: skip
+        assert keys(done) == ["order-11"]
+    finally:
+        objects.delete_cluster_custom_object("sparkdlq.io", "v1alpha1", "deadletterpolicyclasses", cls)
     _one_error_line(
         dlq("stats", "--policy", "orders-refunds", "-n", namespace, "--kubeconfig", kubeconfig, env=path),
         2,
