@@ -1,10 +1,10 @@
-"""Why a policy is not Ready: the reasons its Ready condition gives, as one enum.
+"""Why a policy is not Ready, or its breaker not closed: the reasons its conditions give, as enums.
 
 A reason is part of the contract (alerts, runbooks and people read it), so it is spelled once,
 here, and code switches on the enum rather than on strings. This module starts with the reasons
-the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``), and TopicsReady's
-``ShortRetention``; the others the operator writes are still string literals where they are set
-(issue 30 moves them here).
+the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``), the
+``BreakerClosed`` condition's and TopicsReady's ``ShortRetention``; the others the operator writes
+are still string literals where they are set (issue 30 moves them here).
 """
 
 from __future__ import annotations
@@ -30,22 +30,30 @@ class Reason(StrEnum):
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
     #: The policy asks for more than its class allows (the field and the rule in the message).
     CLASS_VIOLATION = "ClassViolation"
-    #: TopicsReady stays True (the job runs), but a Kafka retry or dead-letter topic deletes
-    #: records sooner than they are needed (each topic and its retention in the message); a
-    #: Warning event ``TopicRetentionShort`` goes with it.
-    SHORT_RETENTION = "ShortRetention"
 
 
 #: The reasons that make a policy's phase ``Invalid``: nothing is created for it, and a job of an
 #: earlier valid generation keeps running as it was.
-INVALID: Final = frozenset(
-    {
-        Reason.INVALID_SPEC,
-        Reason.CLASS_NOT_FOUND,
-        Reason.CLASS_INVALID,
-        Reason.NO_DEFAULT_CLASS,
-        Reason.DEFAULT_CLASS_AMBIGUOUS,
-        Reason.NAMESPACE_NOT_ALLOWED,
-        Reason.CLASS_VIOLATION,
-    }
-)
+INVALID: Final = frozenset(Reason)
+
+
+class BreakerReason(StrEnum):
+    """A reason of a policy's ``BreakerClosed`` condition (only with ``retry.breaker``): the
+    engine's breaker state, from the driver's heartbeat. None of them makes a policy Invalid or
+    not Ready: the job runs, paused."""
+
+    #: True: the breaker is closed (its message says why it last opened, if it did).
+    CLOSED = "Closed"
+    #: False: the engine reads no new source message and holds its retries until it probes.
+    OPEN = "BreakerOpen"
+    #: False: a few messages probe the processor's downstream.
+    HALF_OPEN = "BreakerHalfOpen"
+
+
+class TopicsReason(StrEnum):
+    """A reason of a policy's TopicsReady condition that leaves it True: the job runs."""
+
+    #: A Kafka retry or dead-letter topic deletes records sooner than they are needed (each
+    #: topic and its retention in the message); a Warning event ``TopicRetentionShort`` goes
+    #: with it.
+    SHORT_RETENTION = "ShortRetention"

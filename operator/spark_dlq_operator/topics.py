@@ -53,7 +53,7 @@ from dlq_engine.model.topics import (
 )
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
-from spark_dlq_operator.reasons import Reason
+from spark_dlq_operator.reasons import TopicsReason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def ready_report(
         message += "; short retention: " + "; ".join(short_retention)
     return TopicsReport(
         True,
-        Reason.SHORT_RETENTION if short_retention else "TopicsReady",
+        TopicsReason.SHORT_RETENTION if short_retention else "TopicsReady",
         message,
         created=tuple(created),
         drift=tuple(drift),
