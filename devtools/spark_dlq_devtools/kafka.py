@@ -54,8 +54,11 @@ class KafkaBroker:
         heap: str = "512m",
         log_level: str = "INFO",
         pods: bool = False,
+        version: str | None = None,
     ) -> None:
         self.root = work_dir(name)
+        #: The Kafka release to run (``kafka_libs``); None: the test bed's.
+        self.version = version
         self.port = port or free_port()
         self.controller_port = free_port()
         self.pod_listener = (host_address(), free_port()) if pods else None
@@ -87,7 +90,7 @@ class KafkaBroker:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
             "-cp",
-            f"{kafka_libs()}/*",
+            f"{kafka_libs(self.version)}/*",
             main,
             *args,
         ]

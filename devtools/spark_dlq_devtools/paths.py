@@ -41,8 +41,10 @@ def _need(path: Path, what: str, script: str) -> Path:
     return path
 
 
-def kafka_libs() -> Path:
-    v = versions()["KAFKA_VERSION"]
+def kafka_libs(version: str | None = None) -> Path:
+    """An Apache Kafka broker's jars: the test bed's (``KAFKA_VERSION``) or another that
+    ``jars.sh`` fetches (``KAFKA_SHARE_GROUP_DLQ_VERSION``)."""
+    v = version or versions()["KAFKA_VERSION"]
     return _need(cache_dir() / "kafka" / v / "libs" / ".complete", f"Apache Kafka {v}", "jars.sh").parent
 
 
@@ -113,6 +115,7 @@ JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
             ("pulsar.version", "PULSAR_CLIENT_VERSION"),
         ),
     ),
+    "kafka-interop": ("tests/interop/kafka", (("kafka.version", "KAFKA_STREAMS_VERSION"),)),
     "pulsar-interop": (
         "tests/interop/pulsar",
         (("pulsar.version", "PULSAR_VERSION"), ("slf4j.version", "SLF4J_VERSION")),

@@ -114,6 +114,21 @@ def govern(document: Mapping[str, Any], cls: PolicyClass, *, config: OperatorCon
     return Governed(policy=policy, class_name=cls.name, fit=fit, broker=entry)
 
 
+def govern_broker(document: Mapping[str, Any], cls: PolicyClass) -> tuple[dict[str, Any], BrokerEntry | None]:
+    """The ``spec.broker`` ``govern`` gives the policy ``document`` under ``cls`` (its own where the
+    class allows it, else the class's first broker) and the class's entry for it, without
+    ``govern``'s other rules: for ``kubectl dlq``, which needs only where a policy's topics are.
+    Raises ClassRefusal naming ``spec.broker`` and the class's rule."""
+    raw = document.get("spec")
+    spec = deep_merge(cls.defaults, raw if isinstance(raw, Mapping) else {})
+    issues: list[Issue] = []
+    entry = _govern_broker(spec, cls, issues)
+    if issues:
+        raise ClassRefusal(Reason.CLASS_VIOLATION, issues)
+    broker = spec.get("broker")
+    return (dict(broker) if isinstance(broker, Mapping) else {}), entry
+
+
 def _section(spec: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
     node: object = spec
     for key in keys:

@@ -2,9 +2,9 @@
 
 A reason is part of the contract (alerts, runbooks and people read it), so it is spelled once,
 here, and code switches on the enum rather than on strings. This module starts with the reasons
-the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``), and the
-``BreakerClosed`` condition's; the others the operator writes are still string literals where
-they are set (issue 30 moves them here).
+the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``), the
+``BreakerClosed`` condition's and TopicsReady's ``ShortRetention``; the others the operator writes
+are still string literals where they are set (issue 30 moves them here).
 """
 
 from __future__ import annotations
@@ -48,3 +48,12 @@ class BreakerReason(StrEnum):
     OPEN = "BreakerOpen"
     #: False: a few messages probe the processor's downstream.
     HALF_OPEN = "BreakerHalfOpen"
+
+
+class TopicsReason(StrEnum):
+    """A reason of a policy's TopicsReady condition that leaves it True: the job runs."""
+
+    #: A Kafka retry or dead-letter topic deletes records sooner than they are needed (each
+    #: topic and its retention in the message); a Warning event ``TopicRetentionShort`` goes
+    #: with it.
+    SHORT_RETENTION = "ShortRetention"

@@ -40,7 +40,7 @@ from spark_dlq_operator.kubeapi import (
     Obj,
 )
 from spark_dlq_operator.policy_class import ClassRefusal
-from spark_dlq_operator.reasons import BreakerReason, Reason
+from spark_dlq_operator.reasons import BreakerReason, Reason, TopicsReason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
@@ -292,8 +292,13 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
             await _announce_breaker(services, owner, previous, condition)
         elif condition["status"] == "False" and reason in _WARNING_REASONS:
             await services.events.warn(owner, reason, message)
-        elif condition["type"] == "TopicsReady" and "drift:" in message:
-            await services.events.warn(owner, "TopicPartitionsDrift", message)
+        elif condition["type"] == "TopicsReady" and (
+            "drift:" in message or reason == TopicsReason.SHORT_RETENTION
+        ):
+            if "drift:" in message:
+                await services.events.warn(owner, "TopicPartitionsDrift", message)
+            if reason == TopicsReason.SHORT_RETENTION:
+                await services.events.warn(owner, "TopicRetentionShort", message)
         elif (
             condition["type"] == "Ready"
             and condition["status"] == "True"

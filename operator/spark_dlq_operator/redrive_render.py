@@ -177,7 +177,15 @@ def next_status(
     if phase in FINAL_PHASES and not status.get("completionTime"):
         status["completionTime"] = now
     if driver:
-        for key in ("matched", "redriven", "possibleDuplicates", "considered", "toConsider", "dryRun"):
+        for key in (
+            "matched",
+            "redriven",
+            "possibleDuplicates",
+            "expired",
+            "considered",
+            "toConsider",
+            "dryRun",
+        ):
             if key in driver:
                 status[key] = driver[key]
         if isinstance(driver.get("skipped"), dict):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlq_engine.model import PolicyError
-from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, parse_redrive
+from dlq_engine.model.redrive import EXPIRED_REASON, REDRIVE_KIND, DeadLetterRedrive, parse_redrive
 from spark_dlq_operator import redrive_render as rr
 from spark_dlq_operator.kubeapi import (
     CONFIG_MAPS,
@@ -77,11 +77,17 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
         driver = rr.termination_status(pod)
         if driver is not None and driver.get("state") == "Failed":
             message = f"{message}: {driver.get('message', '')}"
+            if driver.get("reason") == EXPIRED_REASON:  # spec.failOnGaps
+                reason, message = EXPIRED_REASON, str(driver.get("message", ""))
         if driver is not None and driver.get("state") == "Cancelled":
             phase, reason, message = "Cancelled", "Stopped", "the redrive's driver was stopped"
     await _write(services, body, phase, reason, message, driver=driver, app=name)
     if phase in rr.FINAL_PHASES and status.get("phase") not in rr.FINAL_PHASES:
-        summary = ", ".join(f"{k}={driver[k]}" for k in ("matched", "redriven") if driver and k in driver)
+        summary = ", ".join(
+            f"{k}={driver[k]}"
+            for k in ("matched", "redriven", "expired")
+            if driver and driver.get(k) is not None
+        )
         post = services.events.info if phase == "Succeeded" else services.events.warn
         await post(owner, f"Redrive{phase}", f"{message}" + (f" ({summary})" if summary else ""))
     return None

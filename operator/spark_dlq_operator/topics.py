@@ -18,6 +18,11 @@ is used as it is. A KafkaTopic takes over a topic of its name that the cluster a
 (Strimzi's topic operator adopts it, puts the KafkaTopic's config on it and deletes it with
 the KafkaTopic), so the ``strimzi`` provisioner creates one only for a topic that no other
 KafkaTopic names and the cluster does not have (asked through the Admin API).
+
+Retention is checked, never changed: a Kafka retry or dead-letter topic that deletes records
+sooner than they are needed (``retention_shortfall``: the configs a topic was created with, the
+retention the broker describes for one that existed, a KafkaTopic's ``spec.config``) leaves
+TopicsReady True with reason ``ShortRetention`` naming it.
 """
 
 from __future__ import annotations
@@ -32,14 +37,23 @@ from typing import Any, Final, TypeVar
 
 import aiohttp
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from dlq_engine.model import DeadLetterPolicy
 from dlq_engine.model.policy import pulsar_topic
-from dlq_engine.model.topics import PulsarSubscriptionWant, TopicWant, pulsar_subscriptions, wanted_topics
+from dlq_engine.model.topics import (
+    CLEANUP_POLICY,
+    RETENTION_MS,
+    PulsarSubscriptionWant,
+    TopicWant,
+    pulsar_subscriptions,
+    retention_shortfall,
+    wanted_topics,
+)
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
+from spark_dlq_operator.reasons import TopicsReason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
 logger = logging.getLogger(__name__)
@@ -76,6 +90,33 @@ class TopicsReport:
     #: ones created now, and those the broker says were created for it (a Pulsar topic's
     #: property, a KafkaTopic's annotation). Named as the policy's broker names them.
     owned: tuple[str, ...] = ()
+    #: Topics whose retention deletes records they must keep (``retention_shortfall``).
+    short_retention: tuple[str, ...] = ()
+
+
+def ready_report(
+    message: str,
+    *,
+    created: Sequence[str],
+    owned: Sequence[str],
+    drift: Sequence[str] = (),
+    short_retention: Sequence[str] = (),
+) -> TopicsReport:
+    """The report of topics that exist: reason ``TopicsReady``, or ``ShortRetention`` (the
+    condition stays True: the job runs) with the findings added to the message."""
+    if drift:
+        message += "; drift: " + "; ".join(drift)
+    if short_retention:
+        message += "; short retention: " + "; ".join(short_retention)
+    return TopicsReport(
+        True,
+        TopicsReason.SHORT_RETENTION if short_retention else "TopicsReady",
+        message,
+        created=tuple(created),
+        drift=tuple(drift),
+        owned=tuple(owned),
+        short_retention=tuple(short_retention),
+    )
 
 
 #: librdkafka settings for the operator's admin client on one broker (its identity there), or
@@ -193,12 +234,49 @@ class AdminProvisioner:
             for w in wants
             if w.name in partitions and w.partitions and partitions[w.name] < w.partitions
         )
-        message = f"topics {wants[0].name!r} and {wants[1].name!r} exist"
-        if drift:
-            message += "; drift: " + "; ".join(drift)
-        return TopicsReport(
-            True, "TopicsReady", message, created=tuple(created), drift=drift, owned=tuple(created)
+        short = await self._short_retention(policy, wants, created=created, credentials=credentials)
+        return ready_report(
+            f"topics {wants[0].name!r} and {wants[1].name!r} exist",
+            created=created,
+            owned=created,
+            drift=drift,
+            short_retention=short,
         )
+
+    async def _short_retention(
+        self,
+        policy: DeadLetterPolicy,
+        wants: Sequence[TopicWant],
+        *,
+        created: Sequence[str],
+        credentials: Credentials,
+    ) -> list[str]:
+        """``retention_shortfall`` of each topic: of the configs it was created with, or, for a
+        topic that existed, of the retention the broker describes (its own or the broker's
+        default). Never changes a topic. A broker that does not answer raises BrokerUnavailable."""
+        found = {w.name: dict(w.config) for w in wants if w.name in created}
+        existing = [w.name for w in wants if w.name not in created]
+        if existing:
+            admin = self._client(policy.broker.bootstrap_servers, credentials)
+            futures = admin.describe_configs(
+                [ConfigResource(ConfigResource.Type.TOPIC, name) for name in existing],
+                request_timeout=self._timeout,
+            )
+            for resource, future in futures.items():
+                try:
+                    entries = await self._run(admin, lambda f=future: f.result(timeout=self._timeout * 2))  # type: ignore[misc]
+                except KafkaException as error:
+                    if _code(error) in _UNREACHABLE:
+                        raise BrokerUnavailable(
+                            f"describing topic {resource.name!r}: {_describe(error)}"
+                        ) from None
+                    continue  # not allowed to describe it (or gone): nothing is known
+                except TimeoutError:
+                    raise BrokerUnavailable(f"describing topic {resource.name!r} timed out") from None
+                found[resource.name] = {
+                    key: entries[key].value for key in (RETENTION_MS, CLEANUP_POLICY) if key in entries
+                }
+        return [problem for w in wants if (problem := retention_shortfall(w, found.get(w.name, {})))]
 
     async def delete(
         self, policy: DeadLetterPolicy, names: Sequence[str], *, credentials: Credentials = None
@@ -396,11 +474,7 @@ class PulsarProvisioner:
                 "; no subscription on " + " and ".join(repr(n) for n in others) + ": the operator did not "
                 "create it for this policy"
             )
-        if drift:
-            message += "; drift: " + "; ".join(drift)
-        return TopicsReport(
-            True, "TopicsReady", message, created=tuple(created), drift=tuple(drift), owned=tuple(mine)
-        )
+        return ready_report(message, created=created, owned=mine, drift=drift)
 
     async def _subscribe(self, policy: DeadLetterPolicy, sub: PulsarSubscriptionWant) -> None:
         """A durable subscription from the earliest message; one that exists is left where it is."""
@@ -551,6 +625,7 @@ class StrimziProvisioner:
         mine: list[str] = []
         waiting: list[str] = []
         notes: list[str] = []
+        short: list[str] = []
         for want in wanted_topics(policy, source_partitions=source_partitions):
             name = render.kafka_topic_name(want.name)
             current = await self._api.get(kind, namespace, name)
@@ -602,6 +677,11 @@ class StrimziProvisioner:
                 notes.append(
                     f"KafkaTopic {namespace}/{kafka_topic_name} is managed outside spark-dlq and used as it is"
                 )
+            # Strimzi applies a KafkaTopic's spec.config; one that names no retention.ms takes the
+            # broker's default, which only the Admin API could read.
+            config = (current.get("spec") or {}).get("config") or {}
+            if problem := retention_shortfall(want, {k: str(v) for k, v in config.items()}):
+                short.append(f"KafkaTopic {namespace}/{kafka_topic_name}: {problem}")
             ready, why = render.strimzi_ready(current)
             if not ready:
                 waiting.append(f"KafkaTopic {namespace}/{kafka_topic_name}: {why}")
@@ -612,7 +692,7 @@ class StrimziProvisioner:
         message = "; ".join(["Strimzi reports the KafkaTopics Ready", *notes])
         if not policy.topics.partitions and source_partitions is None:
             message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created), owned=tuple(mine))
+        return ready_report(message, created=created, owned=mine, short_retention=short)
 
     @staticmethod
     def _desired(

@@ -5,11 +5,14 @@
     kubectl dlq show  (-f ... | --policy ...) PARTITION/OFFSET
 
 Installed as the executable ``kubectl-dlq`` (pyproject.toml), which kubectl runs as a plugin.
-The policy names the broker and the dead-letter topic; the topic is read by a consumer that is
-assigned its partitions and never commits (its group id is never joined), from the offsets where
+The policy names the broker (one that names none gets its class's, as the operator gives it)
+and the dead-letter topic; the topic is read by a consumer that is assigned its partitions and
+never commits (its group id is never joined), from the offsets where
 the time range starts up to the end offsets taken when the command starts, so a topic still
-being written to is read to a fixed point and the command ends. Exit status: 0 done, 1 the broker
-or the cluster could not be reached or refused, 2 bad input (one line naming the problem).
+being written to is read to a fixed point and the command ends. Dead letters the broker no longer
+holds (deleted by the topic's retention or a deleteRecords, before the read or while it ran) are
+counted and named as expired. Exit status: 0 done, 1 the broker or the cluster could not be
+reached or refused, 2 bad input (one line naming the problem).
 docs/reference.md, "Triage: kubectl dlq", is the user's reference.
 """
 
@@ -46,6 +49,8 @@ from dlq_engine.model.redrive import (
     rfc3339,
 )
 from dlq_engine.routing import headers as h
+from spark_dlq_operator.governance import govern_broker
+from spark_dlq_operator.policy_class import ClassRefusal, read_class, select_class
 
 PROG: Final = "kubectl dlq"
 #: The consumer's group id: required by librdkafka, never joined (partitions are assigned) and
@@ -198,10 +203,17 @@ def policy_from_file(path: str) -> DeadLetterPolicy:
 
 
 def kubectl_command(
-    name: str, *, namespace: str | None, kubeconfig: str | None, context: str | None, timeout_ms: int
+    name: str | None,
+    *,
+    namespace: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    timeout_ms: int,
+    resource: str = "deadletterpolicies.sparkdlq.io",
 ) -> list[str]:
-    """The ``kubectl get`` that reads one DeadLetterPolicy as YAML, with the connection flags a
-    plugin was given passed on (kubectl gives a plugin its flags, it does not apply them)."""
+    """The ``kubectl get`` that reads one DeadLetterPolicy (or every object of ``resource`` when
+    ``name`` is None) as YAML, with the connection flags a plugin was given passed on (kubectl
+    gives a plugin its flags, it does not apply them)."""
     command = [os.environ.get("KUBECTL") or "kubectl"]
     if kubeconfig:
         command.append(f"--kubeconfig={kubeconfig}")
@@ -210,13 +222,31 @@ def kubectl_command(
     if namespace:
         command.append(f"--namespace={namespace}")
     command.append(f"--request-timeout={max(timeout_ms // 1000, 1)}s")
-    command += ["get", "deadletterpolicies.sparkdlq.io", name, "-o", "yaml"]
+    command += ["get", resource, *([name] if name else []), "-o", "yaml"]
     return command
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterPolicy:
+    """A policy read from the cluster, with its broker as the operator settles it."""
+
+    policy: DeadLetterPolicy
+    #: Where ``spec.broker`` came from when the policy names none (its class); None: its own.
+    broker_origin: str | None = None
+
+
 def policy_from_cluster(
-    name: str, *, namespace: str | None, kubeconfig: str | None, context: str | None, timeout_ms: int
-) -> DeadLetterPolicy:
+    name: str,
+    *,
+    namespace: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    timeout_ms: int,
+    bootstrap_servers: str | None = None,
+) -> ClusterPolicy:
+    """The DeadLetterPolicy ``name``. One that names no broker gets its class's, as the operator
+    gives it (``spec.className``, else the default class: ``class_broker``); the classes are read
+    only then, and not at all when ``bootstrap_servers`` (the user's own) is given."""
     if not _NAME_RE.match(name):
         raise BadInput(f"--policy: {name!r} is not a valid resource name")
     if namespace is not None and not _NAME_RE.match(namespace):
@@ -232,9 +262,61 @@ def policy_from_cluster(
     )
     where = f"deadletterpolicy {namespace + '/' if namespace else ''}{name}"
     try:
-        return load_policy_text(stdout, source=where)
+        document = yaml.safe_load(stdout)
+    except yaml.YAMLError:
+        document = None  # load_policy_text names the problem
+    spec = document.get("spec") if isinstance(document, dict) else None
+    origin: str | None = None
+    if isinstance(spec, dict) and spec.get("broker") is None:
+        if bootstrap_servers:
+            spec["broker"] = {"bootstrapServers": bootstrap_servers}
+        else:
+            listed = run_kubectl(
+                kubectl_command(
+                    None,
+                    namespace=None,
+                    kubeconfig=kubeconfig,
+                    context=context,
+                    timeout_ms=timeout_ms,
+                    resource="deadletterpolicyclasses.sparkdlq.io",
+                ),
+                what="kubectl get deadletterpolicyclasses",
+                why="the policy names no broker (spec.broker): its class's is read",
+                timeout_ms=timeout_ms,
+            )
+            classes = (yaml.safe_load(listed) or {}).get("items") or []
+            spec["broker"], origin = class_broker(document, classes, where=where)
+        stdout = yaml.safe_dump(document)
+    try:
+        return ClusterPolicy(load_policy_text(stdout, source=where), origin)
     except PolicyFileError as error:
         raise BadInput(str(error).replace("\n", "; ")) from None
+
+
+def class_broker(
+    document: Mapping[str, Any], classes: Sequence[Mapping[str, Any]], *, where: str
+) -> tuple[dict[str, Any], str]:
+    """The ``spec.broker`` the operator gives the policy ``document``, which names none, from its
+    class among ``classes`` (the cluster's DeadLetterPolicyClass objects), and a note on where it
+    came from. Raises BadInput naming the field and the class's rule when there is none."""
+    try:
+        cls = select_class(document, [read_class(c) for c in classes])
+        broker, entry = govern_broker(document, cls)
+    except ClassRefusal as refusal:
+        problems = "; ".join(str(issue) for issue in refusal.issues)
+        hint = (
+            " (no DeadLetterPolicyClass in the cluster: the operator's built-in class, whose "
+            "--kafka-config-brokers kubectl dlq cannot see)"
+            if not classes and not document.get("spec", {}).get("className")
+            else ""
+        )
+        raise BadInput(f"{where}: {problems}{hint}; give the broker with --bootstrap-servers") from None
+    assert entry is not None  # a policy with no broker gets its class's first one, or is refused
+    index = cls.brokers.index(entry)
+    return (
+        broker,
+        f"spec.brokers[{index}] of class {cls.name!r}, the broker of {where}; --bootstrap-servers overrides it",
+    )
 
 
 def run_kubectl(command: list[str], *, what: str, why: str, timeout_ms: int, input: str | None = None) -> str:
@@ -257,17 +339,25 @@ def run_kubectl(command: list[str], *, what: str, why: str, timeout_ms: int, inp
 
 
 def target_for(
-    policy: DeadLetterPolicy, *, bootstrap_servers: str | None, kafka_config: str | None
+    policy: DeadLetterPolicy,
+    *,
+    bootstrap_servers: str | None,
+    kafka_config: str | None,
+    broker_origin: str | None = None,
 ) -> Target:
     """The dead-letter topic of ``policy`` and how to reach its broker: ``--bootstrap-servers``
-    over ``bootstrap.servers`` in ``--kafka-config`` over the policy's own address."""
+    over ``bootstrap.servers`` in ``--kafka-config`` over the policy's address (its own, or
+    its class's: ``broker_origin``)."""
     if policy.is_pulsar:
         raise BadInput(
             f"{policy.qualified_name} is a Pulsar policy (spec.broker.type pulsar): kubectl dlq reads "
             "Kafka dead-letter topics only, for now"
         )
     client = {"bootstrap.servers": policy.broker.bootstrap_servers}
-    origin = f"spec.broker.bootstrapServers of {policy.qualified_name}; --bootstrap-servers overrides it"
+    origin = (
+        broker_origin
+        or f"spec.broker.bootstrapServers of {policy.qualified_name}; --bootstrap-servers overrides it"
+    )
     if kafka_config:
         properties = read_kafka_config(kafka_config)
         client.update(properties)
@@ -328,7 +418,7 @@ class DeadLetter:
 
     @property
     def error_class(self) -> str | None:
-        """``dlq.error.class``, or Spring's or Kafka Connect's (h.READ_ERROR_CLASS)."""
+        """``dlq.error.class``, or Spring's, Kafka Connect's or Kafka Streams' (h.READ_ERROR_CLASS)."""
         return h.read_text(self.headers, h.READ_ERROR_CLASS)
 
     @property
@@ -341,7 +431,8 @@ class DeadLetter:
 
     @property
     def attempt(self) -> int | None:
-        return _int(self.header(h.ATTEMPT))
+        """``dlq.attempt``, or a share group's delivery count (h.READ_ATTEMPT)."""
+        return h.read_number(self.headers, h.READ_ATTEMPT)
 
     @property
     def redrive_count(self) -> int | None:
@@ -350,7 +441,8 @@ class DeadLetter:
     @property
     def original(self) -> str | None:
         """``topic/partition/offset`` where the message was first read: from the ``dlq.original.*``
-        headers, or Spring's or Kafka Connect's (``h.READ_ORIGINAL_*``)."""
+        headers, or Spring's, Kafka Connect's, Kafka Streams' or a share group's
+        (``h.READ_ORIGINAL_*``)."""
         topic = h.read_text(self.headers, h.READ_ORIGINAL_TOPIC)
         if topic is None:
             return None
@@ -465,6 +557,40 @@ class Progress:
             self.shown = False
 
 
+#: Offsets ``first``..``last`` of a partition, inclusive.
+Span = tuple[int, int]
+
+
+def expired_spans(lows: Mapping[int, int], jumps: Mapping[int, Sequence[Span]]) -> dict[int, list[Span]]:
+    """The offsets of the dead-letter topic the broker no longer holds, per partition: those
+    before its first kept offset (``lows``, as the read ends), and of the offsets a read skipped
+    (``jumps``) those below it (the rest are transaction markers or compacted away)."""
+    found: dict[int, list[Span]] = {}
+    for partition, low in sorted(lows.items()):
+        spans = [(0, low - 1)] if low > 0 else []
+        for first, last in jumps.get(partition, ()):
+            if first < low and first > (spans[-1][1] if spans else -1):
+                spans.append((first, min(last, low - 1)))
+        if spans:
+            found[partition] = spans
+    return found
+
+
+def describe_spans(spans: Mapping[int, Sequence[Span]], *, most: int = 5) -> str:
+    """``0/0-2, 1/0-4`` (PARTITION/OFFSETS, as ``ls`` prints positions)."""
+    parts = [
+        f"{partition}/{first}" + (f"-{last}" if last > first else "")
+        for partition, found in sorted(spans.items())
+        for first, last in found
+    ]
+    more = f", and {len(parts) - most} more" if len(parts) > most else ""
+    return ", ".join(parts[:most]) + more
+
+
+def spans_total(spans: Mapping[int, Sequence[Span]]) -> int:
+    return sum(last - first + 1 for found in spans.values() for first, last in found)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading the topic
 
@@ -499,6 +625,8 @@ class DeadLetterTopic:
         except (TypeError, ValueError) as error:
             raise BadInput(f"Kafka client settings: {error}") from None
         self._partitions: list[int] | None = None
+        #: After ``read``: the offsets of each partition the broker no longer held (``expired_spans``).
+        self.expired: dict[int, list[Span]] = {}
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() != KafkaError._ALL_BROKERS_DOWN:
@@ -578,13 +706,36 @@ class DeadLetterTopic:
         self, window: Window = Window(), *, progress: Callable[[int, int], None] | None = None
     ) -> Iterator[DeadLetter]:
         """Every record from the window's start up to the end offsets taken now; ``progress``
-        hears ``(records read, records to read)`` after each batch the consumer returns."""
+        hears ``(records read, records to read)`` after each batch the consumer returns. Once
+        read, ``expired`` holds what the broker no longer had."""
         marks = self.watermarks()
         ends = {p: high for p, (_, high) in marks.items()}
         starts = self.starts(window, marks)
         remaining = {p for p in ends if starts[p] < ends[p]}
+        self.expired = expired_spans({p: low for p, (low, _) in marks.items()}, {})
         if not remaining:
             return
+        jumps: dict[int, list[Span]] = {}
+        expected = dict(starts)
+        yield from self._records(starts, ends, set(remaining), expected, jumps, progress)
+        for partition in sorted(remaining):  # a partition's last offsets, when none was read
+            if expected[partition] < ends[partition]:
+                jumps.setdefault(partition, []).append((expected[partition], ends[partition] - 1))
+        if jumps:  # deleted while it was read, or transaction markers: the first kept offsets say
+            lows = {p: low for p, (low, _) in self.watermarks().items()}
+            self.expired = expired_spans(lows, jumps)
+
+    def _records(
+        self,
+        starts: Mapping[int, int],
+        ends: Mapping[int, int],
+        remaining: set[int],
+        expected: dict[int, int],
+        jumps: dict[int, list[Span]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[DeadLetter]:
+        """The records of ``[starts, ends)``; an offset read past the one ``expected`` next (the
+        consumer goes on from the first kept offset when the next is gone) is noted in ``jumps``."""
         total = sum(ends[p] - starts[p] for p in remaining)
         done = 0
         self.consumer.assign([TopicPartition(self.topic, p, starts[p]) for p in sorted(remaining)])
@@ -612,6 +763,9 @@ class DeadLetterTopic:
                 letter = _letter(message)
                 if partition not in remaining or letter.offset >= ends[partition]:
                     continue
+                if letter.offset > expected[partition]:
+                    jumps.setdefault(partition, []).append((expected[partition], letter.offset - 1))
+                expected[partition] = letter.offset + 1
                 if letter.offset >= ends[partition] - 1:
                     remaining.discard(partition)
                 yield letter
@@ -626,8 +780,13 @@ class DeadLetterTopic:
         low, high = self.watermarks()[partition]
         if not low <= offset < high:
             kept = f"offsets {low}-{high - 1}" if high > low else "no records"
+            gone = (
+                f" (the broker deleted those below {low}: the topic's retention, or a deleteRecords)"
+                if offset < low
+                else ""
+            )
             raise BadInput(
-                f"no record at {partition}/{offset}: partition {partition} of {self.topic!r} has {kept}"
+                f"no record at {partition}/{offset}: partition {partition} of {self.topic!r} has {kept}{gone}"
             )
         self.consumer.assign([TopicPartition(self.topic, partition, offset)])
         deadline = time.monotonic() + self.timeout
@@ -806,13 +965,36 @@ def letter_document(letter: DeadLetter, *, topic: str, value: bool) -> dict[str,
     return document
 
 
-def stats_document(stats: Stats, *, topic: str, window: Window) -> dict[str, Any]:
+def expired_document(spans: Mapping[int, Sequence[Span]]) -> dict[str, Any]:
+    """``expired`` (a count) and ``expiredRanges`` for ``-o json|yaml``."""
+    return {
+        "expired": spans_total(spans),
+        "expiredRanges": [
+            {"partition": partition, "first": first, "last": last}
+            for partition, found in sorted(spans.items())
+            for first, last in found
+        ],
+    }
+
+
+def expired_line(spans: Mapping[int, Sequence[Span]], topic: str) -> str:
+    """The warning ``ls`` and ``redrive`` print when dead letters of the topic expired."""
+    return (
+        f"warning: {spans_total(spans)} dead letters of {topic!r} expired before this read (the broker "
+        f"deleted them: the topic's retention, or a deleteRecords): {describe_spans(spans)}"
+    )
+
+
+def stats_document(
+    stats: Stats, *, topic: str, window: Window, expired: Mapping[int, Sequence[Span]] | None = None
+) -> dict[str, Any]:
     ranked = sorted(stats.by_both.items(), key=lambda item: (-item[1], item[0]))
     return {
         "topic": topic,
         "after": format_time(window.after, precise=True) if window.after is not None else None,
         "before": format_time(window.before, precise=True) if window.before is not None else None,
         "total": stats.total,
+        **expired_document(expired or {}),
         "oldest": format_time(stats.oldest, precise=True) if stats.oldest is not None else None,
         "newest": format_time(stats.newest, precise=True) if stats.newest is not None else None,
         "byReason": dict(_ranked(stats.by_reason)),
@@ -827,7 +1009,9 @@ def _ranked(counter: Counter[str]) -> list[tuple[str, int]]:
     return sorted(counter.items(), key=lambda item: (-item[1], item[0]))
 
 
-def stats_text(stats: Stats, *, topic: str, window: Window) -> str:
+def stats_text(
+    stats: Stats, *, topic: str, window: Window, expired: Mapping[int, Sequence[Span]] | None = None
+) -> str:
     if window.after is None and window.before is None:
         span = "all"
     else:
@@ -841,6 +1025,10 @@ def stats_text(stats: Stats, *, topic: str, window: Window) -> str:
         ["OLDEST", format_time(stats.oldest)],
         ["NEWEST", format_time(stats.newest)],
     ]
+    if expired:
+        summary.append(
+            ["EXPIRED", f"{spans_total(expired)} (deleted by the broker: {describe_spans(expired)})"]
+        )
     width = max(len(name) for name, _ in summary)
     parts = ["\n".join(f"{name.ljust(width)}   {value}" for name, value in summary)]
     if stats.total:
@@ -1119,19 +1307,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _target(args: argparse.Namespace, timeout_ms: int) -> Target:
+    return _located(args, timeout_ms)[1]
+
+
+def _located(args: argparse.Namespace, timeout_ms: int) -> tuple[DeadLetterPolicy, Target]:
+    """The policy (-f or --policy, read once) and where its dead letters are."""
     if (args.file is None) == (args.policy is None):
         raise BadInput("give the policy as -f FILE or as --policy NAME (one of them)")
+    origin = None
     if args.file is not None:
         policy = policy_from_file(args.file)
     else:
-        policy = policy_from_cluster(
+        found = policy_from_cluster(
             args.policy,
             namespace=args.namespace,
             kubeconfig=args.kubeconfig,
             context=args.context,
             timeout_ms=timeout_ms,
+            bootstrap_servers=_own_bootstrap_servers(args),
         )
-    return target_for(policy, bootstrap_servers=args.bootstrap_servers, kafka_config=args.kafka_config)
+        policy, origin = found.policy, found.broker_origin
+    target = target_for(
+        policy, bootstrap_servers=args.bootstrap_servers, kafka_config=args.kafka_config, broker_origin=origin
+    )
+    return policy, target
+
+
+def _own_bootstrap_servers(args: argparse.Namespace) -> str | None:
+    """The broker the user gives (``--bootstrap-servers``, else ``bootstrap.servers`` in
+    ``--kafka-config``), which wins over the policy's."""
+    if args.bootstrap_servers is not None and args.bootstrap_servers.strip():
+        return str(args.bootstrap_servers.strip())
+    if args.kafka_config:
+        return read_kafka_config(args.kafka_config).get("bootstrap.servers") or None
+    return None
 
 
 def _timeout_ms(text: str) -> int:
@@ -1165,9 +1374,10 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
             finally:
                 progress.close()
             if args.output == "table":
-                out(stats_text(stats, topic=target.topic, window=window))
+                out(stats_text(stats, topic=target.topic, window=window, expired=topic.expired))
             else:
-                out(dump(stats_document(stats, topic=target.topic, window=window), args.output))
+                document = stats_document(stats, topic=target.topic, window=window, expired=topic.expired)
+                out(dump(document, args.output))
         elif args.command == "ls":
             filters = Filters(window, frozenset(args.reason), frozenset(args.error_class), args.key)
             reasons: set[str] = set()
@@ -1196,13 +1406,20 @@ def run(args: argparse.Namespace, out: Callable[[str], None], warn: Callable[[st
                     )
             if args.output in ("json", "yaml"):
                 items = [letter_document(letter, topic=target.topic, value=False) for letter in letters]
-                out(dump({"topic": target.topic, "items": items}, args.output))
+                out(
+                    dump(
+                        {"topic": target.topic, **expired_document(topic.expired), "items": items},
+                        args.output,
+                    )
+                )
             elif letters:
                 header, rows = ls_rows(letters, wide=args.output == "wide")
                 width = None if args.output == "wide" else terminal_width(sys.stdout)
                 out(table(header, rows, width=width))
             else:
                 warn(f"No dead letters found in {target.topic}.")
+            if topic.expired:
+                warn(expired_line(topic.expired, target.topic))
         else:
             assert position is not None
             letter = topic.fetch(*position)
@@ -1349,8 +1566,7 @@ def _redrive(
     out: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> int:
-    target = _target(args, timeout_ms)
-    policy = _policy_of(args, timeout_ms)
+    policy, target = _located(args, timeout_ms)
     redrive = redrive_document(args, policy, window, round(time.time() * 1000))
     filters = Filters(window, frozenset(args.reason), frozenset(args.error_class), None)
     keys = {k.encode("utf-8") for k in args.key}
@@ -1368,6 +1584,7 @@ def _redrive(
             matched.add(letter)
             if len(samples) < 5:
                 samples.append(letter.summary())
+        expired = topic.expired
     to = redrive.destination.topic or f"{policy.retry_topic} (the policy's retry topic)"
     if args.output == "yaml" and not args.execute:
         out(yaml.safe_dump(_applied(redrive), sort_keys=False).rstrip())
@@ -1376,6 +1593,8 @@ def _redrive(
         f"{'Redriving' if args.execute else 'Would redrive'} {matched.total} of {considered} dead letters of "
         f"{policy.qualified_name} to {to} ({guarded} skipped: redriven {redrive.max_redrives} times already)"
     )
+    if expired:
+        warn(expired_line(expired, target.topic))
     if matched.total:
         out("  by reason: " + ", ".join(f"{k}={v}" for k, v in _ranked(matched.by_reason)))
         out("  by error class: " + ", ".join(f"{k}={v}" for k, v in _ranked(matched.by_class)))
@@ -1398,22 +1617,10 @@ def _redrive(
 def _applied(redrive: DeadLetterRedrive) -> dict[str, Any]:
     document = redrive_to_document(redrive)
     spec = document["spec"]
-    for key, default in (("dryRun", False), ("suspend", False)):
+    for key, default in (("dryRun", False), ("suspend", False), ("failOnGaps", False)):
         if spec.get(key) == default:
             del spec[key]
     return document
-
-
-def _policy_of(args: argparse.Namespace, timeout_ms: int) -> DeadLetterPolicy:
-    if args.file is not None:
-        return policy_from_file(args.file)
-    return policy_from_cluster(
-        args.policy,
-        namespace=args.namespace,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        timeout_ms=timeout_ms,
-    )
 
 
 def _create(

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fetches the Apache Kafka broker jars, the Spark Kafka connector jars, Delta Lake's jars (the
-# dead-letter table) and Pulsar's Java client with what it needs beside Spark's jars (the engine's
-# Pulsar connector, spark_image/jvm) from Maven Central into the cache. Idempotent: a finished
-# folder carries a .complete marker.
+# Fetches the Apache Kafka broker jars (the test bed's, and a newer one for share groups), the
+# Spark Kafka connector jars, Delta Lake's jars (the dead-letter table) and Pulsar's Java client
+# with what it needs beside Spark's jars (the engine's Pulsar connector, spark_image/jvm) from
+# Maven Central into the cache. Idempotent: a finished folder carries a .complete marker.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 fetch() {  # fetch <pom> <dest> <maven arguments...>
@@ -18,6 +18,10 @@ fetch() {  # fetch <pom> <dest> <maven arguments...>
 fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
   "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/libs" \
   -Dkafka.version="$KAFKA_VERSION" -Dscala.binary="$SCALA_BINARY"
+# The broker that serves share groups' dead-letter queues (tests/integration/engine/test_interop.py).
+fetch "$REPO_ROOT/scripts/setup/maven/kafka-broker.pom.xml" \
+  "$SPARK_DLQ_CACHE/kafka/$KAFKA_SHARE_GROUP_DLQ_VERSION/libs" \
+  -Dkafka.version="$KAFKA_SHARE_GROUP_DLQ_VERSION" -Dscala.binary="$SCALA_BINARY"
 fetch "$REPO_ROOT/scripts/setup/maven/kafka-tools.pom.xml" \
   "$SPARK_DLQ_CACHE/kafka/$KAFKA_VERSION/tools" -Dkafka.version="$KAFKA_VERSION"
 fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \

@@ -6,6 +6,9 @@
 # otherwise the cached build is kept. Needs a JDK 17 or newer (javac).
 # - interop (tests/interop/java): Spring for Apache Kafka, Kafka Connect's runtime and the Pulsar
 #   client, run by tests/integration/engine/test_interop.py to check deadLetter.headerProfiles;
+# - kafka-interop (tests/interop/kafka): Kafka Streams (its dead-letter queue, KIP-1034) and a share
+#   consumer that rejects records (a share group's dead-letter queue, KIP-1191), on their own
+#   kafka-clients, run by tests/integration/engine/test_interop.py;
 # - pulsar-interop (tests/interop/pulsar): Pulsar's Java client at the broker's version, its
 #   enableRetry/reconsumeLater/DeadLetterPolicy run against the engine's topics by
 #   tests/integration/engine/test_pulsar_interop.py;
@@ -35,6 +38,7 @@ build() {  # build <name> <sources> <maven -D properties...>
 
 build interop "$REPO_ROOT/tests/interop/java" -Dkafka.version="$KAFKA_VERSION" \
   -Dspring.kafka.version="$SPRING_KAFKA_VERSION" -Dpulsar.version="$PULSAR_CLIENT_VERSION"
+build kafka-interop "$REPO_ROOT/tests/interop/kafka" -Dkafka.version="$KAFKA_STREAMS_VERSION"
 build pulsar-interop "$REPO_ROOT/tests/interop/pulsar" -Dpulsar.version="$PULSAR_VERSION" \
   -Dslf4j.version="$SLF4J_VERSION"
 build spring "$REPO_ROOT/bench/peers/spring" -Dspring.kafka.version="$SPRING_KAFKA_VERSION" \

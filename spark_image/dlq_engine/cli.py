@@ -254,7 +254,14 @@ def _redrive(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     from dlq_engine.job.pipeline import client_properties
     from dlq_engine.job.preflight import PreflightError, check_topics
-    from dlq_engine.job.redrive import Redrive, RedriveError, RedriveInputError, install_sigterm
+    from dlq_engine.job.redrive import (
+        DeadLettersExpired,
+        Progress,
+        Redrive,
+        RedriveError,
+        RedriveInputError,
+        install_sigterm,
+    )
     from dlq_engine.job.session import build_session
 
     destination = redrive.destination.topic or policy.retry_topic
@@ -276,6 +283,7 @@ def _redrive(args: argparse.Namespace) -> int:
                     f"dlq-engine: dry run of redrive {redrive.qualified_name}: {found['matched']} of "
                     f"{found['considered']} dead letters would be sent to {destination!r} "
                     f"({found['skippedMaxRedrives']} skipped: redriven {redrive.max_redrives} times already)"
+                    + (f"; {found['expired']} expired while they were read" if found["expired"] else "")
                 )
                 for title, key in (("by reason", "byReason"), ("by error class", "byErrorClass")):
                     tally = found[key]
@@ -297,11 +305,20 @@ def _redrive(args: argparse.Namespace) -> int:
                     f"dlq-engine: redrive {redrive.qualified_name} {progress.state.lower()}: "
                     f"matched={c.matched} redriven={c.redriven} to {destination!r} "
                     f"skipped={c.skipped_max_redrives} (maxRedrives) "
-                    f"possible-duplicates={c.possible_duplicates} considered={c.considered}"
+                    f"possible-duplicates={c.possible_duplicates} considered={c.considered} "
+                    f"expired={c.expired}"
                 )
         except RedriveInputError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except DeadLettersExpired as error:
+            print(f"dlq-engine: {error}", file=sys.stderr)
+            failed: dict[str, object] = {"state": "Failed", "reason": error.reason, "message": str(error)}
+            if not redrive.dry_run and args.checkpoint:
+                stopped = Progress.load(Path(args.checkpoint) / "progress.json")
+                failed = {**(stopped.summary() if stopped is not None else {}), **failed}
+            _write_status(args.status_file, failed)
+            return EXIT_FAILED
         except (RedriveError, PreflightError) as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             _write_status(args.status_file, {"state": "Failed", "message": str(error)})

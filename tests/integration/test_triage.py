@@ -25,7 +25,7 @@ from dlq_engine.routing.headers import failure_headers
 from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin
 from spark_dlq_devtools.processes import free_port
 from tests.conftest import unique
-from tests.policy_builder import policy_document
+from tests.policy_builder import DELETE, policy_document
 
 MINUTE = 60_000
 #: The dead letters every test reads: (reason, error class, message), one after another.
@@ -433,6 +433,35 @@ def test_show_refuses_positions_that_hold_no_record(letters: DeadLetters) -> Non
     _one_error_line(dlq("show", "0-4", "-f", policy), 2, "error: the position must be PARTITION/OFFSET")
 
 
+def test_dead_letters_the_broker_deleted_are_counted_as_expired(letters: DeadLetters) -> None:
+    """The broker deletes partition 0's first two dead letters (order-0 and order-3), as its
+    retention would (Admin API DeleteRecords): counts, lists and shows say so."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": letters.bootstrap})
+    for future in admin.delete_records([TopicPartition(letters.topic, 0, 2)], request_timeout=30).values():
+        future.result(timeout=60)
+    policy = str(letters.policy)
+
+    stats = json.loads(dlq("stats", "-f", policy, "-o", "json").stdout)
+    assert (stats["total"], stats["expired"]) == (COUNT - 2, 2)
+    assert stats["expiredRanges"] == [{"partition": 0, "first": 0, "last": 1}]
+    listed = dlq("ls", "-f", policy, "--reason", "exhausted")
+    assert listed.returncode == 0, listed.stderr
+    assert "order-0" not in listed.stdout
+    assert listed.stderr == (
+        f"warning: 2 dead letters of '{letters.topic}' expired before this read (the broker deleted them: "
+        "the topic's retention, or a deleteRecords): 0/0-1\n"
+    )
+    _one_error_line(
+        dlq("show", "0/1", "-f", policy),
+        2,
+        f"error: no record at 0/1: partition 0 of '{letters.topic}' has offsets 2-3 (the broker deleted "
+        "those below 2: the topic's retention, or a deleteRecords)",
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Where the broker and the topic come from
 
@@ -586,6 +615,44 @@ def test_policy_read_from_the_cluster(
         env=path,
     )
     assert keys(done) == ["order-11"]
+
+    # A policy that names no broker reads its class's, as the operator gives it (a class named
+    # by spec.className: the cluster's other policies keep theirs).
+    from kubernetes import client
+
+    cls = unique("class")
+    objects = client.CustomObjectsApi(kube_api)
+    objects.create_cluster_custom_object(
+        "sparkdlq.io",
+        "v1alpha1",
+        "deadletterpolicyclasses",
+        {
+            "apiVersion": "sparkdlq.io/v1alpha1",
+            "kind": "DeadLetterPolicyClass",
+            "metadata": {"name": cls},
+            "spec": {"brokers": [{"bootstrapServers": letters.bootstrap}]},
+        },
+    )
+    try:
+        document = policy_document(
+            {
+                "metadata.name": "orders-payouts",
+                "metadata.namespace": namespace,
+                "spec.broker": DELETE,
+                "spec.className": cls,
+                "spec.deadLetter.topic": letters.topic,
+            }
+        )
+        objects.create_namespaced_custom_object(
+            "sparkdlq.io", "v1alpha1", namespace, "deadletterpolicies", document
+        )
+        done = dlq(
+            "ls", "--policy", "orders-payouts", "-n", namespace, "--kubeconfig", kubeconfig, "--limit", "1",
+            "-o", "json", env=path,
+        )  # fmt: skip
+        assert keys(done) == ["order-11"]
+    finally:
+        objects.delete_cluster_custom_object("sparkdlq.io", "v1alpha1", "deadletterpolicyclasses", cls)
     _one_error_line(
         dlq("stats", "--policy", "orders-refunds", "-n", namespace, "--kubeconfig", kubeconfig, env=path),
         2,

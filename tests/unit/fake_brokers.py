@@ -3,8 +3,9 @@ sharing (in the spirit of ``fake_kube``: only the last call is replaced).
 
 ``FakeKafka`` stands in for confluent-kafka's ``AdminClient`` (``AdminProvisioner``'s
 ``client_factory``): topics with partitions, ``TOPIC_ALREADY_EXISTS`` on a second create,
-``UNKNOWN_TOPIC_OR_PART`` on deleting what is not there, the settings each client was built
-with, and a hook that runs just before a create is served (someone else getting there first).
+``UNKNOWN_TOPIC_OR_PART`` on deleting what is not there, a topic's retention as
+``describe_configs`` reports it (its own configs over the broker's defaults), the settings each
+client was built with, and a hook that runs just before a create is served (someone else getting there first).
 ``FakePulsar`` answers ``PulsarProvisioner``'s admin calls as Pulsar's REST API does for the
 paths it uses: 404, 409, partitioned and non-partitioned topics with their properties, and
 subscriptions.
@@ -16,12 +17,16 @@ import concurrent.futures
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigEntry, ConfigResource
 
 from dlq_engine.model import DeadLetterPolicy
 from spark_dlq_operator.topics import _EXISTS, _NOT_FOUND, PulsarProvisioner, _Refused
+
+#: What a broker describes for a topic that sets neither (Kafka's own defaults: a week).
+BROKER_DEFAULTS: Final = {"retention.ms": "604800000", "cleanup.policy": "delete"}
 
 
 @dataclass
@@ -77,6 +82,18 @@ class FakeKafka:
             self.configs[topic.topic] = dict(topic.config)
             self.created.append(topic.topic)
             futures[topic.topic] = _done()
+        return futures
+
+    def describe_configs(
+        self, resources: Sequence[ConfigResource], **_: Any
+    ) -> dict[ConfigResource, concurrent.futures.Future[object]]:
+        futures = {}
+        for resource in resources:
+            if resource.name not in self.topics:
+                futures[resource] = _done(error=KafkaError.UNKNOWN_TOPIC_OR_PART)
+                continue
+            configs = {**BROKER_DEFAULTS, **self.configs.get(resource.name, {})}
+            futures[resource] = _done({k: ConfigEntry(k, v) for k, v in configs.items()})
         return futures
 
     def delete_topics(self, names: Sequence[str], **_: Any) -> dict[str, concurrent.futures.Future[object]]:

@@ -201,3 +201,65 @@ def test_readers_take_ours_then_spring_s_then_connect_s() -> None:
     assert h.read_number(ours_first, h.READ_ORIGINAL_OFFSET) == 3
     # A Spring binary header of the wrong width is skipped, not misread.
     assert h.read_number([("kafka_dlt-original-offset", b"\x01")], h.READ_ORIGINAL_OFFSET) is None
+
+
+#: What Kafka Streams' exception handlers write (KIP-1034; ExceptionHandlerUtils), beside the
+#: failed record's own headers; test_interop.py reads the real library's.
+STREAMS = [
+    ("trace", b"t1"),
+    ("__streams.errors.exception", b"org.apache.kafka.common.errors.SerializationException"),
+    ("__streams.errors.message", b"Size of data received by LongDeserializer is not 8"),
+    ("__streams.errors.stacktrace", b"org.apache.kafka.common.errors.SerializationException: ..."),
+    ("__streams.errors.topic", b"clicks"),
+    ("__streams.errors.partition", b"3"),
+    ("__streams.errors.offset", b"1207"),
+]
+#: What a share group's broker writes (KIP-1191; ShareGroupDLQRecordHelper.headers), exactly
+#: the documented headers: there is no exception class.
+SHARE_GROUP = [
+    ("__dlq.errors.topic", b"payments"),
+    ("__dlq.errors.partition", b"1"),
+    ("__dlq.errors.offset", b"88"),
+    ("__dlq.errors.group", b"payment-workers"),
+    ("__dlq.errors.delivery.count", b"5"),
+    ("__dlq.errors.message", b"Offset delivery count exceeded the threshold."),
+]
+
+
+def test_readers_take_kafka_streams_and_share_group_dead_letters_too() -> None:
+    assert h.read_text(STREAMS, h.READ_ORIGINAL_TOPIC) == "clicks"
+    assert (
+        h.read_number(STREAMS, h.READ_ORIGINAL_PARTITION),
+        h.read_number(STREAMS, h.READ_ORIGINAL_OFFSET),
+    ) == (
+        3,
+        1207,
+    )
+    assert h.read_text(STREAMS, h.READ_ERROR_CLASS) == "org.apache.kafka.common.errors.SerializationException"
+    assert h.read_text(STREAMS, h.READ_ERROR_MESSAGE) == "Size of data received by LongDeserializer is not 8"
+    assert (h.read_text(STREAMS, h.READ_ERROR_STACKTRACE) or "").startswith("org.apache.kafka")
+    assert h.read_number(STREAMS, h.READ_ATTEMPT) is None
+
+    assert h.read_text(SHARE_GROUP, h.READ_ORIGINAL_TOPIC) == "payments"
+    assert h.read_number(SHARE_GROUP, h.READ_ORIGINAL_PARTITION) == 1
+    assert h.read_number(SHARE_GROUP, h.READ_ORIGINAL_OFFSET) == 88
+    assert h.read_text(SHARE_GROUP, h.READ_ERROR_CLASS) is None
+    assert h.read_text(SHARE_GROUP, h.READ_ERROR_MESSAGE) == "Offset delivery count exceeded the threshold."
+    assert h.read_number(SHARE_GROUP, h.READ_ATTEMPT) == 5
+    assert h.read_text(SHARE_GROUP, h.READ_SUBSCRIPTION) == "payment-workers"
+
+
+def test_a_streams_dead_letter_of_one_of_ours_keeps_our_first_origin() -> None:
+    """Kafka Streams copies the failed record's headers: a record that was our dead letter keeps
+    our ``dlq.original.*`` (where the message was first read) ahead of where Streams read it."""
+    ours = [
+        ("dlq.original.topic", b"orders"),
+        ("dlq.original.offset", b"5"),
+        ("dlq.original.partition", b"0"),
+    ]
+    assert h.read_text([*ours, *STREAMS], h.READ_ORIGINAL_TOPIC) == "orders"
+    assert h.read_number([*ours, *STREAMS], h.READ_ORIGINAL_OFFSET) == 5
+    # A Streams exception whose message is null leaves the header's value null: the next is read.
+    assert h.read_text([("__streams.errors.message", None), *SHARE_GROUP], h.READ_ERROR_MESSAGE) == (
+        "Offset delivery count exceeded the threshold."
+    )

@@ -1073,6 +1073,22 @@ def _long(n: int) -> str:
             id="retry-max-message-bytes-not-a-number",
         ),
         pytest.param(
+            {"spec.topics.deadLetterConfig": {"retention.ms": "7d"}},
+            [
+                "spec.topics.deadLetterConfig: retention.ms must be a whole number of milliseconds, "
+                "or -1 (never deleted by age), got '7d'"
+            ],
+            id="dlq-retention-not-milliseconds",
+        ),
+        pytest.param(
+            {"spec.topics.retryConfig": {"retention.ms": "-2"}},
+            [
+                "spec.topics.retryConfig: retention.ms must be a whole number of milliseconds, "
+                "or -1 (never deleted by age), got '-2'"
+            ],
+            id="retry-retention-below-minus-one",
+        ),
+        pytest.param(
             {"spec.topics.retryConfig": "retention.ms=1"},
             ["spec.topics.retryConfig: must be a mapping of strings, got the string 'retention.ms=1'"],
             id="retry-config-not-mapping",

@@ -150,6 +150,12 @@ def test_every_field_is_read() -> None:
             id="defaults-invalid-value",
         ),
         pytest.param(
+            {"defaults": {"topics": {"deadLetterConfig": {"retention.ms": "7d"}}}},
+            "spec.defaults.topics.deadLetterConfig: retention.ms must be a whole number of "
+            "milliseconds, or -1 (never deleted by age), got '7d'",
+            id="defaults-retention-not-milliseconds",
+        ),
+        pytest.param(
             {
                 "defaults": {"spark": {"executor": {"instances": 8}}},
                 "limits": {"executor": {"maxInstances": 4}},

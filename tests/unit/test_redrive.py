@@ -15,7 +15,11 @@ from dlq_engine.model import PolicyError, parse_policy
 from dlq_engine.model.redrive import (
     DEFAULT_MAX_REDRIVES,
     DESTINATION_TYPES,
+    EXPIRED_REASON,
     REASONS,
+    Gap,
+    describe_gaps,
+    gaps,
     parse_redrive,
     redrive_to_document,
 )
@@ -71,8 +75,10 @@ def test_a_normalised_document_parses_to_the_same_redrive() -> None:
             ratePerSecond=50,
             dryRun=True,
             maxRedrives=2,
+            failOnGaps=True,
         )
     )
+    assert redrive.fail_on_gaps
     assert parse_redrive(redrive_to_document(redrive)) == redrive
 
 
@@ -128,11 +134,21 @@ def test_the_crd_has_the_model_s_defaults_and_enums() -> None:
     assert spec["dryRun"]["default"] is model.dry_run
     assert spec["maxRedrives"]["default"] == model.max_redrives
     assert spec["suspend"]["default"] is model.suspend
+    assert spec["failOnGaps"]["default"] is model.fail_on_gaps
     assert spec["destination"]["properties"]["type"]["default"] == model.destination.type
     assert tuple(spec["destination"]["properties"]["type"]["enum"]) == DESTINATION_TYPES
     assert tuple(spec["selection"]["properties"]["reasons"]["items"]["enum"]) == REASONS
     assert crd["spec"]["names"]["shortNames"] == ["dlr"]
-    fields = {"policyRef", "selection", "destination", "ratePerSecond", "dryRun", "maxRedrives", "suspend"}
+    fields = {
+        "policyRef",
+        "selection",
+        "destination",
+        "ratePerSecond",
+        "dryRun",
+        "maxRedrives",
+        "suspend",
+        "failOnGaps",
+    }
     assert set(spec) == fields
 
 
@@ -350,6 +366,96 @@ def test_a_failed_application_fails_the_redrive_with_the_driver_s_reason() -> No
     failed = condition(status, "Failed")
     assert failed is not None
     assert "driver exited 1" in failed["message"]
+
+
+def test_dead_letters_that_expired_fail_the_redrive_with_their_own_reason() -> None:
+    """``failOnGaps``: the driver's final status names the gap; the redrive's condition says why
+    (DeadLettersExpired), the counts of what it did before are kept, and a Warning event says it."""
+    bed = Bed()
+    bed.api.put("deadletterpolicies", policy_document())
+    bed.add_redrive(failOnGaps=True)
+    bed.reconcile()
+    gap = (
+        "spec.failOnGaps: dead letters expired before the redrive read them: topic 'orders-billing-DLQ' "
+        "partition 0 offsets 0-3 (4 dead letters); the broker deleted them (the topic's retention, or a "
+        "deleteRecords)"
+    )
+    message = {
+        "state": "Failed",
+        "reason": EXPIRED_REASON,
+        "message": gap,
+        "matched": 0,
+        "redriven": 0,
+        "expired": 0,
+        "partitions": {"0": {"next": 0, "end": 12}},
+    }
+    bed.api.edit(
+        "sparkapplications",
+        NAMESPACE,
+        "fix-1-redrive",
+        lambda o: o.update(
+            status={"applicationState": {"state": "FAILED"}, "driverInfo": {"podName": "fix-1-driver"}}
+        ),
+    )
+    bed.api.put(
+        "pods",
+        {
+            "metadata": {"name": "fix-1-driver", "namespace": NAMESPACE},
+            "status": {
+                "containerStatuses": [
+                    {
+                        "name": render.DRIVER_CONTAINER,
+                        "state": {"terminated": {"message": json.dumps(message)}},
+                    }
+                ]
+            },
+        },
+    )
+    bed.reconcile()
+    status = bed.status()
+    failed = condition(status, "Failed")
+    assert failed is not None
+    assert failed["status"] == "True"
+    assert (status["phase"], failed["reason"], failed["message"]) == ("Failed", EXPIRED_REASON, gap)
+    assert (status["redriven"], status["expired"], status["partitions"]) == (
+        0,
+        0,
+        {"0": {"next": 0, "end": 12}},
+    )
+    [event] = [e for e in bed.api.of("events") if e["reason"] == "RedriveFailed"]
+    assert event["type"] == "Warning"
+    assert "partition 0 offsets 0-3" in event["message"]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "earliest", "read_below", "found"),
+    [
+        pytest.param({0: 0, 1: 5}, {0: 10, 1: 9}, {0: 0, 1: 5}, None, [], id="nothing-gone"),
+        pytest.param({0: 0}, {0: 10}, {0: 4}, None, [Gap(0, 0, 3, 4)], id="the-start-gone"),
+        pytest.param({0: 2}, {0: 10}, {0: 30}, None, [Gap(0, 2, 9, 8)], id="the-whole-range-gone"),
+        pytest.param({0: 0}, {0: 10}, {0: 6}, {0: 4}, [Gap(0, 0, 5, 2)], id="read-before-the-rest-went"),
+        pytest.param({0: 0}, {0: 10}, {0: 6}, {0: 6}, [], id="all-read-before-deleted"),
+        pytest.param({0: 0, 1: 3}, {0: 5, 1: 8}, {1: 4}, None, [Gap(1, 3, 3, 1)], id="one-partition"),
+    ],
+)
+def test_gaps_are_the_expected_offsets_below_the_earliest(
+    start: dict[int, int],
+    end: dict[int, int],
+    earliest: dict[int, int],
+    read_below: dict[int, int] | None,
+    found: list[Gap],
+) -> None:
+    assert gaps(start, end, earliest, read_below) == found
+
+
+def test_a_gap_is_named_by_topic_partition_and_offsets() -> None:
+    assert describe_gaps("dlq", [Gap(0, 0, 3, 4), Gap(2, 7, 7, 1)]) == (
+        "topic 'dlq' partition 0 offsets 0-3 (4 dead letters), partition 2 offset 7 (1 dead letter)"
+    )
+    many = [Gap(p, 0, 1, 2) for p in range(12)]
+    assert describe_gaps("dlq", many).endswith(
+        "partition 9 offsets 0-1 (2 dead letters), and 2 more gaps (4 dead letters)"
+    )
 
 
 def test_an_invalid_redrive_fails_naming_the_field() -> None:

@@ -17,6 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.reasons import TopicsReason
 from spark_dlq_operator.reconcile import Services, TopicsNotReady, clean_up, owner_of, reconcile
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
@@ -536,3 +537,47 @@ def test_the_operator_s_credentials_go_to_its_class_s_broker_only() -> None:
     assert by_broker[KAFKA]["sasl.username"] == "operator"
     assert by_broker[KAFKA]["security.protocol"] == "SASL_PLAINTEXT"
     assert "sasl.username" not in by_broker["other:9092"]
+
+
+def test_retention_comes_from_the_policy_then_its_class_then_the_model(bed: Bed) -> None:
+    """issue 27 item 2 under the class model: the class's ``spec.defaults.topics`` configs are
+    merged key by key under the policy's, and the model's retention fills what neither names."""
+    bed.api.put(
+        "deadletterpolicyclasses",
+        {
+            "metadata": {"name": "keep-30d", "annotations": {"sparkdlq.io/is-default-class": "true"}},
+            "spec": {
+                "defaults": {
+                    "topics": {
+                        "deadLetterConfig": {"retention.ms": str(30 * 86_400_000)},
+                        "retryConfig": {"segment.ms": "60000"},
+                    }
+                }
+            },
+        },
+    )
+    bed.add("billing")
+    bed.add(
+        "refunds",
+        **{"spec.source.subscription": "refunds", "spec.topics.deadLetterConfig": {"retention.ms": "-1"}},
+    )
+    bed.reconcile("billing")
+    bed.reconcile("refunds")
+    assert bed.kafka.configs[DLQ] == {"retention.ms": str(30 * 86_400_000)}  # the class's
+    assert bed.kafka.configs[RETRY] == {"retention.ms": str(600_000 + 7 * 86_400_000), "segment.ms": "60000"}
+    assert bed.kafka.configs["orders-refunds-DLQ"] == {"retention.ms": "-1"}  # the policy's
+    assert bed.condition("TopicsReady")["reason"] == "TopicsReady"  # a retention its class chose
+
+
+def test_an_existing_topic_that_deletes_dead_letters_is_reported_not_changed(bed: Bed) -> None:
+    bed.kafka.topics[DLQ] = 2  # made by someone else, with the broker's week
+    bed.add()
+    bed.reconcile()
+    topics = bed.condition("TopicsReady")
+    assert (topics["status"], topics["reason"]) == ("True", TopicsReason.SHORT_RETENTION)
+    assert (
+        f"; short retention: topic {DLQ!r} has retention.ms=604800000 (7d): its dead letters are deleted "
+        "after 7d, they must be kept until someone deletes them;"
+    ) in topics["message"]
+    assert bed.events("TopicRetentionShort") == [topics["message"]]
+    assert DLQ not in bed.kafka.configs  # never altered

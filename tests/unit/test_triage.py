@@ -22,7 +22,7 @@ from spark_dlq_operator.triage import (
     Unreachable,
     Window,
 )
-from tests.policy_builder import policy_document
+from tests.policy_builder import DELETE, policy_document
 
 T0 = 1_795_600_000_000  # 2026-11-25T09:46:40Z
 
@@ -515,3 +515,117 @@ def test_every_option_is_in_the_reference() -> None:
     assert not missing, missing
     for command in commands.choices:
         assert f"kubectl dlq {command}" in section
+
+
+@pytest.mark.parametrize(
+    ("lows", "jumps", "spans"),
+    [
+        pytest.param({0: 0, 1: 0}, {}, {}, id="nothing-deleted"),
+        pytest.param({0: 3, 1: 0}, {}, {0: [(0, 2)]}, id="before-the-first-kept"),
+        pytest.param({0: 9}, {0: [(5, 8)]}, {0: [(0, 8)]}, id="a-jump-within-what-went-before"),
+        pytest.param({0: 0}, {0: [(4, 4), (9, 9)]}, {}, id="transaction-markers-are-not-expired"),
+        pytest.param({0: 7}, {0: [(6, 6)]}, {0: [(0, 6)]}, id="deleted-while-read"),
+    ],
+)
+def test_expired_spans_are_the_offsets_below_the_first_kept(
+    lows: dict[int, int], jumps: dict[int, list[tuple[int, int]]], spans: dict[int, list[tuple[int, int]]]
+) -> None:
+    assert triage.expired_spans(lows, jumps) == spans
+
+
+def test_expired_dead_letters_in_stats() -> None:
+    spans = {0: [(0, 1)], 2: [(0, 0)]}
+    assert triage.describe_spans(spans) == "0/0-1, 2/0"
+    text = triage.stats_text(triage.Stats(), topic="t", window=triage.Window(), expired=spans)
+    assert "EXPIRED   3 (deleted by the broker: 0/0-1, 2/0)" in text.splitlines()
+    document = triage.stats_document(triage.Stats(), topic="t", window=triage.Window(), expired=spans)
+    assert (document["expired"], document["expiredRanges"][1]) == (3, {"partition": 2, "first": 0, "last": 0})
+    assert "EXPIRED" not in triage.stats_text(triage.Stats(), topic="t", window=triage.Window())
+
+
+# --- a policy that names no broker gets its class's (issue 27: the operator's rule, reused) ---
+
+WHERE = "deadletterpolicy payments/orders-billing"
+
+
+def class_object(
+    name: str, *, default: bool = False, brokers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    annotations = {"sparkdlq.io/is-default-class": "true"} if default else {}
+    spec = {"brokers": brokers} if brokers is not None else {}
+    return {"metadata": {"name": name, "annotations": annotations}, "spec": spec}
+
+
+def brokerless(**overrides: Any) -> dict[str, Any]:
+    return policy_document({"spec.broker": DELETE, "metadata.namespace": "payments", **overrides})
+
+
+KAFKA_A = {"bootstrapServers": "kafka-a:9092", "operatorSecretRef": {"name": "op"}}
+KAFKA_B = {"bootstrapServers": "kafka-b:9092", "engineSecretName": "kafka-client"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "classes", "broker", "origin"),
+    [
+        pytest.param(
+            brokerless(**{"spec.className": "team-b"}),
+            [class_object("std", default=True, brokers=[KAFKA_A]), class_object("team-b", brokers=[KAFKA_B])],
+            {"type": "kafka", "bootstrapServers": "kafka-b:9092", "secretRef": {"name": "kafka-client"}},
+            "spec.brokers[0] of class 'team-b'",
+            id="its-named-class",
+        ),
+        pytest.param(
+            brokerless(),
+            [class_object("std", default=True, brokers=[KAFKA_A, KAFKA_B]), class_object("team-b")],
+            {"type": "kafka", "bootstrapServers": "kafka-a:9092"},
+            "spec.brokers[0] of class 'std'",
+            id="the-default-class-first-broker",
+        ),
+    ],
+)
+def test_a_policy_without_a_broker_gets_its_classs(
+    policy: dict[str, Any], classes: list[dict[str, Any]], broker: dict[str, Any], origin: str
+) -> None:
+    found, note = triage.class_broker(policy, classes, where=WHERE)
+    assert found == broker
+    assert note == f"{origin}, the broker of {WHERE}; --bootstrap-servers overrides it"
+
+
+@pytest.mark.parametrize(
+    ("policy", "classes", "message"),
+    [
+        pytest.param(
+            brokerless(**{"spec.className": "team-b"}),
+            [class_object("team-b")],
+            "spec.broker: is required: class 'team-b' lists no brokers (spec.brokers) to take it from; "
+            "give the broker with --bootstrap-servers",
+            id="class-lists-none",
+        ),
+        pytest.param(
+            brokerless(),
+            [],
+            "spec.broker: is required: class 'built-in' lists no brokers (spec.brokers) to take it from "
+            "(no DeadLetterPolicyClass in the cluster: the operator's built-in class, whose "
+            "--kafka-config-brokers kubectl dlq cannot see); give the broker with --bootstrap-servers",
+            id="no-class-in-the-cluster",
+        ),
+        pytest.param(
+            brokerless(**{"spec.className": "gone"}),
+            [class_object("std", default=True, brokers=[KAFKA_A])],
+            "spec.className: DeadLetterPolicyClass 'gone' does not exist (classes: std)",
+            id="class-not-found",
+        ),
+        pytest.param(
+            brokerless(),
+            [class_object("a", brokers=[KAFKA_A]), class_object("b", brokers=[KAFKA_B])],
+            "spec.className: is not set and no DeadLetterPolicyClass is marked default",
+            id="no-default-class",
+        ),
+    ],
+)
+def test_a_policy_without_a_broker_whose_class_gives_none_is_bad_input_naming_the_field(
+    policy: dict[str, Any], classes: list[dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(BadInput) as refused:
+        triage.class_broker(policy, classes, where=WHERE)
+    assert str(refused.value).startswith(f"{WHERE}: {message}"), str(refused.value)

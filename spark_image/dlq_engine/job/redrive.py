@@ -9,6 +9,12 @@ the chosen ones written with Spark's Kafka batch sink. The progress file is writ
 chunk's write: a crash repeats at most the chunk in flight (at-least-once), and the messages it
 wrote again are counted as possible duplicates. The rate limit is kept between writes: after a
 chunk writes ``w`` messages, the next write waits until ``w / ratePerSecond`` seconds have passed.
+
+The broker may delete dead letters of the snapshot before the redrive reads them (retention, a
+deleteRecords): Spark's Kafka source, reading with ``failOnDataLoss`` false, skips them without a
+word. So each chunk compares the partitions' earliest offsets, before and after it is read, with
+the offsets it expected: what was gone is counted (``expired``, per partition and in all), or,
+with ``spec.failOnGaps``, stops the redrive before the chunk is written, naming the gap.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +46,7 @@ from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
 from dlq_engine.job.preflight import admin_client
 from dlq_engine.job.spark_filter import spark_filter_problem
 from dlq_engine.model.policy import DeadLetterPolicy
-from dlq_engine.model.redrive import DeadLetterRedrive
+from dlq_engine.model.redrive import EXPIRED_REASON, DeadLetterRedrive, Gap, describe_gaps, gaps
 from dlq_engine.model.redrive_filter import filter_problem
 from dlq_engine.processing.batches import MAX_DELIVER_AT
 from dlq_engine.routing import headers as h
@@ -66,14 +73,20 @@ class RedriveInputError(RedriveError):
     """A redrive that cannot run as written (the files or flags given): nothing was read."""
 
 
+class DeadLettersExpired(RedriveError):
+    """``spec.failOnGaps``: dead letters of the snapshot were gone before they were read."""
+
+    reason = EXPIRED_REASON
+
+
 def dead_letter_columns(records: DataFrame) -> DataFrame:
     """Kafka records of a dead-letter topic (``includeHeaders``) as typed dead-letter columns:
     where the dead letter is, where the message came from, why it failed; the same names and
     types as the dead-letter table's (``dead_letter_table.COLUMNS``), so one SQL filter serves
     both. ``headers`` is the map of the message's own headers (no ``dlq.*``; of a repeated
-    name, the first). Origin and error are read from Spring's or Kafka Connect's dead-letter
-    headers where the ``dlq.*`` ones are absent (``routing.headers.READ_*``), so a redrive reads
-    their dead-letter topics too."""
+    name, the first). Origin, error, attempts and subscription are read from Spring's, Kafka
+    Connect's, Kafka Streams' or a share group's dead-letter headers where the ``dlq.*`` ones are
+    absent (``routing.headers.READ_*``), so a redrive reads their dead-letter topics too."""
     return records.select(
         F.col("topic"),
         F.col("partition"),
@@ -91,12 +104,12 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
         first_text(h.READ_ERROR_MESSAGE).alias("error_message"),
         first_text(h.READ_ERROR_STACKTRACE).alias("stacktrace"),
         header_text(h.REASON).alias("reason"),
-        F.coalesce(header_number(h.ATTEMPT, "int"), F.lit(0)).alias("attempts"),
+        F.coalesce(first_number(h.READ_ATTEMPT, "int"), F.lit(0)).alias("attempts"),
         header_time(h.FIRST_FAILURE_AT).alias("first_failure_at"),
         header_time(h.FAILED_AT).alias("failed_at"),
         header_number(h.FAILED_AT, "bigint").alias("failed_at_ms"),
         header_text(h.POLICY).alias("policy"),
-        header_text(h.SUBSCRIPTION).alias("subscription"),
+        first_text(h.READ_SUBSCRIPTION).alias("subscription"),
         F.coalesce(header_number(h.REDRIVE_COUNT, "int"), F.lit(0)).alias("redrive_count"),
     )
 
@@ -203,6 +216,8 @@ class Counts:
     redriven: int = 0
     skipped_max_redrives: int = 0
     possible_duplicates: int = 0
+    #: Offsets of the snapshot the broker had deleted before they were read (``gaps``).
+    expired: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
     by_error_class: dict[str, int] = field(default_factory=dict)
 
@@ -222,7 +237,11 @@ class Progress:
     counts: Counts = field(default_factory=Counts)
     #: The end offsets of the chunk being written, until its write is done.
     in_flight: dict[int, int] | None = None
-    state: str = "Running"  # Running, Succeeded, Cancelled
+    state: str = "Running"  # Running, Succeeded, Cancelled, Failed
+    #: Per partition, the offsets that expired before they were read (only those with some).
+    expired: dict[int, int] = field(default_factory=dict)
+    #: Why it failed (state Failed): the gap that ``spec.failOnGaps`` stopped at.
+    failure: str = ""
 
     @property
     def remaining(self) -> int:
@@ -250,6 +269,8 @@ class Progress:
             if raw["in_flight"] is not None
             else None,
             state=raw["state"],
+            expired={int(p): n for p, n in raw.get("expired", {}).items()},
+            failure=raw.get("failure", ""),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -261,38 +282,59 @@ class Progress:
             "redriven": c.redriven,
             "skipped": {"maxRedrives": c.skipped_max_redrives},
             "possibleDuplicates": c.possible_duplicates,
+            "expired": c.expired,
             "considered": c.considered,
             "toConsider": sum(self.snapshot[p] - self.first[p] for p in self.snapshot),
             "partitions": {
-                str(p): {"next": self.next[p], "end": self.snapshot[p]} for p in sorted(self.snapshot)
+                str(p): {
+                    "next": self.next[p],
+                    "end": self.snapshot[p],
+                    **({"expired": self.expired[p]} if self.expired.get(p) else {}),
+                }
+                for p in sorted(self.snapshot)
             },
         }
 
+    def expire(self, found: Sequence[Gap]) -> None:
+        """Count ``found`` (``gaps``) as expired."""
+        for gap in found:
+            self.counts.expired += gap.missing
+            self.expired[gap.partition] = self.expired.get(gap.partition, 0) + gap.missing
+
 
 def offsets(
-    spark: SparkSession, policy: DeadLetterPolicy, client: Mapping[str, str], topic: str
+    admin: Any, spark: SparkSession, policy: DeadLetterPolicy, topic: str
 ) -> tuple[dict[int, int], dict[int, int]]:
-    """The earliest and the end offset of each partition of ``topic``."""
+    """The earliest and the end offset of each partition of ``topic``, through ``admin`` (the
+    connector's admin client, ``preflight.admin_client``)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    admin_api = jvm.org.apache.kafka.clients.admin
     unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
-    with admin_client(spark, policy, dict(client)) as admin:
-        try:
-            description = admin.describeTopics(jvm.java.util.List.of(topic)).allTopicNames().get(15_000, unit)
-        except Exception:  # noqa: BLE001 - py4j wraps every Java exception
-            raise RedriveError(
-                f"the dead-letter topic {topic!r} does not exist on {policy.broker.bootstrap_servers}"
-            ) from None
-        partitions = [int(p.partition()) for p in description.get(topic).partitions()]
-        found = []
-        for spec in (admin_api.OffsetSpec.earliest(), admin_api.OffsetSpec.latest()):
-            wanted = jvm.java.util.HashMap()
-            for p in partitions:
-                wanted.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), spec)
-            result = admin.listOffsets(wanted).all().get(15_000, unit)
-            found.append({int(tp.partition()): int(info.offset()) for tp, info in result.items()})
-    return found[0], found[1]
+    try:
+        description = admin.describeTopics(jvm.java.util.List.of(topic)).allTopicNames().get(15_000, unit)
+    except Exception:  # noqa: BLE001 - py4j wraps every Java exception
+        raise RedriveError(
+            f"the dead-letter topic {topic!r} does not exist on {policy.broker.bootstrap_servers}"
+        ) from None
+    partitions = [int(p.partition()) for p in description.get(topic).partitions()]
+    specs = jvm.org.apache.kafka.clients.admin.OffsetSpec
+    return (
+        list_offsets(admin, spark, topic, partitions, specs.earliest()),
+        list_offsets(admin, spark, topic, partitions, specs.latest()),
+    )
+
+
+def list_offsets(
+    admin: Any, spark: SparkSession, topic: str, partitions: Sequence[int], spec: Any
+) -> dict[int, int]:
+    """The offset ``spec`` (``OffsetSpec.earliest()``, ``latest()``) of each of ``partitions``."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    wanted = jvm.java.util.HashMap()
+    for p in partitions:
+        wanted.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), spec)
+    result = admin.listOffsets(wanted).all().get(15_000, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+    return {int(tp.partition()): int(info.offset()) for tp, info in result.items()}
 
 
 class Redrive:
@@ -328,9 +370,58 @@ class Redrive:
         self._stop = threading.Event()
         self._chunk_size = self._first_chunk()
         self._next_write_at = 0.0
+        #: The connector's admin client while ``run`` or ``dry_run`` runs.
+        self._admin: Any = None
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _admin_client(self, stack: ExitStack) -> None:
+        self._admin = stack.enter_context(admin_client(self.spark, self.policy, dict(self.client)))
+        stack.callback(setattr, self, "_admin", None)
+
+    def _earliest(self, partitions: Sequence[int]) -> dict[int, int]:
+        """Each partition's earliest offset now: what lies below it is gone."""
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        spec = jvm.org.apache.kafka.clients.admin.OffsetSpec.earliest()
+        return list_offsets(self._admin, self.spark, self.policy.dead_letter_topic, partitions, spec)
+
+    def _gaps_while_read(
+        self, frame: DataFrame, start: Mapping[int, int], end: Mapping[int, int]
+    ) -> list[Gap]:
+        """The offsets of ``[start, end)`` deleted while ``frame`` (their records) was read: those
+        below a partition's earliest offset now that ``frame`` does not hold."""
+        earliest = self._earliest(sorted(end))
+        moved = {p: min(earliest[p], end[p]) for p in end if earliest.get(p, 0) > start.get(p, end[p])}
+        if not moved:
+            return []
+        below = F.lit(False)
+        for partition, bound in moved.items():
+            below |= (F.col("partition") == partition) & (F.col("offset") < bound)
+        read = {
+            int(r["partition"]): int(r["count"])
+            for r in frame.where(below).groupBy("partition").count().collect()
+        }
+        return gaps(start, {p: end[p] for p in moved}, earliest, read)
+
+    def _check_gaps(self, progress: Progress | None, found: Sequence[Gap]) -> None:
+        """Count the gaps found, or, with ``spec.failOnGaps``, stop naming them."""
+        if not found:
+            return
+        where = describe_gaps(self.policy.dead_letter_topic, found)
+        if self.redrive.fail_on_gaps:
+            message = (
+                f"spec.failOnGaps: dead letters expired before the redrive read them: {where}; the "
+                "broker deleted them (the topic's retention, or a deleteRecords)"
+            )
+            if progress is not None and self.progress_path is not None:
+                progress.state, progress.failure = "Failed", message
+                progress.in_flight = None
+                progress.save(self.progress_path)
+            raise DeadLettersExpired(message)
+        if progress is not None:
+            progress.expire(found)
 
     def _read(self, start: Mapping[int, int], end: Mapping[int, int]) -> DataFrame:
         topic = self.policy.dead_letter_topic
@@ -349,12 +440,18 @@ class Redrive:
     def dry_run(self) -> dict[str, Any]:
         """Counts by reason and error class of what would be redriven, and a few samples."""
         check_filter(self.spark, self.redrive)
-        earliest, end = offsets(self.spark, self.policy, self.client, self.policy.dead_letter_topic)
+        with ExitStack() as stack:
+            self._admin_client(stack)
+            return self._dry_run()
+
+    def _dry_run(self) -> dict[str, Any]:
+        earliest, end = offsets(self._admin, self.spark, self.policy, self.policy.dead_letter_topic)
         if all(end[p] <= earliest[p] for p in end):
             return {
                 "considered": 0,
                 "matched": 0,
                 "skippedMaxRedrives": 0,
+                "expired": 0,
                 "byReason": {},
                 "byErrorClass": {},
                 "samples": [],
@@ -363,6 +460,8 @@ class Redrive:
         frame = frame.withColumn("selected", selected(frame, self.redrive)).cache()
         try:
             counts = self._tally(frame)
+            found = self._gaps_while_read(frame, earliest, end)
+            self._check_gaps(None, found)
             guard = F.col("redrive_count") < F.lit(self.redrive.max_redrives)
             samples = (
                 frame.where(F.col("selected") & guard)
@@ -377,6 +476,7 @@ class Redrive:
             "considered": counts.considered,
             "matched": counts.matched,
             "skippedMaxRedrives": counts.skipped_max_redrives,
+            "expired": sum(gap.missing for gap in found),
             "byReason": counts.by_reason,
             "byErrorClass": counts.by_error_class,
             "samples": [
@@ -414,7 +514,8 @@ class Redrive:
         return counts
 
     def run(self) -> Progress:
-        """Redrive every selected dead letter of the snapshot; resumes from the progress file."""
+        """Redrive every selected dead letter of the snapshot; resumes from the progress file.
+        Raises DeadLettersExpired (``spec.failOnGaps``), also when resumed after it."""
         assert self.progress_path is not None
         check_filter(self.spark, self.redrive)
         progress = Progress.load(self.progress_path)
@@ -423,8 +524,16 @@ class Redrive:
                 f"{self.progress_path} holds the progress of redrive {progress.redrive!r}, not "
                 f"{self.redrive.qualified_name!r}: give this redrive its own --checkpoint"
             )
+        if progress is not None and progress.state == "Failed":
+            raise DeadLettersExpired(progress.failure)  # a resubmitted driver fails as the first did
+        with ExitStack() as stack:
+            self._admin_client(stack)
+            return self._run(progress)
+
+    def _run(self, progress: Progress | None) -> Progress:
+        assert self.progress_path is not None
         if progress is None:
-            earliest, end = offsets(self.spark, self.policy, self.client, self.policy.dead_letter_topic)
+            earliest, end = offsets(self._admin, self.spark, self.policy, self.policy.dead_letter_topic)
             first = {p: min(earliest.get(p, 0), end[p]) for p in end}
             progress = Progress(
                 redrive=self.redrive.qualified_name,
@@ -503,10 +612,17 @@ class Redrive:
             return 0, 0.0
         began = self.clock.monotonic()
         waited = 0.0
+        # What the broker deleted before this chunk is read is not read at all.
+        earliest = self._earliest(sorted(end))
+        self._check_gaps(progress, gaps(start, end, earliest))
+        start = {p: max(start.get(p, end[p]), earliest.get(p, 0)) for p in end}
+        if all(end[p] <= start[p] for p in end):
+            return 0, self.clock.monotonic() - began
         frame = dead_letter_columns(self._read(start, end))
         frame = frame.withColumn("selected", selected(frame, self.redrive)).cache()
         try:
             counts = self._tally(frame)
+            self._check_gaps(progress, self._gaps_while_read(frame, start, end))
             if counts.matched and not self.redrive.dry_run:
                 rate = self.redrive.rate_per_second
                 if rate > 0:

@@ -1074,6 +1074,13 @@ def _parse_topics(f: _Fields) -> Topics:
                 "below the producer's batch.size (16 KiB) the Kafka client retries a refused "
                 f"batch forever (KAFKA-8350), got {raw!r}",
             )
+        retention = config.get("retention.ms")
+        if retention is not None and not re.fullmatch(r"-1|[0-9]{1,19}", retention):
+            f.fail(
+                f.at(key),
+                f"retention.ms must be a whole number of milliseconds, or -1 (never deleted by age), "
+                f"got {retention!r}",
+            )
     if topics.provisioner == "strimzi" and not strimzi.cluster:
         f.fail(f"{f.at('strimzi')}.cluster", "is required when provisioner is strimzi")
     f.done()

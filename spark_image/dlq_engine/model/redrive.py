@@ -8,7 +8,7 @@ exist then (the dead-letter topic's end offsets, recorded) are considered.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -27,6 +27,10 @@ DESTINATION_TYPES: Final[tuple[DestinationType, ...]] = get_args(DestinationType
 #: The reasons a dead letter can carry (``dlq.reason``).
 REASONS: Final = ("exhausted", "terminated", "non-retryable")
 DEFAULT_MAX_REDRIVES: Final = 3
+#: The reason a redrive with ``failOnGaps`` fails with (its status and its Complete condition):
+#: dead letters of its snapshot were deleted by the broker (retention, a deleteRecords) before it
+#: read them. The driver's final status names it; the operator writes it.
+EXPIRED_REASON: Final = "DeadLettersExpired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,9 @@ class DeadLetterRedrive:
     #: A dead letter already redriven this many times is skipped and counted, never sent again.
     max_redrives: int = DEFAULT_MAX_REDRIVES
     suspend: bool = False
+    #: Stop (Failed, naming the gap) when dead letters of the snapshot expired before they were
+    #: read, instead of counting them (``expired``) and going on.
+    fail_on_gaps: bool = False
 
     @property
     def qualified_name(self) -> str:
@@ -138,6 +145,7 @@ def parse_redrive(document: object) -> DeadLetterRedrive:
         dry_run=spec.boolean("dryRun", False),
         max_redrives=spec.integer("maxRedrives", DEFAULT_MAX_REDRIVES, minimum=1),
         suspend=spec.boolean("suspend", False),
+        fail_on_gaps=spec.boolean("failOnGaps", False),
     )
     spec.done()
     if issues:
@@ -192,6 +200,7 @@ def redrive_to_document(redrive: DeadLetterRedrive) -> dict[str, Any]:
             "dryRun": redrive.dry_run,
             "maxRedrives": redrive.max_redrives,
             "suspend": redrive.suspend,
+            "failOnGaps": redrive.fail_on_gaps,
         },
     }
 
@@ -200,3 +209,48 @@ def rfc3339(ms: int) -> str:
     """Epoch milliseconds as an RFC 3339 UTC time with milliseconds (``...T10:00:00.000Z``)."""
     moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Offsets ``first``..``last`` of a partition that the redrive expected and the broker no
+    longer had when it read them: ``missing`` of them (all, unless records of the range were read
+    before the rest was deleted)."""
+
+    partition: int
+    first: int
+    last: int
+    missing: int
+
+
+def gaps(
+    start: Mapping[int, int],
+    end: Mapping[int, int],
+    earliest: Mapping[int, int],
+    read_below: Mapping[int, int] | None = None,
+) -> list[Gap]:
+    """The offsets of ``[start, end)`` (per partition) below a partition's ``earliest`` offset
+    that were not read (``read_below``: how many records below it were read; none if absent)."""
+    found = []
+    for partition in sorted(end):
+        first, bound = start.get(partition, end[partition]), min(earliest.get(partition, 0), end[partition])
+        missing = bound - first - (read_below or {}).get(partition, 0)
+        if bound > first and missing > 0:
+            found.append(Gap(partition, first, bound - 1, missing))
+    return found
+
+
+def describe_gaps(topic: str, found: Sequence[Gap], *, most: int = 10) -> str:
+    """``topic 'x' partition 0 offsets 3-7 (5 dead letters), ...`` for a message (the first
+    ``most`` gaps: a pod's termination message holds 4 KiB)."""
+    parts = []
+    for gap in found[:most]:
+        span = f"offset {gap.first}" if gap.first == gap.last else f"offsets {gap.first}-{gap.last}"
+        parts.append(
+            f"partition {gap.partition} {span} ({gap.missing} dead letter{'s' * (gap.missing != 1)})"
+        )
+    if len(found) > most:
+        parts.append(
+            f"and {len(found) - most} more gaps ({sum(g.missing for g in found[most:])} dead letters)"
+        )
+    return f"topic {topic!r} " + ", ".join(parts)

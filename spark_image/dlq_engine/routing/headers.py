@@ -94,6 +94,29 @@ CONNECT_CONNECTOR_NAME: Final = "__connect.errors.connector.name"
 CONNECT_EXCEPTION_CLASS: Final = "__connect.errors.exception.class.name"
 CONNECT_EXCEPTION_MESSAGE: Final = "__connect.errors.exception.message"
 CONNECT_EXCEPTION_STACKTRACE: Final = "__connect.errors.exception.stacktrace"
+#: Kafka Streams (KIP-1034, since Kafka 4.2): ``ExceptionHandlerUtils.HEADER_ERRORS_*``, written
+#: by its exception handlers on the records they send to ``errors.dead.letter.queue.topic.name``
+#: beside the failed record's own headers; UTF-8 strings (partition and offset in decimal). Read,
+#: never written.
+STREAMS_PREFIX: Final = "__streams.errors."
+STREAMS_EXCEPTION: Final = "__streams.errors.exception"
+STREAMS_MESSAGE: Final = "__streams.errors.message"
+STREAMS_STACKTRACE: Final = "__streams.errors.stacktrace"
+STREAMS_TOPIC: Final = "__streams.errors.topic"
+STREAMS_PARTITION: Final = "__streams.errors.partition"
+STREAMS_OFFSET: Final = "__streams.errors.offset"
+#: Share groups' dead-letter queues (KIP-1191, brokers from Kafka 4.4): the broker's
+#: ``ShareGroupDLQRecordHelper.HEADER_DLQ_ERRORS_*`` on each record it copies to a group's
+#: dead-letter topic; UTF-8 strings (partition, offset and delivery count in decimal). No
+#: exception: ``message`` says why (rejected by a consumer, or its delivery count reached the
+#: group's limit). Read, never written.
+SHARE_GROUP_PREFIX: Final = "__dlq.errors."
+SHARE_GROUP_TOPIC: Final = "__dlq.errors.topic"
+SHARE_GROUP_PARTITION: Final = "__dlq.errors.partition"
+SHARE_GROUP_OFFSET: Final = "__dlq.errors.offset"
+SHARE_GROUP_GROUP: Final = "__dlq.errors.group"
+SHARE_GROUP_DELIVERY_COUNT: Final = "__dlq.errors.delivery.count"
+SHARE_GROUP_MESSAGE: Final = "__dlq.errors.message"
 #: Apache Pulsar's Java client: ``RetryMessageUtil`` property names (the misspelt
 #: ``ORIGIN_MESSAGE_IDY_TIME`` is its ``SYSTEM_PROPERTY_ORIGIN_MESSAGE_ID``, which its dead
 #: letters carry beside ``PROPERTY_ORIGIN_MESSAGE_ID``, the one the C++ and Python clients
@@ -194,25 +217,56 @@ def owned(profiles: Sequence[HeaderProfile]) -> tuple[tuple[str, ...], tuple[str
 
 
 #: Where a reader of dead letters (the redrive, the triage CLI) finds each fact, tried in this
-#: order: ours, then Spring's DeadLetterPublishingRecoverer's, then Kafka Connect's
-#: DeadLetterQueueReporter's, so that it reads their dead-letter topics too. A number source is
-#: (name, width): width 0 for decimal text, 4 or 8 for Spring's big-endian binary.
-READ_ORIGINAL_TOPIC: Final = (ORIGINAL_TOPIC, SPRING_ORIGINAL_TOPIC, CONNECT_TOPIC)
+#: order: ours, then Spring's DeadLetterPublishingRecoverer's, Kafka Connect's
+#: DeadLetterQueueReporter's, Kafka Streams' exception handlers' and a share group's broker's,
+#: so that it reads their dead-letter topics too. A number source is (name, width): width 0 for
+#: decimal text, 4 or 8 for Spring's big-endian binary.
+READ_ORIGINAL_TOPIC: Final = (
+    ORIGINAL_TOPIC,
+    SPRING_ORIGINAL_TOPIC,
+    CONNECT_TOPIC,
+    STREAMS_TOPIC,
+    SHARE_GROUP_TOPIC,
+)
 READ_ORIGINAL_PARTITION: Final = (
     (ORIGINAL_PARTITION, 0),
     (SPRING_ORIGINAL_PARTITION, 4),
     (CONNECT_PARTITION, 0),
+    (STREAMS_PARTITION, 0),
+    (SHARE_GROUP_PARTITION, 0),
 )
-READ_ORIGINAL_OFFSET: Final = ((ORIGINAL_OFFSET, 0), (SPRING_ORIGINAL_OFFSET, 8), (CONNECT_OFFSET, 0))
+READ_ORIGINAL_OFFSET: Final = (
+    (ORIGINAL_OFFSET, 0),
+    (SPRING_ORIGINAL_OFFSET, 8),
+    (CONNECT_OFFSET, 0),
+    (STREAMS_OFFSET, 0),
+    (SHARE_GROUP_OFFSET, 0),
+)
 READ_ORIGINAL_TIMESTAMP: Final = ((ORIGINAL_TIMESTAMP, 0), (SPRING_ORIGINAL_TIMESTAMP, 8))
 READ_ERROR_CLASS: Final = (
     ERROR_CLASS,
     SPRING_EXCEPTION_CAUSE_FQCN,
     SPRING_EXCEPTION_FQCN,
     CONNECT_EXCEPTION_CLASS,
+    STREAMS_EXCEPTION,
 )
-READ_ERROR_MESSAGE: Final = (ERROR_MESSAGE, SPRING_EXCEPTION_MESSAGE, CONNECT_EXCEPTION_MESSAGE)
-READ_ERROR_STACKTRACE: Final = (ERROR_STACKTRACE, SPRING_EXCEPTION_STACKTRACE, CONNECT_EXCEPTION_STACKTRACE)
+READ_ERROR_MESSAGE: Final = (
+    ERROR_MESSAGE,
+    SPRING_EXCEPTION_MESSAGE,
+    CONNECT_EXCEPTION_MESSAGE,
+    STREAMS_MESSAGE,
+    SHARE_GROUP_MESSAGE,
+)
+READ_ERROR_STACKTRACE: Final = (
+    ERROR_STACKTRACE,
+    SPRING_EXCEPTION_STACKTRACE,
+    CONNECT_EXCEPTION_STACKTRACE,
+    STREAMS_STACKTRACE,
+)
+#: Failed attempts: ours, or how often a share group delivered the record.
+READ_ATTEMPT: Final = ((ATTEMPT, 0), (SHARE_GROUP_DELIVERY_COUNT, 0))
+#: Who consumed the message: our subscription, Spring's consumer group, a share group.
+READ_SUBSCRIPTION: Final = (SUBSCRIPTION, SPRING_ORIGINAL_CONSUMER_GROUP, SHARE_GROUP_GROUP)
 
 
 def read_text(headers: Sequence[tuple[str, bytes | None]], names: Sequence[str]) -> str | None:

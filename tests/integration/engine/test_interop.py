@@ -3,17 +3,22 @@ Kafka's and Kafka Connect's classes (Maven Central, run by the interop program t
 ``scripts/setup/java_programs.sh`` builds from ``tests/interop/java``) read the dead letters and retry
 records the engine wrote, and write dead letters of their own that the redrive and the triage CLI
 read back; Pulsar's names are checked against its Java client's ``RetryMessageUtil`` and the
-``pulsar-client`` wheel's native library."""
+``pulsar-client`` wheel's native library. Kafka's own dead letters are written by Kafka Streams
+(KIP-1034) on the test bed's broker and by a share group on a Kafka 4.4 broker (KIP-1191), with
+the program built from ``tests/interop/kafka``, and read back the same way."""
 
 from __future__ import annotations
 
 import json
+import os
+import struct
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from dlq_engine.exits import EXIT_OK
@@ -21,7 +26,9 @@ from dlq_engine.job.redrive import Redrive
 from dlq_engine.model.policy import parse_policy
 from dlq_engine.model.redrive import parse_redrive
 from dlq_engine.routing import headers as h
-from spark_dlq_devtools.paths import java_classpath
+from spark_dlq_devtools.kafka import KafkaBroker, create_topics
+from spark_dlq_devtools.paths import java_classpath, versions
+from tests.conftest import unique
 from tests.helpers import engine_policy, produce, read_all
 from tests.integration.test_triage import dlq
 
@@ -221,3 +228,155 @@ def test_redrive_and_triage_read_spring_and_connect_dead_letter_topics(
         ] == [(b"k0", b"v0", names["source"], "0", "0"), (b"k1", b"v1", names["source"], "0", "1")], tool
         if tool == "spring":  # Connect's dead letters carry no original timestamp
             assert all(r.header(h.ORIGINAL_TIMESTAMP) for r in sent)
+
+
+@pytest.fixture(scope="module")
+def share_group_broker() -> Iterator[str]:
+    """A Kafka broker whose share groups have dead-letter queues (KIP-1191: 4.4, newer than the
+    test bed's): its bootstrap servers. Started for the one test that needs it."""
+    broker = KafkaBroker(
+        name=f"kafka-share-dlq-{os.getpid()}",
+        version=versions()["KAFKA_SHARE_GROUP_DLQ_VERSION"],
+        heap="256m",
+        log_level="WARN",
+    )
+    broker.start()
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+def test_redrive_and_triage_read_kafka_streams_and_share_group_dead_letters(
+    spark: Any,
+    bootstrap_servers: str,
+    share_group_broker: str,
+    make_topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    # Kafka Streams on the test bed's broker: String keys, Long values; "b" is no 8-byte long
+    # (a deserialization error), "c" negative (a processing error); both go to its DLQ topic.
+    clicks, streams_dlq, totals = make_topic("clicks"), make_topic("streams-dlq"), make_topic("totals")
+    produce(
+        bootstrap_servers,
+        clicks,
+        [
+            (b"a", struct.pack(">q", 5)),
+            (b"b", b"bad"),
+            (b"c", struct.pack(">q", -7)),
+            (b"d", struct.pack(">q", 1)),
+        ],
+        headers=[("trace", b"t-1")],
+    )
+    # A share group on the 4.4 broker: its consumer rejects two records, the broker copies them
+    # (key and value: errors.deadletterqueue.copy.record.enable) to the group's DLQ topic.
+    orders, share_dlq = unique("orders"), unique("dlq.orders")
+    create_topics(share_group_broker, [orders], 1)
+    produce(share_group_broker, orders, [(b"k0", b"v0"), (b"k1", b"v1")])
+
+    # One JVM: the library's header names, the Streams application, the share consumer.
+    done = run_kafka_interop(
+        ["names"],
+        ["streams", bootstrap_servers, clicks, streams_dlq, totals, "2"],
+        ["share-reject", share_group_broker, orders, share_dlq, "workers", "2"],
+    )
+    assert done["names"] == {
+        "HEADER_ERRORS_EXCEPTION_NAME": h.STREAMS_EXCEPTION,
+        "HEADER_ERRORS_EXCEPTION_MESSAGE_NAME": h.STREAMS_MESSAGE,
+        "HEADER_ERRORS_STACKTRACE_NAME": h.STREAMS_STACKTRACE,
+        "HEADER_ERRORS_TOPIC_NAME": h.STREAMS_TOPIC,
+        "HEADER_ERRORS_PARTITION_NAME": h.STREAMS_PARTITION,
+        "HEADER_ERRORS_OFFSET_NAME": h.STREAMS_OFFSET,
+        "ERRORS_DEAD_LETTER_QUEUE_TOPIC_NAME_CONFIG": "errors.dead.letter.queue.topic.name",
+    }
+    assert done["share-reject"] == {"rejected": 2, "deadLetters": 2}
+    # The broker writes exactly the headers KIP-1191 documents (and the unit tests read).
+    (first, _) = read_all(share_group_broker, share_dlq, expect=2)
+    assert [name for name, _ in first.headers] == [
+        h.SHARE_GROUP_TOPIC,
+        h.SHARE_GROUP_PARTITION,
+        h.SHARE_GROUP_OFFSET,
+        h.SHARE_GROUP_GROUP,
+        h.SHARE_GROUP_DELIVERY_COUNT,
+        h.SHARE_GROUP_MESSAGE,
+    ]
+
+    # kubectl dlq: origin, error and attempts from each library's own headers.
+    written = {"streams": (bootstrap_servers, streams_dlq), "share-group": (share_group_broker, share_dlq)}
+    expected = {
+        "streams": [
+            ("b", f"{clicks}/0/1", "org.apache.kafka.common.errors.SerializationException",
+             "Size of data received by LongDeserializer is not 8", None),
+            ("c", f"{clicks}/0/2", "java.lang.IllegalArgumentException", "negative amount -7", None),
+        ],
+        "share-group": [
+            ("k0", f"{orders}/0/0", None, "Offset rejected by client.", 1),
+            ("k1", f"{orders}/0/1", None, "Offset rejected by client.", 1),
+        ],
+    }  # fmt: skip
+    policies = {}
+    for tool, (bootstrap, topic) in written.items():
+        document = engine_policy(
+            {"source": clicks, "retry": make_topic(f"{tool}-retry"), "dlq": topic, "output": totals},
+            bootstrap,
+        )
+        policies[tool] = parse_policy(document)
+        policy_file = tmp_path / f"{tool}.yaml"
+        policy_file.write_text(yaml.safe_dump(document))
+        listed = dlq("ls", "-f", str(policy_file), "-o", "json")
+        assert listed.returncode == 0, listed.stderr
+        items = sorted(json.loads(listed.stdout)["items"], key=lambda item: item["key"]["data"])
+        assert [
+            (i["key"]["data"], i["original"], i["errorClass"], i["errorMessage"], i["attempt"]) for i in items
+        ] == expected[tool], tool
+    shown = dlq("show", "-f", str(tmp_path / "streams.yaml"), "0/0")
+    assert shown.returncode == 0, shown.stderr
+    fields = dict(
+        line.split(":", 1) for line in shown.stdout.splitlines() if line[:1].isupper() and ":" in line
+    )
+    assert fields["Original"].strip() == f"{clicks}/0/1", shown.stdout
+    assert fields["Error class"].strip() == "org.apache.kafka.common.errors.SerializationException"
+    assert "at org.apache.kafka.common.serialization.LongDeserializer" in shown.stdout  # the stack trace
+
+    # The redrive (dry runs: the sending is the same for every family, test_redrive.py): each
+    # selected by the columns the library's headers fill.
+    selections = {
+        "streams": {
+            "errorClasses": ["IllegalArgumentException"],
+            "filter": f"original_topic = '{clicks}' AND original_partition = 0 AND original_offset = 2 "
+            "AND stacktrace LIKE 'java.lang.IllegalArgumentException: negative amount -7%'",
+        },
+        "share-group": {
+            "filter": f"subscription = 'workers' AND attempts = 1 AND original_topic = '{orders}' "
+            "AND original_offset = 1 AND error_message LIKE 'Offset rejected%'"
+        },
+    }
+    samples = {"streams": [("c", "java.lang.IllegalArgumentException", "negative amount -7")], "share-group": [
+        ("k1", None, "Offset rejected by client.")
+    ]}  # fmt: skip
+    for tool, selection in selections.items():
+        redrive = parse_redrive(
+            {
+                "apiVersion": "sparkdlq.io/v1alpha1",
+                "kind": "DeadLetterRedrive",
+                "metadata": {"name": f"from-{tool}", "namespace": "tests"},
+                "spec": {"policyRef": {"name": "test-policy"}, "dryRun": True, "selection": selection},
+            }
+        )
+        found = Redrive(spark, policies[tool], redrive, checkpoint=None).dry_run()
+        assert (found["considered"], found["matched"]) == (2, 1), tool
+        assert [(s["key"], s["errorClass"], s["message"]) for s in found["samples"]] == samples[tool], tool
+
+
+def run_kafka_interop(*commands: list[str]) -> Any:
+    """The answers of the Kafka interop program (tests/interop/kafka) to ``commands``, run in one
+    JVM: a mapping by command name."""
+    args = [arg for command in commands for arg in ("--", *command)][1:]
+    done = subprocess.run(
+        ["java", "-cp", java_classpath("kafka-interop"), "io.sparkdlq.interop.KafkaDeadLetters", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout)

@@ -209,6 +209,11 @@ def test_created_topics_follow_spec_topics(
     resource = ConfigResource(ConfigResource.Type.TOPIC, names["retry"])
     config = admin.describe_configs([resource])[resource].result(timeout=10)
     assert config["retention.ms"].value == "3600000"
+    # A dead-letter topic is kept until someone deletes its letters (model/topics.py).
+    assert (
+        f"dlq-engine: created topic {names['dlq']!r} (4 partitions, replication factor 1, retention.ms=-1)"
+        in (done.stdout)
+    )
 
 
 def test_without_a_source_nor_partitions_nothing_is_created(

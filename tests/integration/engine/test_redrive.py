@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from dlq_engine.job.redrive import (
     KAFKA_SCHEMA,
+    DeadLettersExpired,
     Progress,
     Redrive,
     RedriveInputError,
@@ -328,6 +329,71 @@ def test_cancel_stops_after_the_chunk_and_a_rerun_resumes(
     assert len(read_all(bootstrap_servers, names["retry"], expect=60, settle=1)) == 60
 
 
+def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
+    """The broker deletes the records of ``topic`` below ``before`` (partition -> offset), as
+    retention does: the partitions' earliest offsets move up (Admin API DeleteRecords)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = [TopicPartition(topic, partition, offset) for partition, offset in before.items()]
+    for future in admin.delete_records(wanted, request_timeout=30).values():
+        future.result(timeout=60)
+
+
+@pytest.mark.parametrize("fail_on_gaps", [False, True], ids=["counted", "failOnGaps"])
+def test_dead_letters_that_expire_before_they_are_read_are_counted_or_stop_it(
+    spark: Any,
+    policy: DeadLetterPolicy,
+    names: dict[str, str],
+    bootstrap_servers: str,
+    tmp_path: Path,
+    fail_on_gaps: bool,
+) -> None:
+    """A redrive records its snapshot, is suspended before it reads anything (a real path: spec.
+    suspend, then resumed); meanwhile the broker deletes the first dead letters of partition 0.
+    Resumed, it counts them as expired and redrives the rest, or, with failOnGaps, stops before
+    writing anything, naming the topic, the partition and the offsets; resubmitted, it fails the
+    same way at once."""
+    write(bootstrap_servers, names["dlq"], standard_set())  # 12 letters, partitions by key
+    redrive = redrive_of(
+        selection={"reasons": ["exhausted", "terminated", "non-retryable"]}, failOnGaps=fail_on_gaps
+    )
+    suspended = Redrive(spark, policy, redrive, checkpoint=tmp_path)
+    suspended.stop()
+    assert suspended.run().state == "Cancelled"
+    snapshot = Progress.load(tmp_path / "progress.json")
+    assert snapshot is not None
+    assert snapshot.counts.considered == 0
+    in_zero = snapshot.snapshot[0]
+    assert in_zero >= 3
+    delete_records(bootstrap_servers, names["dlq"], {0: 3})
+
+    resumed = Redrive(spark, policy, redrive, checkpoint=tmp_path)
+    gap = f"topic {names['dlq']!r} partition 0 offsets 0-2 (3 dead letters)"
+    if fail_on_gaps:
+        with pytest.raises(DeadLettersExpired, match=re.escape(gap)) as failed:
+            resumed.run()
+        assert failed.value.reason == "DeadLettersExpired"
+        stopped = Progress.load(tmp_path / "progress.json")
+        assert stopped is not None
+        assert (stopped.state, stopped.counts.redriven, stopped.next) == ("Failed", 0, snapshot.next)
+        assert read_all(bootstrap_servers, names["retry"], timeout=1) == []  # nothing written
+        with pytest.raises(DeadLettersExpired, match=re.escape(gap)):  # a resubmitted driver
+            Redrive(spark, policy, redrive, checkpoint=tmp_path).run()
+        return
+    progress = resumed.run()
+    assert progress.state == "Succeeded"
+    assert (progress.counts.expired, progress.expired) == (3, {0: 3})
+    assert progress.counts.considered == 12 - 3
+    summary = progress.summary()
+    assert summary["expired"] == 3
+    assert summary["partitions"]["0"] == {"next": in_zero, "end": in_zero, "expired": 3}
+    assert "expired" not in summary["partitions"]["1"]
+    # 12 minus the one already redriven three times minus the three gone.
+    assert len(read_all(bootstrap_servers, names["retry"], expect=8, settle=1)) == progress.counts.redriven
+
+
 def _cli_env() -> dict[str, str]:
     env = submit_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
@@ -391,6 +457,7 @@ def test_a_killed_redrive_loses_nothing_and_counts_its_duplicates(
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["state"] == "Succeeded"
     assert status["matched"] == status["redriven"] == 80
+    assert status["expired"] == 0  # nothing deleted by the broker meanwhile
     sent = read_all(bootstrap_servers, names["retry"], expect=80, settle=2)
     keys = [r.key for r in sent]
     assert set(keys) == {f"k{i}".encode() for i in range(80)}

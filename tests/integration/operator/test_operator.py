@@ -42,6 +42,15 @@ def owner_of(obj: dict[str, Any]) -> dict[str, Any]:
     return dict(reference)
 
 
+def topic_config(admin: AdminClient, topic: str, name: str) -> str | None:
+    """The value of topic config ``name`` as the broker describes it."""
+    from confluent_kafka.admin import ConfigResource
+
+    [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
+    entry = future.result(timeout=30).get(name)
+    return None if entry is None else entry.value
+
+
 def converged(cluster: Cluster, name: str, phase: str) -> Callable[[], bool]:
     return lambda: cluster.status(name).get("phase") == phase
 
@@ -74,9 +83,14 @@ def test_create_provisions_topics_configmap_and_application(
     policy = parse_policy(cluster.policy("billing"))
     digest = config_hash(policy)
 
-    # Topics: the contract's names, partitions as the source, configs as asked.
+    # Topics: the contract's names, partitions as the source, configs as asked; the retry topic
+    # keeps its letters a week past the longest backoff (maxDelay 10m).
     wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 3, what="the retry topic")
     wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 3, what="the DLQ topic")
+    assert topic_config(kafka_admin, f"{source}-billing-DLQ", "retention.ms") == "604800000"
+    assert topic_config(kafka_admin, f"{source}-billing-RETRY", "retention.ms") == str(
+        600_000 + 7 * 86_400_000
+    )
 
     # The ConfigMap: name, labels, owner, and the engine's policy with the checkpoint filled in.
     config_map = cluster.config_map("billing-policy")
@@ -136,7 +150,8 @@ def test_create_provisions_topics_configmap_and_application(
     assert status["sparkApplication"] == "billing"
     assert status["restartCount"] == 0
     assert status["phase"] == "Pending"
-    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+    topics = cluster.condition("billing", "TopicsReady")
+    assert (topics["status"], topics["reason"]) == ("True", "TopicsReady")  # a retention it chose
     assert cluster.condition("billing", "JobRunning")["reason"] == "Submitted"
     assert cluster.condition("billing", "Ready")["status"] == "False"
     assert status["observedGeneration"] == created["metadata"]["generation"]
@@ -361,7 +376,7 @@ def test_spec_the_apiserver_accepts_but_the_model_refuses_is_invalid(
     assert cluster.config_map("escape-redrive") is None
 
 
-def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
+def test_existing_topics_with_fewer_partitions_or_short_retention_are_reported_not_changed(
     operator: RunningOperator,
     cluster: Cluster,
     namespace: str,
@@ -372,7 +387,13 @@ def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
     from confluent_kafka.admin import NewTopic
 
     source = make_topic("orders", partitions=3)
-    for future in kafka_admin.create_topics([NewTopic(f"{source}-billing-RETRY", 1, 1)]).values():
+    # The retry topic with too few partitions; the dead-letter topic with a retention (a day)
+    # that deletes dead letters nobody has looked at.
+    existing = [
+        NewTopic(f"{source}-billing-RETRY", 1, 1),
+        NewTopic(f"{source}-billing-DLQ", 3, 1, config={"retention.ms": "86400000"}),
+    ]
+    for future in kafka_admin.create_topics(existing).values():
         future.result(timeout=30)
     cluster.create_policy(policy_document(namespace, "billing", source=source, bootstrap=bootstrap_servers))
 
@@ -381,9 +402,16 @@ def test_existing_topic_with_fewer_partitions_is_reported_not_changed(
         what="TopicsReady",
     )
     assert "has 1 partitions, 3 wanted" in topics["message"]
+    assert topics["reason"] == "ShortRetention"
+    assert (
+        f"short retention: topic '{source}-billing-DLQ' has retention.ms=86400000 (1d): its dead letters "
+        "are deleted after 1d, they must be kept until someone deletes them"
+    ) in topics["message"]
+    assert "RETRY' has retention" not in topics["message"]  # the broker's week outlasts 10m
     wait_for(lambda: "TopicPartitionsDrift" in cluster.event_reasons("billing"), what="the drift event")
+    wait_for(lambda: "TopicRetentionShort" in cluster.event_reasons("billing"), what="the retention event")
     assert topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 1
-    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 3, what="the DLQ topic")
+    assert topic_config(kafka_admin, f"{source}-billing-DLQ", "retention.ms") == "86400000"
 
 
 def test_unreachable_broker_is_reported_retried_and_recovered(
@@ -522,6 +550,7 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
         "config": {"retention.ms": "86400000"},
     }
     assert "ownerReferences" not in retry["metadata"]  # another namespace: no owner references
+    assert by_topic["Orders_EU-billing-DLQ"]["spec"]["config"] == {"retention.ms": "-1"}
     uid = cluster.policy("billing")["metadata"]["uid"]
     assert retry["metadata"]["annotations"] == {"sparkdlq.io/policy-uid": uid}
 
