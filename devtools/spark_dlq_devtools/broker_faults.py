@@ -3,7 +3,8 @@
 Used by the replicated-cluster reliability test (``tests/integration/engine/test_broker_faults.py``)
 and its longer bench run (``bench/broker_faults.py``). A run, on a :class:`~spark_dlq_devtools.kafka_cluster.KafkaCluster`:
 
-1. a producer thread writes ``n`` numbered messages to the source topic at a steady rate
+1. a producer thread writes numbered messages to the source topic at a steady rate, up to ``n``
+   or until the faults are over
    (the same numbers, kinds and processor as the engine crash runs, ``spark_dlq_devtools.chaos``);
 2. the engine runs as a user runs it, against all three nodes;
 3. one fault at a time, each while records flow: SIGKILL of the node leading the source topic's
@@ -164,9 +165,12 @@ class BrokerFaultRun:
             rolling = time.monotonic()
             self.cluster.rolling_restart()
             rolling_s = time.monotonic() - rolling
+        # The faults are over: what was produced so far is what the audit accounts for.
+        producer.finish()
         producer.join(900)
         if producer.error is not None:
             raise RuntimeError(f"the producer failed: {producer.error}")
+        self.n = producer.sent
         result = self._settle(settle_timeout)
         return FaultReport(
             faults=faults,

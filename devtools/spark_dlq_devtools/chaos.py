@@ -121,12 +121,14 @@ def audit(
 
 
 class SteadyProducer(threading.Thread):
-    """Writes ``0 .. n-1`` to ``topic`` at ``rate`` messages per second (acks=all)."""
+    """Writes ``0 .. n-1`` to ``topic`` at ``rate`` messages per second (acks=all), or fewer:
+    ``finish()`` ends the run early, and ``sent`` says how many were written."""
 
     def __init__(self, bootstrap: str, topic: str, n: int, rate: float) -> None:
         super().__init__(daemon=True, name="steady-producer")
         self.bootstrap, self.topic, self.n, self.rate = bootstrap, topic, n, rate
         self.sent = 0
+        self._finish = threading.Event()
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -147,6 +149,8 @@ class SteadyProducer(threading.Thread):
             )
             start = time.monotonic()
             for i in range(self.n):
+                if self._finish.is_set():
+                    break
                 ahead = start + i / self.rate - time.monotonic()
                 if ahead > 0:
                     time.sleep(ahead)
@@ -162,6 +166,10 @@ class SteadyProducer(threading.Thread):
                 raise RuntimeError(f"could not deliver every message to {self.topic}")
         except BaseException as error:  # noqa: BLE001 - reported to the run through .error
             self.error = error
+
+    def finish(self) -> None:
+        """Write no further message (those written are delivered before the thread ends)."""
+        self._finish.set()
 
 
 def end_offsets(bootstrap: str, topics: list[str], attempts: int = 30) -> int:

@@ -146,7 +146,10 @@ class KafkaCluster:
             node.stop()
 
     def remove(self) -> None:
-        self.stop()
+        """Kill every node and delete its data: nothing is kept, so no node waits out a controlled
+        shutdown that the others, already gone, can no longer acknowledge."""
+        for node in self.nodes:
+            node.kill()
         for node in self.nodes:
             shutil.rmtree(node.root, ignore_errors=True)
         shutil.rmtree(self.root, ignore_errors=True)

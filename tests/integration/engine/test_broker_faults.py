@@ -18,6 +18,7 @@ import pytest
 from spark_dlq_devtools.broker_faults import BrokerFaultRun
 from spark_dlq_devtools.kafka_cluster import KafkaCluster, create_replicated_topics
 
+#: At most: the producer stops once the last fault is over.
 N = 60_000
 
 
