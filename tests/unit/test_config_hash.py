@@ -74,7 +74,7 @@ def test_stable_key_order() -> None:
         pytest.param({"spec.retry.topic": ""}, id="empty-topic"),
         pytest.param({"spec.retry.maxRedeliverCount": None}, id="null"),
         pytest.param({"spec.processor.mode": "message"}, id="default-mode-written"),
-        pytest.param({"spec.processor.timeout": "0s"}, id="default-timeout-written"),
+        pytest.param({"spec.processor.timeout": "30s"}, id="default-timeout-written"),
         pytest.param({"spec.deadLetter.headers": {}}, id="empty-headers"),
         pytest.param(
             {"metadata.labels": {"team": "billing"}, "metadata.annotations": {"note": "x"}},
@@ -137,7 +137,7 @@ def test_stable_equivalent_spellings(first: dict[str, Any], second: dict[str, An
         pytest.param({"spec.broker.secretRef": {"name": "kafka-client"}}, id="secret-ref"),
         pytest.param({"spec.processor.entrypoint": "billing.handlers:process_v2"}, id="processor-entrypoint"),
         pytest.param({"spec.processor.mode": "batch"}, id="processor-mode"),
-        pytest.param({"spec.processor.timeout": "30s"}, id="processor-timeout"),
+        pytest.param({"spec.processor.timeout": "10s"}, id="processor-timeout"),
         pytest.param({"spec.output.topic": "orders-billed"}, id="output-topic"),
         pytest.param({"spec.retry.maxRedeliverCount": 3}, id="max-redeliver-count"),
         pytest.param({"spec.retry.maxRedeliverCount": 0}, id="max-redeliver-count-zero"),

@@ -94,6 +94,10 @@ MAX_TABLE_PATH_LENGTH: Final = 4096
 
 #: Default levels are not given: `type: levels` must name its own.
 DEFAULT_MAX_REDELIVER_COUNT: Final = 16
+#: ``processor.timeout`` when a policy gives none: a call that has not returned after it fails
+#: with a TimeoutError and is retried (docs/engine.md, "The processor's time limit", says why
+#: this value).
+DEFAULT_PROCESSOR_TIMEOUT_MS: Final = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +187,7 @@ class Processor:
     mode: ProcessorMode = "message"
     #: Per-message time limit in milliseconds; 0 means none. A processor that overruns it
     #: fails that message with a ``TimeoutError`` (retried like any other failure).
-    timeout_ms: int = 0
+    timeout_ms: int = DEFAULT_PROCESSOR_TIMEOUT_MS
 
     @property
     def module(self) -> str:
@@ -217,6 +221,8 @@ class RetryRule:
     errors: tuple[str, ...]
     max_redeliver_count: int
     backoff: BackoffSpec
+    #: The rule's ``maxRetryDuration`` (the policy's when the rule gives none); 0: none.
+    max_retry_duration_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +233,9 @@ class RetrySpec:
     non_retryable_errors: tuple[str, ...] = ()
     #: First match wins; a failure no rule matches gets the settings above.
     rules: tuple[RetryRule, ...] = ()
+    #: ``maxRetryDuration``: a retry due later than this after the message's first failure (or
+    #: its latest redrive) is not made, the message is dead-lettered ``retry-timeout``; 0: none.
+    max_retry_duration_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,7 +593,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     processor = Processor(
         entrypoint=entrypoint,
         mode=f.choice("mode", PROCESSOR_MODES, "message"),
-        timeout_ms=f.duration("timeout", 0),
+        timeout_ms=f.duration("timeout", DEFAULT_PROCESSOR_TIMEOUT_MS),
     )
     f.done()
 
@@ -754,7 +763,8 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
     topic = _topic(f, "topic", broker_type)
     backoff = _parse_backoff(f.child("backoff"))
     non_retryable = f.string_list("nonRetryableErrors")
-    rules = _parse_rules(f, max_redeliver, backoff, non_retryable)
+    budget = f.duration("maxRetryDuration", 0)
+    rules = _parse_rules(f, max_redeliver, backoff, non_retryable, budget)
     f.done()
     return RetrySpec(
         max_redeliver_count=max_redeliver,
@@ -762,6 +772,7 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
         backoff=backoff,
         non_retryable_errors=non_retryable,
         rules=rules,
+        max_retry_duration_ms=budget,
     )
 
 
@@ -797,9 +808,10 @@ MAX_RULE_ERRORS: Final = 16
 
 
 def _parse_rules(
-    f: _Fields, max_redeliver: int, backoff: BackoffSpec, non_retryable: tuple[str, ...]
+    f: _Fields, max_redeliver: int, backoff: BackoffSpec, non_retryable: tuple[str, ...], budget: int
 ) -> tuple[RetryRule, ...]:
-    """``retry.rules``: each names its errors; its limit and backoff default to the policy's."""
+    """``retry.rules``: each names its errors; its limit, backoff and time budget default to the
+    policy's."""
     raw = f.get("rules")
     if raw is _MISSING:
         return ()
@@ -833,6 +845,7 @@ def _parse_rules(
                 errors=errors,
                 max_redeliver_count=r.integer("maxRedeliverCount", max_redeliver, minimum=0),
                 backoff=rule_backoff,
+                max_retry_duration_ms=r.duration("maxRetryDuration", budget),
             )
         )
         r.done()
@@ -1129,6 +1142,12 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.retry_topic,
             "backoff": _backoff_spec(b),
             "nonRetryableErrors": list(policy.retry.non_retryable_errors),
+            # Only when set, so that policies without it keep their config hash.
+            **(
+                {"maxRetryDuration": format_ms(policy.retry.max_retry_duration_ms)}
+                if policy.retry.max_retry_duration_ms
+                else {}
+            ),
             # Only when set, so that policies without rules keep their config hash.
             **(
                 {
@@ -1137,6 +1156,12 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
                             "errors": list(rule.errors),
                             "maxRedeliverCount": rule.max_redeliver_count,
                             "backoff": _backoff_spec(rule.backoff),
+                            # Only when it differs from the policy's, which a rule inherits.
+                            **(
+                                {"maxRetryDuration": format_ms(rule.max_retry_duration_ms)}
+                                if rule.max_retry_duration_ms != policy.retry.max_retry_duration_ms
+                                else {}
+                            ),
                         }
                         for rule in policy.retry.rules
                     ]
