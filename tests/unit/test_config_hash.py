@@ -149,6 +149,7 @@ def test_stable_equivalent_spellings(first: dict[str, Any], second: dict[str, An
         pytest.param({"spec.retry.backoff.jitter": 0.1}, id="backoff-jitter"),
         pytest.param({"spec.retry.backoff.levels": ["1s", "5s"]}, id="backoff-levels"),
         pytest.param({"spec.retry.nonRetryableErrors": ["ValueError"]}, id="non-retryable"),
+        pytest.param({"spec.retry.maxRetryDuration": "1h"}, id="max-retry-duration"),
         pytest.param({"spec.deadLetter.strategy": "ignore"}, id="dead-letter-strategy"),
         pytest.param({"spec.deadLetter.topic": "billing-dead"}, id="dead-letter-topic"),
         pytest.param({"spec.deadLetter.includeStackTrace": False}, id="include-stack-trace"),
