@@ -209,6 +209,16 @@ def test_ordered_a_head_retry_dead_lettered_as_too_large_releases_or_blocks_its_
     assert [(r["route"], r["reason"]) for r in out] == [(Route.DEAD, "too-large"), (Route.CONTROL, "block")]
 
 
+def test_a_dead_letter_too_large_for_its_topic_becomes_a_too_large_stub() -> None:
+    [row] = routed([{"value": b"v" * 30_000}], lambda m: (_ for _ in ()).throw(Terminate("no")))
+    assert (row["route"], row["reason"], row["value"]) == (Route.DEAD, "too-large", None)
+    assert (row["by_name"][h.REASON], row["by_name"][h.ERROR_CLASS]) == (
+        b"too-large",
+        b"dlq_engine.model.processor_api.Terminate",
+    )
+    assert counts(row) == {"total": 1, "dead": 1, "dead_too_large": 1}
+
+
 def test_a_dead_letter_its_headers_push_over_keeps_its_reason() -> None:
     [row] = routed([{"value": b"v" * 19_000}], lambda m: (_ for _ in ()).throw(Terminate("x" * 1_500)))
     assert (row["route"], row["reason"], len(row["value"])) == (Route.DEAD, "terminated", 19_000)

@@ -462,7 +462,8 @@ def _scheduled(
 @dataclass(slots=True)
 class _Fitted:
     """The key, value and headers columns to write once every record fits its topic
-    (``_fit``); ``converted``: the rows dead-lettered as too large, with the route each had;
+    (``_fit``); ``converted``: the rows whose route changed (dead-lettered as too large), with
+    the route each had;
     ``stubs``: the values of the rows written as stubs, for the dead-letter table."""
 
     key: pa.Array
@@ -540,7 +541,7 @@ def _fit(
         refitted = oversize.refit(row, settings.limits, too_large, dead_letter_headers)
         if refitted.route is not route:
             fitted.converted[i] = route
-            routes[i], reasons[i], outcomes[i] = refitted.route, refitted.reason, refitted.failure
+        routes[i], reasons[i], outcomes[i] = refitted.route, refitted.reason, refitted.failure
         if refitted.key is not row.key:
             keys[i] = refitted.key
         written[i] = refitted.value
