@@ -66,7 +66,8 @@ class Case:
     retried: bool = True  # a dead-lettered source case went round the retry topic once
     stub: bool = False  # its dead letter is a stub: no value (too large for the dead letters)
     # Expected: "output" (with ``output`` as its value, or a dict the JSON value must contain),
-    # or "dlq" with these dlq.* headers (a callable checks a header it is given).
+    # "dlq" with these dlq.* headers (a callable checks a header it is given), or "held": kept
+    # in the delay stage (due in the year 9999), routed by no batch of this run.
     ends: str = "dlq"
     output: bytes | dict[str, Any] | None = None
     dlq: dict[str, Any] = field(default_factory=dict)
@@ -327,6 +328,23 @@ CASES = [
         output=describes(),
     ),
     Case("retry-topic-no-deliver-at", "describe", on_retry_topic=True, ends="output", output=describes()),
+    # Near the int64 limits: clamped to 0 ... 9999-12-31 before the delay stage buckets it (the
+    # bucket arithmetic overflowed under ANSI SQL and failed the query on every restart).
+    Case(
+        "retry-topic-deliver-at-int64-max",
+        "describe",
+        on_retry_topic=True,
+        headers=(("dlq.deliver.at", b"9223372036854775807"),),
+        ends="held",
+    ),
+    Case(
+        "retry-topic-deliver-at-int64-min",
+        "describe",
+        on_retry_topic=True,
+        headers=(("dlq.deliver.at", b"-9223372036854775808"),),
+        ends="output",
+        output=describes(),
+    ),
     Case(
         "retry-topic-attempt-huge",
         "fail",
@@ -410,7 +428,8 @@ def test_malformed_messages_end_where_expected_with_their_reason(
         processor={"entrypoint": "tests.processors.bad_input:process", "timeout": "1s"},
         retry={"maxRedeliverCount": MAX_REDELIVER, "backoff": {"type": "fixed", "delay": "200ms"}},
     )
-    total = len(cases) + len(retried)
+    held = [c for c in cases if c.ends == "held"]
+    total = len(cases) + len(retried) - len(held)
     running.wait_for(timeout=150, total=total)
     # Every batch is committed: its records are on the topics (settle: nothing more comes).
     output = by_case(
@@ -493,34 +512,3 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def test_forged_retry_records_do_not_stop_the_engine(
-    bootstrap_servers: str, make_topic: Callable[..., str], engine: Callable[..., Any]
-) -> None:
-    names = {
-        "source": make_topic("src"),
-        "retry": make_topic("retry"),
-        "dlq": make_topic("dlq"),
-        "output": make_topic("out"),
-    }
-    cases = [
-        Case(
-            "retry-topic-deliver-at-int64-max",
-            "describe",
-            on_retry_topic=True,
-            headers=(("dlq.deliver.at", b"9223372036854775807"),),
-        ),
-        Case(
-            "retry-topic-deliver-at-int64-min",
-            "describe",
-            on_retry_topic=True,
-            headers=(("dlq.deliver.at", b"-9223372036854775808"),),
-        ),
-    ]
-    produce_cases(bootstrap_servers, names["retry"], cases)
-    running = engine(names, once=True, processor={"entrypoint": "tests.processors.bad_input:process"})
-    assert running.join(120) == EXIT_OK
-    output = by_case(read_all(bootstrap_servers, names["output"], expect=1, timeout=10))
-    # A time long past is due now (what the far-future one means is for delay.py to say).
-    assert "retry-topic-deliver-at-int64-min" in output

@@ -304,19 +304,20 @@ def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
     spark: Any,
     bootstrap_servers: str,
     topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     """SIGKILL (``dlq-engine run`` as a user runs it, its whole process group) right after a
     Delta commit of the table: at that moment the batch's Spark commit is a few milliseconds
     away, so the kill lands before it or just after, and the restart replays that batch or not.
-    Either way the table ends with each dead letter exactly once."""
+    Either way the table ends with each dead letter exactly once. The restart runs on the test
+    session's Spark (the checkpoint and the table are all it needs), not a second driver."""
     names = topics()
     table = table_spec(tmp_path, "delta")
     log = Path(table["path"]) / "_delta_log"
     policy = tmp_path / "policy.yaml"
-    document = engine_policy(
-        names, bootstrap_servers, source={"maxOffsetsPerTrigger": 30}, deadLetter={"table": table}
-    )
+    spec: dict[str, Any] = {"source": {"maxOffsetsPerTrigger": 30}, "deadLetter": {"table": table}}
+    document = engine_policy(names, bootstrap_servers, **spec)
     policy.write_text(yaml.safe_dump(document))
     doomed = [(b"dead-%03d" % i, b"terminate:%d" % i) for i in range(120)]
     produce(bootstrap_servers, names["source"], doomed)
@@ -328,11 +329,9 @@ def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
         first.kill()
     assert 0 < delta_rows(table) < len(doomed)
 
-    second = start_engine(policy, tmp_path / "cp", tmp_path / "engine-2.log")
-    try:
-        second.wait_until(lambda: delta_rows(table) >= len(doomed), timeout=240, what="every dead letter")
-    finally:
-        second.stop(timeout=60)
+    second = engine(names, checkpoint=tmp_path / "cp", once=True, **spec)
+    assert second.join(240) == EXIT_OK, second.describe()
+    assert delta_rows(table) >= len(doomed)
     rows = table_rows(spark, table)
     assert sorted(row["key"] for row in rows) == [key for key, _ in doomed]
     dead = read_all(bootstrap_servers, names["dlq"], expect=len(doomed), settle=1)
