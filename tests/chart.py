@@ -10,6 +10,7 @@ running the operator under exactly those rules, split the way the chart scopes t
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tempfile
@@ -28,8 +29,8 @@ OPERATOR_README = REPO_ROOT / "operator" / "README.md"
 RELEASE = "dlq"
 NAMESPACE = "spark-dlq"
 
-#: Resources the operator reads cluster-wide whatever it watches (kopf's scanning).
-CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces"})
+#: Resources the operator reads cluster-wide whatever it watches (kopf's scanning, the classes).
+CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces", "deadletterpolicyclasses"})
 #: The Spark drivers' rights in each namespace where policies run (the spark-operator chart's).
 DRIVER_RESOURCES = frozenset({"pods", "services", "configmaps"})
 DRIVER_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
@@ -40,6 +41,8 @@ class Grant(NamedTuple):
     group: str
     resource: str
     verb: str
+    #: One object (a rule's resourceNames), or every object of the resource ("").
+    name: str = ""
 
 
 class HelmError(AssertionError):
@@ -89,8 +92,17 @@ def template(
         return helm(*args, *values_args(values, Path(folder)), check=check)
 
 
+#: Rendered charts by values and options: many tests render the same values (the defaults
+#: above all), and a ``helm template`` is a process start. The text is immutable; ``render``
+#: parses a fresh copy for each caller.
+_RENDERED: dict[str, str] = {}
+
+
 def render_text(values: Mapping[str, Any] | None = None, **options: Any) -> str:
-    return template(values, **options).stdout
+    key = json.dumps([values or {}, options], sort_keys=True, default=str)
+    if key not in _RENDERED:
+        _RENDERED[key] = template(values, **options).stdout
+    return _RENDERED[key]
 
 
 def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
@@ -131,13 +143,13 @@ def env_of(deployment: Mapping[str, Any]) -> dict[str, str]:
 def expand(rules: Iterable[Mapping[str, Any]], scope: str) -> set[Grant]:
     grants: set[Grant] = set()
     for rule in rules:
-        assert not rule.get("resourceNames"), f"resourceNames are not expected here: {rule}"
         assert not rule.get("nonResourceURLs"), f"nonResourceURLs are not expected here: {rule}"
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
                     assert "*" not in (group, resource, verb), f"wildcard in {rule}"
-                    grants.add(Grant(scope, group, resource, verb))
+                    for name in rule.get("resourceNames") or [""]:
+                        grants.add(Grant(scope, group, resource, verb, name))
     return grants
 
 
@@ -185,9 +197,22 @@ def documented_peering_verbs() -> set[str]:
     return {verb.strip() for verb in found.group(1).split(",")}
 
 
+def class_secrets(values: Mapping[str, Any]) -> list[str]:
+    """The Secrets the operator may read: the chart's class's ``operatorSecretRef``s, and
+    ``operator.rbac.classSecretNames``."""
+    klass = values.get("defaultClass") or {}
+    names = [
+        b["operatorSecretRef"]["name"]
+        for b in (klass.get("brokers") or [])
+        if klass.get("create", True) and b.get("operatorSecretRef")
+    ]
+    names += ((values.get("operator") or {}).get("rbac") or {}).get("classSecretNames") or []
+    return list(dict.fromkeys(names))
+
+
 def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> set[Grant]:
     """The grants the operator needs when installed with ``values`` (only the keys that matter:
-    operator.replicas, operator.watch, topics.strimzi)."""
+    operator.replicas, operator.watch, topics.strimzi, the Secrets classes name)."""
     operator = values.get("operator") or {}
     watch = operator.get("watch") or {}
     all_namespaces = watch.get("allNamespaces", True)
@@ -197,14 +222,18 @@ def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> 
 
     grants: set[Grant] = set()
     for rule in documented_rules():
-        if rule["apiGroups"] == ["kafka.strimzi.io"]:
+        if rule["resources"] == ["secrets"]:
+            # Only the Secrets classes name, only in the operator's namespace (resourceNames).
+            for name in class_secrets(values):
+                grants |= expand([{**rule, "resourceNames": [name]}], release_namespace)
+        elif rule["apiGroups"] == ["kafka.strimzi.io"]:
             if strimzi.get("enabled"):
                 for namespace in strimzi.get("namespaces") or ["kafka"]:
                     grants |= expand([rule], namespace)
         elif set(rule["resources"]) <= CLUSTER_SCOPED:
             # kopf observes namespaces only when it watches a list of them
             # (kopf._core.reactor.observation.namespace_observer: "not clusterwide").
-            if rule["resources"] == ["namespaces"] and all_namespaces:
+            if rule["resources"] == ["namespaces"] and "get" not in rule["verbs"] and all_namespaces:
                 continue
             grants |= expand([rule], "*")
         elif all_namespaces:

@@ -21,6 +21,7 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from spark_dlq_operator import metrics, redrive_render, render
+from spark_dlq_operator.policy_class import CLASS_PLURAL
 
 Obj = dict[str, Any]
 
@@ -39,7 +40,8 @@ class ApiError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ResourceType:
-    """A namespaced resource type: ``group`` is empty for the core API."""
+    """A resource type: ``group`` is empty for the core API; a cluster-scoped one (and a
+    namespace itself) is addressed with namespace None."""
 
     group: str
     version: str
@@ -61,6 +63,11 @@ POLICIES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, rende
 SPARK_APPLICATIONS: Final = ResourceType(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
 REDRIVES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
 PODS: Final = ResourceType("", "v1", "pods")
+#: Cluster-scoped: addressed with namespace None.
+POLICY_CLASSES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, CLASS_PLURAL)
+NAMESPACES: Final = ResourceType("", "v1", "namespaces")
+#: Only the Secrets a class names, in the operator's own namespace.
+SECRETS: Final = ResourceType("", "v1", "secrets")
 KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "kopfpeerings")
 CLUSTER_KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "clusterkopfpeerings")
 

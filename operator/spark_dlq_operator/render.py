@@ -21,9 +21,13 @@ from typing import Any, Final, Literal, TypedDict, TypeGuard
 import yaml
 
 from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
-from dlq_engine.model.policy import KAFKA_CLIENT_DIR
+from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
 from dlq_engine.model.topics import TopicWant
+from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import NO_FIT, PodFit
+from spark_dlq_operator.reasons import INVALID, Reason
+from spark_dlq_operator.topic_ownership import OwnedTopic
 
 Manifest = dict[str, Any]
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -181,10 +185,24 @@ def config_map_name(policy_name: str) -> str:
 
 
 def checkpoint_location(policy: DeadLetterPolicy, config: OperatorConfig) -> str:
-    """``spec.spark.checkpointLocation``, else ``<checkpoint-base>/<namespace>/<name>``."""
+    """``spec.spark.checkpointLocation`` (in a cluster: where the policy's class puts it), else
+    ``<checkpoint-base>/<namespace>/<name>``."""
     if policy.spark.checkpoint_location:
         return policy.spark.checkpoint_location
     return f"{config.checkpoint_base.rstrip('/')}/{policy.namespace}/{policy.name}"
+
+
+def checkpoint_volume(
+    policy: DeadLetterPolicy, fit: PodFit, config: OperatorConfig
+) -> tuple[str, str] | None:
+    """``(claim, mount path)`` of the shared volume the policy's checkpoint is on, None when it is
+    on an object store: the class's claim at its base, else the operator's claim when the class
+    keeps the operator's base."""
+    base = (fit.checkpoint_base or config.checkpoint_base).rstrip("/")
+    claim = fit.checkpoint_claim or ("" if fit.checkpoint_base else config.checkpoint_claim or "")
+    if not claim or not checkpoint_location(policy, config).startswith(f"{base}/"):
+        return None
+    return claim, base
 
 
 # --- ConfigMap and SparkApplication ------------------------------------------------------------
@@ -213,7 +231,9 @@ def config_map(
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {POLICY_FILE_KEY: text}}
 
 
-def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner) -> Manifest:
+def spark_application(
+    policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, fit: PodFit = NO_FIT
+) -> Manifest:
     """SparkApplication ``application_name(P)`` running ``dlq-engine run -f`` on the mounted policy.
 
     The configuration hash is in the metadata (for people and selectors) and inside the spec
@@ -222,7 +242,10 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
     executors' pod templates (``spec.driver.template``, ``spec.executor.template``), which
     spark-submit itself applies: the spark-operator's mutating webhook, which is the only way
     its ``volumes``/``securityContext`` fields reach the pods, need not run for the engine to
-    find its policy and to pass restricted Pod Security.
+    find its policy and to pass restricted Pod Security. ``policy`` is the policy as its class
+    lets it run (``governance.Governed.policy``): its ``spark.pod`` goes into both templates;
+    ``fit`` is what else the class gives the pods (service account, pull secrets, checkpoint
+    volume).
     """
     digest = config_hash(policy)
     own_labels = labels(policy.name)
@@ -232,19 +255,20 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
     mounts: list[dict[str, Any]] = [
         {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
     ]
-    if config.checkpoint_claim and not policy.spark.checkpoint_location:
+    shared = checkpoint_volume(policy, fit, config)
+    if shared is not None:
         # The driver writes offsets and commits, the executors the retry stage's state: every
         # Spark pod mounts the shared volume the checkpoints live on.
-        volumes.append(
-            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": config.checkpoint_claim}}
-        )
-        mounts.append({"name": "checkpoints", "mountPath": config.checkpoint_base})
+        claim, base = shared
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": "checkpoints", "mountPath": base})
     if policy.broker.secret_ref is not None:
         # Only the secret's name: the operator never reads or copies a secret.
         volumes.append({"name": "kafka-client", "secret": {"secretName": policy.broker.secret_ref.name}})
         mounts.append({"name": "kafka-client", "mountPath": KAFKA_CLIENT_DIR, "readOnly": True})
     driver, executor = policy.spark.driver, policy.spark.executor
-    return {
+    pod = policy.spark.pod
+    application: Manifest = {
         "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION_API}",
         "kind": SPARK_KIND,
         "metadata": {
@@ -275,7 +299,7 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
             "driver": {
                 "cores": driver.cores,
                 "memory": driver.memory,
-                "serviceAccount": config.spark_service_account,
+                "serviceAccount": fit.service_account or config.spark_service_account,
                 "labels": dict(own_labels),
                 "annotations": {CONFIG_HASH_ANNOTATION: digest},
                 "template": pod_template(
@@ -284,6 +308,7 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                     mounts=mounts,
                     ports=[{"name": ENGINE_METRICS_PORT_NAME, "containerPort": ENGINE_METRICS_PORT}],
                     env=[{"name": "SPARK_DLQ_METRICS_PORT", "value": str(ENGINE_METRICS_PORT)}],
+                    pod=pod,
                 ),
             },
             "executor": {
@@ -291,10 +316,16 @@ def spark_application(policy: DeadLetterPolicy, *, config: OperatorConfig, owner
                 "cores": executor.cores,
                 "memory": executor.memory,
                 "labels": dict(own_labels),
-                "template": pod_template(EXECUTOR_CONTAINER, volumes=volumes, mounts=mounts),
+                "template": pod_template(EXECUTOR_CONTAINER, volumes=volumes, mounts=mounts, pod=pod),
             },
         },
     }
+    if fit.image_pull_secrets:
+        application["spec"]["imagePullSecrets"] = list(fit.image_pull_secrets)
+    return application
+
+
+_NO_POD: Final = PodSettings()
 
 
 def pod_template(
@@ -304,10 +335,12 @@ def pod_template(
     mounts: Sequence[Mapping[str, Any]],
     ports: Sequence[Mapping[str, Any]] = (),
     env: Sequence[Mapping[str, Any]] = (),
+    pod: PodSettings = _NO_POD,
 ) -> Manifest:
     """A Spark pod template: the volumes, their mounts in the Spark container (named as Spark
-    names it), its extra ports and environment (Spark adds its own to them), and the
-    restricted Pod Security contexts."""
+    names it), its extra ports and environment (Spark adds its own to them), the restricted Pod
+    Security contexts, and the pods' fit (node selector, tolerations, affinity, priority class,
+    labels and annotations; the operator's own labels are Spark's to set and win)."""
     spark_container: dict[str, Any] = {
         "name": container,
         "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
@@ -317,13 +350,27 @@ def pod_template(
         spark_container["ports"] = copy.deepcopy(list(ports))
     if env:
         spark_container["env"] = copy.deepcopy(list(env))
-    return {
-        "spec": {
-            "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
-            "volumes": copy.deepcopy(list(volumes)),
-            "containers": [spark_container],
-        }
+    spec: dict[str, Any] = {
+        "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
+        "volumes": copy.deepcopy(list(volumes)),
+        "containers": [spark_container],
     }
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = [dict(t) for t in pod.tolerations]
+    if pod.affinity:
+        spec["affinity"] = copy.deepcopy(dict(pod.affinity))
+    if pod.priority_class_name:
+        spec["priorityClassName"] = pod.priority_class_name
+    template: Manifest = {"spec": spec}
+    labels_ = {k: v for k, v in pod.labels.items() if k not in (MANAGED_BY_LABEL, POLICY_LABEL)}
+    metadata = {
+        key: dict(value) for key, value in (("labels", labels_), ("annotations", pod.annotations)) if value
+    }
+    if metadata:
+        template["metadata"] = metadata
+    return template
 
 
 def restart_policy(config: OperatorConfig) -> dict[str, Any]:
@@ -357,13 +404,19 @@ def strimzi_namespace(policy: DeadLetterPolicy) -> str:
 
 
 def kafka_topic(
-    policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | None, version: str = STRIMZI_VERSIONS[0]
+    policy: DeadLetterPolicy,
+    want: TopicWant,
+    *,
+    owner: Owner | None,
+    uid: str,
+    version: str = STRIMZI_VERSIONS[0],
 ) -> Manifest:
     """A Strimzi KafkaTopic for ``want`` (``kafka.strimzi.io/<version>``), in the Kafka cluster's
-    namespace.
+    namespace, annotated with the uid of the policy it is created for (``uid``).
 
-    ``owner`` is given only when the KafkaTopic is in the policy's namespace and the topics go
-    with the policy (``deleteWithPolicy``): a garbage-collected KafkaTopic deletes its topic.
+    ``owner`` is given only when the KafkaTopic is in the policy's namespace, the topics go
+    with the policy (``deleteWithPolicy``) and the operator created the topic for it: a
+    garbage-collected KafkaTopic deletes its topic.
     """
     spec: dict[str, Any] = {"topicName": want.name}
     if want.partitions:
@@ -379,6 +432,7 @@ def kafka_topic(
             **labels(policy.name),
             POLICY_NAMESPACE_LABEL: label_value(policy.namespace),
         },
+        "annotations": {topic_ownership.POLICY_UID_KEY: uid},
     }
     if owner is not None:
         metadata["ownerReferences"] = [owner.reference()]
@@ -731,8 +785,10 @@ class Observation:
     """What one reconcile (or one SparkApplication event) learnt; None leaves a field as is."""
 
     generation: int | None = None
-    #: Set when the spec failed the model's validation: the problems, one per line.
+    #: Set when the spec failed the model's validation, or its class refused it: the problems,
+    #: one per line, and the reason.
     invalid: Sequence[str] | None = None
+    invalid_reason: Reason = Reason.INVALID_SPEC
     topics: ConditionState | None = None
     job: ConditionState | None = None
     retry_topic: str | None = None
@@ -746,6 +802,8 @@ class Observation:
     #: does not order by key (any ``status.ordering`` goes).
     ordering: OrderingStatus | None = None
     ordering_off: bool = False
+    #: Topics the operator created for the policy: added to ``status.ownedTopics``.
+    owned_topics: Sequence[OwnedTopic] = ()
 
 
 def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -> dict[str, Any]:
@@ -782,11 +840,9 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
         put("TopicsReady", observation.topics)
     if observation.job is not None:
         put("JobRunning", observation.job)
-    still_invalid = (
-        observation.generation is None and conditions.get("Ready", {}).get("reason") == "InvalidSpec"
-    )
+    still_invalid = observation.generation is None and conditions.get("Ready", {}).get("reason") in INVALID
     if observation.invalid is not None:
-        put("Ready", ConditionState("False", "InvalidSpec", "\n".join(observation.invalid)))
+        put("Ready", ConditionState("False", observation.invalid_reason, "\n".join(observation.invalid)))
     elif not still_invalid:
         put("Ready", _ready(conditions))
 
@@ -804,6 +860,8 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     ):
         if value is not None:
             status[key] = value
+    if observation.owned_topics:
+        status["ownedTopics"] = topic_ownership.merged(status.get("ownedTopics"), observation.owned_topics)
     if observation.ordering is not None:
         status["ordering"] = dict(observation.ordering)
     elif observation.ordering_off:
@@ -832,7 +890,7 @@ def phase(conditions: Mapping[str, Condition]) -> Phase:
     ready = conditions.get("Ready", {})
     topics = conditions.get("TopicsReady", {})
     job = conditions.get("JobRunning", {})
-    if ready.get("reason") == "InvalidSpec":
+    if ready.get("reason") in INVALID:
         return "Invalid"
     if job.get("reason") == "Suspended":
         return "Suspended"

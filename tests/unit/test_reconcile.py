@@ -84,9 +84,11 @@ class Bed:
         asyncio.run(self._reconcile(body, seen))
 
     async def _reconcile(self, body: dict[str, Any], seen: Seen | None) -> None:
+        governed = await self.services.classes.govern(body)
         await reconcile(
             self.services,
-            parse_policy(body),
+            governed.policy,
+            fit=governed.fit,
             owner=owner_of(body),
             generation=body["metadata"]["generation"],
             trigger="test",

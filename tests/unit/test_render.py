@@ -328,7 +328,7 @@ def test_kafka_topic_manifest() -> None:
         }
     )
     want = TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
-    manifest = render.kafka_topic(p, want, owner=None)
+    manifest = render.kafka_topic(p, want, owner=None, uid="uid-1")
     assert manifest["apiVersion"] == "kafka.strimzi.io/v1"
     assert manifest["kind"] == "KafkaTopic"
     assert manifest["metadata"]["namespace"] == "kafka"
@@ -338,6 +338,8 @@ def test_kafka_topic_manifest() -> None:
         **LABELS,
         "sparkdlq.io/policy-namespace": "payments",
     }
+    # The uid of the policy it was created for: what tells the operator the topic is that policy's.
+    assert manifest["metadata"]["annotations"] == {"sparkdlq.io/policy-uid": "uid-1"}
     assert "ownerReferences" not in manifest["metadata"]
     assert manifest["spec"] == {
         "topicName": "orders-billing-DLQ",
@@ -349,7 +351,7 @@ def test_kafka_topic_manifest() -> None:
 
 def test_kafka_topic_defaults_leave_partitions_and_replicas_to_the_broker() -> None:
     p = policy({"spec.topics.strimzi": {"cluster": "c"}})
-    manifest = render.kafka_topic(p, TopicWant("t", None, -1, {}), owner=OWNER)
+    manifest = render.kafka_topic(p, TopicWant("t", None, -1, {}), owner=OWNER, uid=OWNER.uid)
     assert manifest["metadata"]["namespace"] == "payments"
     assert manifest["metadata"]["ownerReferences"] == [REFERENCE]
     assert manifest["spec"] == {"topicName": "t", "config": {}}
@@ -426,7 +428,8 @@ def test_kafka_topic_is_written_in_the_version_served() -> None:
     p = policy({"spec.topics.strimzi": {"cluster": "c"}})
     want = TopicWant("t", 1, 1, {})
     assert (
-        render.kafka_topic(p, want, owner=None, version="v1beta2")["apiVersion"] == "kafka.strimzi.io/v1beta2"
+        render.kafka_topic(p, want, owner=None, uid="u", version="v1beta2")["apiVersion"]
+        == "kafka.strimzi.io/v1beta2"
     )
     assert render.STRIMZI_VERSIONS == ("v1", "v1beta2")
 
