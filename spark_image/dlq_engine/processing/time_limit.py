@@ -26,7 +26,8 @@ process ends, with every thread it holds; the next task gets a fresh worker.
 A ``SIGALRM`` timer was not used: it works only on a process's main thread, it cannot interrupt
 C code either, it clashes with a processor's own alarms, and the exception it raises inside the
 processor can be swallowed by an ``except Exception`` there, leaving the task hung after all.
-With no limit (the default) nothing here is used: the processor is called on the routing thread.
+With no limit (``processor.timeout: 0s``; the default is 30 s) nothing here is used: the processor
+is called on the routing thread.
 """
 
 from __future__ import annotations
