@@ -379,7 +379,9 @@ def main() -> int:
                 old = watcher.current_hash(name)
                 started = time.monotonic()
                 objects.patch_namespaced_custom_object(
-                    *POLICIES, name, {"spec": {"spark": {"sparkConf": {"spark.bench.change": str(i)}}}}
+                    *POLICIES,
+                    name,
+                    {"spec": {"spark": {"sparkConf": {"spark.sql.shuffle.partitions": str(8 + i)}}}},
                 )
                 resubmissions.append(watcher.wait_new_hash(name, old, started) - started)
             time.sleep(2)

@@ -304,6 +304,10 @@ def print_pulsar(result: dict[str, Any]) -> None:
     print(f"\n== Pulsar beside Kafka ({result['n']:,} messages, {result['partitions']} partitions)")
     print(f"kafka  {result['kafka_rate']:>10,} msg/s")
     print(f"pulsar {result['pulsar_rate']:>10,} msg/s  ({result['pulsar_vs_kafka']:.2f}x Kafka)")
+    print(
+        f"pulsar, unbatched source {result['pulsar_unbatched_rate']:>10,} msg/s  "
+        f"({result['pulsar_unbatched_vs_kafka']:.2f}x Kafka)"
+    )
 
 
 def print_scaling(result: dict[str, Any]) -> None:

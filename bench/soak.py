@@ -3,8 +3,8 @@
 
     bench/soak.sh [--n 300000] [--kills 20] [--rate 800]
 
-The CI test (``tests/integration/engine/test_crashes.py``) is the same run with 100,000
-messages and 10 kills. See ``spark_dlq_devtools.chaos`` for how a run works.
+The CI test (``tests/integration/engine/test_crashes.py``) is the same run, shorter: one kill
+in each phase and one broker restart. See ``spark_dlq_devtools.chaos`` for how a run works.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Broker faults under a running engine: a replicated cluster loses nodes while messages flow.
 
 Used by the replicated-cluster reliability test (``tests/integration/engine/test_broker_faults.py``)
-and the soak. A run, on a :class:`~spark_dlq_devtools.kafka_cluster.KafkaCluster`:
+and its longer bench run (``bench/broker_faults.py``). A run, on a :class:`~spark_dlq_devtools.kafka_cluster.KafkaCluster`:
 
 1. a producer thread writes ``n`` numbered messages to the source topic at a steady rate
    (the same numbers, kinds and processor as the engine crash runs, ``spark_dlq_devtools.chaos``);
@@ -9,7 +9,8 @@ and the soak. A run, on a :class:`~spark_dlq_devtools.kafka_cluster.KafkaCluster
 3. one fault at a time, each while records flow: SIGKILL of the node leading the source topic's
    partition 0, then of the one leading the retry topic's, then the dead-letter topic's, then of
    the active KRaft controller; each node is started again and the cluster is let catch up
-   (every partition fully in sync) before the next fault; then a rolling restart of all nodes;
+   (every partition fully in sync) before the next fault; then, if asked (the bench,
+   ``bench/broker_faults.py``), a rolling restart of all nodes;
 4. the engine keeps running until every message is accounted for, then SIGTERM;
 5. the audit checks every number: in the right place at least once, never missing.
 
@@ -50,7 +51,7 @@ class Fault:
 @dataclass
 class FaultReport:
     faults: list[Fault]
-    rolling_restart_s: float
+    rolling_restart_s: float | None
     engine_exits: list[str]
     audit: Audit
     seconds: float
@@ -62,7 +63,7 @@ class FaultReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "faults": [f.__dict__ for f in self.faults],
-            "rolling_restart_s": round(self.rolling_restart_s, 1),
+            "rolling_restart_s": None if self.rolling_restart_s is None else round(self.rolling_restart_s, 1),
             "engine_exits": self.engine_exits,
             "seconds": round(self.seconds, 1),
             **self.audit.as_dict(),
@@ -82,10 +83,12 @@ class BrokerFaultRun:
         n: int,
         rate: float,
         down_s: float = 8.0,
+        rolling_restart: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     ) -> None:
         self.cluster, self.names, self.workdir = cluster, names, workdir
         self.n, self.rate, self.down_s = n, rate, down_s
+        self.rolling_restart = rolling_restart
         self.log = log
         self.policy = workdir / "policy.yaml"
         self.checkpoint = workdir / "checkpoint"
@@ -155,10 +158,12 @@ class BrokerFaultRun:
             self._fault("dead-letter-leader", self.cluster.leader_of(self.names["dlq"]), began),
             self._fault("active-controller", self.cluster.active_controller(), began),
         ]
-        self.log("broker-faults: rolling restart of every node")
-        rolling = time.monotonic()
-        self.cluster.rolling_restart()
-        rolling_s = time.monotonic() - rolling
+        rolling_s = None
+        if self.rolling_restart:
+            self.log("broker-faults: rolling restart of every node")
+            rolling = time.monotonic()
+            self.cluster.rolling_restart()
+            rolling_s = time.monotonic() - rolling
         producer.join(900)
         if producer.error is not None:
             raise RuntimeError(f"the producer failed: {producer.error}")

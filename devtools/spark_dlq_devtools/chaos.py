@@ -264,8 +264,9 @@ def policy_document(names: dict[str, str], bootstrap: str, *, trigger: str = "50
     }
 
 
-def start_engine(policy: Path, checkpoint: Path, log: Path) -> Service:
-    """The engine as a user runs it (``dlq-engine run -f``, local Spark), in its own process group."""
+def start_engine(policy: Path, checkpoint: Path, log: Path, *extra: str) -> Service:
+    """The engine as a user runs it (``dlq-engine run -f``, local Spark, ``extra`` arguments such
+    as ``--create-topics``), in its own process group."""
     env = submit_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     service = Service(
@@ -285,6 +286,7 @@ def start_engine(policy: Path, checkpoint: Path, log: Path) -> Service:
             # keeps the restarts of a crash run quick.
             "--checkpoint-lease",
             "6",
+            *extra,
         ],
         log=log,
         env=env,

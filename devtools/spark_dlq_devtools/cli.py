@@ -5,6 +5,8 @@ spark-dlq-dev demo [--broker kafka|pulsar] [--orders N] [--seed S] [--monitor] [
 spark-dlq-dev cluster [--no-kafka] [--ready-file F]   a one-node Kubernetes cluster here
 spark-dlq-dev kafka [--port P] [--topic NAME:PARTITIONS ...]
                                                   a bare Kafka broker here, in the foreground
+spark-dlq-dev pulsar [--port P] [--web-port W] [--topic NAME:PARTITIONS ...]
+                                                  a bare standalone Pulsar here, in the foreground
 spark-dlq-dev env                                 shell exports for a local dlq-engine run
 """
 
@@ -57,9 +59,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME:PARTITIONS",
         help="create this topic once the broker is up (repeatable)",
     )
+    pulsar = commands.add_parser("pulsar", help="start a bare standalone Pulsar here; Ctrl-C stops it")
+    pulsar.add_argument("--port", type=int, default=6650, help="the broker on 127.0.0.1:PORT (default 6650)")
+    pulsar.add_argument(
+        "--web-port", type=int, default=8080, help="the admin REST API on 127.0.0.1:PORT (default 8080)"
+    )
+    pulsar.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="create this partitioned topic in public/default once the broker is up (repeatable)",
+    )
     commands.add_parser(
         "env",
-        help="print the exports a local dlq-engine run needs (the Kafka connector and engine jars); "
+        help="print the exports a local dlq-engine run needs (the Kafka connector, Delta, Pulsar client and engine jars); "
         'use as eval "$(spark-dlq-dev env)"',
     )
     args = parser.parse_args(argv)
@@ -83,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.command == "kafka":
         return _kafka(args.port, args.topic)
+    if args.command == "pulsar":
+        return _pulsar(args.port, args.web_port, args.topic)
     if args.command == "env":
         import shlex
 
@@ -95,22 +111,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def _topics(command: str, topics: Sequence[str]) -> list[tuple[str, int]] | None:
+    """``NAME:PARTITIONS`` arguments; None (after saying why) when one is not."""
+    wanted: list[tuple[str, int]] = []
+    for topic in topics:
+        name, _, count = topic.rpartition(":")
+        if not name or not count.isdigit() or int(count) < 1:
+            print(
+                f"spark-dlq-dev {command}: --topic {topic!r}: expected NAME:PARTITIONS, e.g. orders:3",
+                file=sys.stderr,
+            )
+            return None
+        wanted.append((name, int(count)))
+    return wanted
+
+
 def _kafka(port: int, topics: Sequence[str]) -> int:
     import signal
     import threading
 
     from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 
-    wanted: list[tuple[str, int]] = []
-    for topic in topics:
-        name, _, count = topic.rpartition(":")
-        if not name or not count.isdigit() or int(count) < 1:
-            print(
-                f"spark-dlq-dev kafka: --topic {topic!r}: expected NAME:PARTITIONS, e.g. orders:3",
-                file=sys.stderr,
-            )
-            return 2
-        wanted.append((name, int(count)))
+    wanted = _topics("kafka", topics)
+    if wanted is None:
+        return 2
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -121,6 +145,34 @@ def _kafka(port: int, topics: Sequence[str]) -> int:
             create_topics(broker.bootstrap_servers, [name], partitions)
             print(f"topic {name!r}: {partitions} partitions")
         print(f"kafka: {broker.bootstrap_servers}; log {broker.log_path()}; Ctrl-C stops it", flush=True)
+        stop.wait()
+        return 0
+    finally:
+        broker.stop()
+
+
+def _pulsar(port: int, web_port: int, topics: Sequence[str]) -> int:
+    import signal
+    import threading
+
+    from spark_dlq_devtools.pulsar import PulsarBroker
+
+    wanted = _topics("pulsar", topics)
+    if wanted is None:
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    broker = PulsarBroker(name=f"pulsar-{port}", port=port, web_port=web_port, log_level="WARN")
+    try:
+        broker.start()
+        for name, partitions in wanted:
+            broker.create_topic(name, partitions)
+            print(f"topic {name!r}: {partitions} partitions")
+        print(
+            f"pulsar: {broker.service_url}, admin {broker.admin_url}; log {broker.log_path()}; Ctrl-C stops it",
+            flush=True,
+        )
         stop.wait()
         return 0
     finally:

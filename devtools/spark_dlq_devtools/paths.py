@@ -76,6 +76,19 @@ def spark_delta_jars() -> list[Path]:
     return sorted(folder.glob("*.jar"))
 
 
+def spark_pulsar_jars() -> list[Path]:
+    """Pulsar's Java client (``pulsar-client-original``) and the jars it needs beside Spark's: the
+    engine's Pulsar connector runs on them."""
+    known = versions()
+    v = f"{known['PULSAR_VERSION']}-netty-{known['SPARK_NETTY_VERSION']}"
+    folder = _need(
+        cache_dir() / "spark-jars" / f"pulsar-client-{v}" / ".complete",
+        f"Pulsar's Java client {v}",
+        "jars.sh",
+    ).parent
+    return sorted(folder.glob("*.jar"))
+
+
 def engine_jar() -> Path:
     """The engine's JVM part (``spark_image/jvm``), compiled by ``engine_jar.sh`` into a folder
     named by the Spark version and a hash of the Java sources."""

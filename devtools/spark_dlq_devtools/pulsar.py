@@ -65,10 +65,18 @@ class PulsarBroker:
     """One standalone broker. ``service_url`` is ``pulsar://127.0.0.1:<port>``, ``admin_url``
     ``http://127.0.0.1:<port>``."""
 
-    def __init__(self, *, name: str = "pulsar", heap: str = "768m", log_level: str = "INFO") -> None:
+    def __init__(
+        self,
+        *,
+        name: str = "pulsar",
+        heap: str = "768m",
+        log_level: str = "INFO",
+        port: int | None = None,
+        web_port: int | None = None,
+    ) -> None:
         self.root = work_dir(name)
-        self.port = free_port()
-        self.web_port = free_port()
+        self.port = port or free_port()
+        self.web_port = web_port or free_port()
         self.bookie_port = free_port()
         self.heap = heap
         self.log_level = log_level

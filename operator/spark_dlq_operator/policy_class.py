@@ -50,7 +50,9 @@ POD_FIELDS: Final[tuple[PodField, ...]] = get_args(PodField)
 
 #: The policy fields a class may default (``spec.defaults``), as dotted paths below ``spec``. The
 #: DeadLetterPolicy CRD gives none of them a default of its own (the model's built-in default
-#: applies when neither the policy nor its class sets one).
+#: applies when neither the policy nor its class sets one). Not ``retry.breaker``: its presence
+#: turns it on, so a class default would switch it on for every policy of the class, including
+#: those that cannot have one yet (docs/reference.md, section 7).
 DEFAULTABLE: Final = (
     "retry.maxRedeliverCount",
     "retry.backoff.type",

@@ -1,9 +1,10 @@
-"""Why a policy is not Ready: the reasons its Ready condition gives, as one enum.
+"""Why a policy is not Ready, or its breaker not closed: the reasons its conditions give, as enums.
 
 A reason is part of the contract (alerts, runbooks and people read it), so it is spelled once,
 here, and code switches on the enum rather than on strings. This module starts with the reasons
-the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``); the others the
-operator writes are still string literals where they are set (issue 30 moves them here).
+the DeadLetterPolicyClass work added and the one they extend (``InvalidSpec``), and the
+``BreakerClosed`` condition's; the others the operator writes are still string literals where
+they are set (issue 30 moves them here).
 """
 
 from __future__ import annotations
@@ -34,3 +35,16 @@ class Reason(StrEnum):
 #: The reasons that make a policy's phase ``Invalid``: nothing is created for it, and a job of an
 #: earlier valid generation keeps running as it was.
 INVALID: Final = frozenset(Reason)
+
+
+class BreakerReason(StrEnum):
+    """A reason of a policy's ``BreakerClosed`` condition (only with ``retry.breaker``): the
+    engine's breaker state, from the driver's heartbeat. None of them makes a policy Invalid or
+    not Ready: the job runs, paused."""
+
+    #: True: the breaker is closed (its message says why it last opened, if it did).
+    CLOSED = "Closed"
+    #: False: the engine reads no new source message and holds its retries until it probes.
+    OPEN = "BreakerOpen"
+    #: False: a few messages probe the processor's downstream.
+    HALF_OPEN = "BreakerHalfOpen"

@@ -40,7 +40,7 @@ from spark_dlq_operator.kubeapi import (
     Obj,
 )
 from spark_dlq_operator.policy_class import ClassRefusal
-from spark_dlq_operator.reasons import Reason
+from spark_dlq_operator.reasons import BreakerReason, Reason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
@@ -288,7 +288,9 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
         if all(previous.get(k) == condition.get(k) for k in key):
             continue
         reason, message = condition.get("reason", ""), condition.get("message", "")
-        if condition["status"] == "False" and reason in _WARNING_REASONS:
+        if condition["type"] == "BreakerClosed":
+            await _announce_breaker(services, owner, previous, condition)
+        elif condition["status"] == "False" and reason in _WARNING_REASONS:
             await services.events.warn(owner, reason, message)
         elif condition["type"] == "TopicsReady" and "drift:" in message:
             await services.events.warn(owner, "TopicPartitionsDrift", message)
@@ -298,6 +300,19 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
             and previous.get("status") != "True"
         ):
             await services.events.info(owner, "Ready", message)
+
+
+async def _announce_breaker(
+    services: Services, owner: Owner, previous: Mapping[str, Any], condition: Mapping[str, Any]
+) -> None:
+    """A Warning event when the breaker opens, a Normal one when it closes again; none while it
+    goes between open and half-open (its condition's message says which, and when)."""
+    if condition["status"] == previous.get("status"):
+        return
+    if condition["status"] == "False" and condition.get("reason") == BreakerReason.OPEN:
+        await services.events.warn(owner, BreakerReason.OPEN, condition.get("message", ""))
+    elif condition["status"] == "True" and previous.get("status") == "False":
+        await services.events.info(owner, "BreakerClosed", condition.get("message", ""))
 
 
 async def report_invalid(
@@ -429,6 +444,7 @@ async def _reconcile(
             config_hash=digest,
             restarted=restarted,
             ordering_off=policy.source.ordering != "key",
+            breaker_off=policy.retry.breaker is None,
             owned_topics=owned,
         )
 
@@ -912,10 +928,18 @@ async def supervise(
     controller = policy_owner(app)
     if controller is None or controller.uid != owner.uid:
         return
+    status = (policy or {}).get("status") or {}
     ordering = render.ordering_status(app, config_map)
-    if ordering is not None and ordering != (policy or {}).get("status", {}).get("ordering"):
+    if ordering == status.get("ordering"):
+        ordering = None
+    breaker = render.breaker_condition(app, config_map)
+    if breaker is not None and _shown(status, "BreakerClosed", breaker):
+        breaker = None
+    if ordering is not None or breaker is not None:
         async with services.lock(owner.uid):
-            await write_status(services, owner, lambda _: Observation(ordering=ordering), known=policy)
+            await write_status(
+                services, owner, lambda _: Observation(ordering=ordering, breaker=breaker), known=policy
+            )
     config = services.config
     metadata = app.get("metadata") or {}
     key = (str(metadata.get("namespace")), str(metadata.get("name")))
@@ -959,6 +983,16 @@ async def supervise(
 
     async with services.lock(owner.uid):
         await write_status(services, owner, observe)
+
+
+def _shown(status: Mapping[str, Any], kind: str, state: ConditionState) -> bool:
+    """Whether ``status`` already has condition ``kind`` as ``state`` says."""
+    shown: Mapping[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+    return (shown.get("status"), shown.get("reason"), shown.get("message")) == (
+        state.status,
+        state.reason,
+        state.message,
+    )
 
 
 async def repair_deleted_application(services: Services, app: Mapping[str, Any]) -> None:

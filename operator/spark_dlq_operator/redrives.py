@@ -48,6 +48,13 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
     try:
         redrive = parse_redrive(dict(body))
     except PolicyError as error:
+        # Nothing runs for an invalid redrive: one that ran before the model refused its spec
+        # (a filter outside the language, after an upgrade) is stopped.
+        app_name = rr.application_name(owner.name)
+        app = await api.get(SPARK_APPLICATIONS, owner.namespace, app_name)
+        references = ((app or {}).get("metadata") or {}).get("ownerReferences") or []
+        if any(ref.get("uid") == owner.uid for ref in references):
+            await api.delete(SPARK_APPLICATIONS, owner.namespace, app_name)
         await _write(services, body, "Failed", "InvalidSpec", "; ".join(str(i) for i in error.issues))
         return None
     name = rr.application_name(redrive.name)

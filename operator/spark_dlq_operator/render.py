@@ -16,22 +16,25 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypedDict, TypeGuard
+from typing import Any, Final, Literal, TypedDict, TypeGuard, get_args
 
 import yaml
 
 from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
+from dlq_engine.model.breaker import CLOSED, HALF_OPEN, MAX_REASON_CHARS, BreakerReport, is_state
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
 from dlq_engine.model.topics import TopicWant
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
-from spark_dlq_operator.reasons import INVALID, Reason
+from spark_dlq_operator.reasons import INVALID, BreakerReason, Reason
 from spark_dlq_operator.topic_ownership import OwnedTopic
 
 Manifest = dict[str, Any]
 ConditionStatus = Literal["True", "False", "Unknown"]
-ConditionType = Literal["Ready", "TopicsReady", "JobRunning"]
+ConditionType = Literal["Ready", "TopicsReady", "JobRunning", "BreakerClosed"]
+#: The conditions in the order ``status.conditions`` lists them.
+CONDITION_TYPES: Final[tuple[ConditionType, ...]] = get_args(ConditionType)
 Phase = Literal["Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
 
 # --- names the contract fixes ------------------------------------------------------------------
@@ -641,6 +644,8 @@ class Heartbeat:
     last_progress: datetime.datetime
     #: ``source.ordering: key``: the ordering stage's report; None without one (or unreadable).
     ordering: OrderingStatus | None = None
+    #: ``retry.breaker``: the breaker's report; None without one (or unreadable).
+    breaker: BreakerReport | None = None
 
 
 def _ordering_of(raw: object) -> OrderingStatus | None:
@@ -677,7 +682,27 @@ def heartbeat_of(config_map: Mapping[str, Any] | None) -> Heartbeat | None:
         return None
     if at is None or progress is None or not isinstance(active, bool):
         return None
-    return Heartbeat(at, active, progress, _ordering_of(raw.get("ordering")))
+    return Heartbeat(at, active, progress, _ordering_of(raw.get("ordering")), _breaker_of(raw.get("breaker")))
+
+
+def _breaker_of(raw: object) -> BreakerReport | None:
+    """The heartbeat's ``breaker``, None when absent or not as the engine writes it."""
+    if not isinstance(raw, Mapping):
+        return None
+    state, since, reason, opens, probe_at = (
+        raw.get(key) for key in ("state", "since", "reason", "opens", "probeAt")
+    )
+    if not is_state(state) or time_of(since) is None or not _count(opens):
+        return None
+    if not isinstance(reason, str) or not isinstance(probe_at, str):
+        return None
+    return {
+        "state": state,
+        "since": str(since),
+        "reason": reason[:MAX_REASON_CHARS],
+        "opens": int(opens),
+        "probeAt": probe_at if time_of(probe_at) is not None else "",
+    }
 
 
 def ordering_status(
@@ -685,13 +710,49 @@ def ordering_status(
 ) -> OrderingStatus | None:
     """``status.ordering`` from the heartbeat of the application's current submission (one sent
     after it was submitted), None when there is none or it carries no ordering report."""
+    beat = current_beat(app, config_map)
+    return beat.ordering if beat is not None else None
+
+
+def current_beat(app: Mapping[str, Any] | None, config_map: Mapping[str, Any] | None) -> Heartbeat | None:
+    """The heartbeat of the application's current submission (one sent after it was
+    submitted), None when there is none."""
     beat = heartbeat_of(config_map)
     if app is None or beat is None:
         return None
     submitted = time_of((app.get("status") or {}).get("lastSubmissionAttemptTime"))
     if submitted is not None and beat.time < submitted:
         return None
-    return beat.ordering
+    return beat
+
+
+def breaker_condition(
+    app: Mapping[str, Any] | None, config_map: Mapping[str, Any] | None
+) -> ConditionState | None:
+    """``BreakerClosed`` from the breaker's report in the current submission's heartbeat (None
+    when there is none): True while closed; False while open, saying since when, why and when it
+    probes, and while half-open."""
+    beat = current_beat(app, config_map)
+    report = beat.breaker if beat is not None else None
+    if report is None:
+        return None
+    opened = f"opened {report['opens']} time{'s' if report['opens'] != 1 else ''} in this run"
+    if report["state"] == CLOSED:
+        last = f"; it last opened because {report['reason']} ({opened})" if report["opens"] else ""
+        return ConditionState("True", BreakerReason.CLOSED, "the breaker is closed" + last)
+    if report["state"] == HALF_OPEN:
+        return ConditionState(
+            "False",
+            BreakerReason.HALF_OPEN,
+            f"the breaker is half-open since {report['since']}: a few messages probe the processor's "
+            f"downstream; it opened because {report['reason']} ({opened})",
+        )
+    return ConditionState(
+        "False",
+        BreakerReason.OPEN,
+        f"the breaker opened at {report['since']} because {report['reason']}: the engine reads no new "
+        f"source message and holds its retries until it probes at {report['probeAt']} ({opened})",
+    )
 
 
 def engine_stalled(
@@ -802,6 +863,10 @@ class Observation:
     #: does not order by key (any ``status.ordering`` goes).
     ordering: OrderingStatus | None = None
     ordering_off: bool = False
+    #: ``BreakerClosed`` as the driver's heartbeat reports it; ``breaker_off``: the policy has no
+    #: breaker (the condition goes).
+    breaker: ConditionState | None = None
+    breaker_off: bool = False
     #: Topics the operator created for the policy: added to ``status.ownedTopics``.
     owned_topics: Sequence[OwnedTopic] = ()
 
@@ -840,15 +905,17 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
         put("TopicsReady", observation.topics)
     if observation.job is not None:
         put("JobRunning", observation.job)
+    if observation.breaker is not None:
+        put("BreakerClosed", observation.breaker)
+    elif observation.breaker_off:
+        conditions.pop("BreakerClosed", None)
     still_invalid = observation.generation is None and conditions.get("Ready", {}).get("reason") in INVALID
     if observation.invalid is not None:
         put("Ready", ConditionState("False", observation.invalid_reason, "\n".join(observation.invalid)))
     elif not still_invalid:
         put("Ready", _ready(conditions))
 
-    status["conditions"] = [
-        conditions[kind] for kind in ("Ready", "TopicsReady", "JobRunning") if kind in conditions
-    ]
+    status["conditions"] = [conditions[kind] for kind in CONDITION_TYPES if kind in conditions]
     status["phase"] = phase(conditions)
     if generation is not None:
         status["observedGeneration"] = int(generation)

@@ -166,7 +166,8 @@ build_project engine "$engine_image" spark_image/Dockerfile "$python_image" "$ma
   --build-arg "SPARK_VERSION=$SPARK_VERSION" --build-arg "SCALA_BINARY=$SCALA_BINARY" \
   --build-arg "SPARK_KAFKA_CLIENTS_VERSION=$SPARK_KAFKA_CLIENTS_VERSION" \
   --build-arg "SPARK_COMMONS_POOL2_VERSION=$SPARK_COMMONS_POOL2_VERSION" \
-  --build-arg "DELTA_VERSION=$DELTA_VERSION"
+  --build-arg "DELTA_VERSION=$DELTA_VERSION" \
+  --build-arg "PULSAR_VERSION=$PULSAR_VERSION" --build-arg "SPARK_NETTY_VERSION=$SPARK_NETTY_VERSION"
 build_project operator "$operator_image" operator/Dockerfile "$python_image" -- \
   --build-arg "PYTHON_IMAGE=$python_image"
 # The engine with the example processors (examples/Containerfile), for the demo on a cluster.

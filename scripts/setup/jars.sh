@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Fetches the Apache Kafka broker jars, the Spark Kafka connector jars and Delta Lake's jars (the
-# dead-letter table) from Maven Central into the cache. Idempotent: a finished folder carries a
-# .complete marker.
+# Fetches the Apache Kafka broker jars, the Spark Kafka connector jars, Delta Lake's jars (the
+# dead-letter table) and Pulsar's Java client with what it needs beside Spark's jars (the engine's
+# Pulsar connector, spark_image/jvm) from Maven Central into the cache. Idempotent: a finished
+# folder carries a .complete marker.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-fetch() {  # fetch <pom> <dest> <maven -D properties...>
+fetch() {  # fetch <pom> <dest> <maven arguments...>
   local pom="$1" dest="$2"; shift 2
   if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; return; fi
   log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central"
@@ -27,3 +28,7 @@ fetch "$REPO_ROOT/scripts/setup/maven/spark-kafka.pom.xml" \
 fetch "$REPO_ROOT/scripts/setup/maven/spark-delta.pom.xml" \
   "$SPARK_DLQ_CACHE/spark-jars/delta-$DELTA_VERSION" \
   -Ddelta.version="$DELTA_VERSION" -Dscala.binary="$SCALA_BINARY"
+fetch "$REPO_ROOT/scripts/setup/maven/spark-pulsar.pom.xml" \
+  "$SPARK_DLQ_CACHE/spark-jars/pulsar-client-$PULSAR_VERSION-netty-$SPARK_NETTY_VERSION" \
+  -s "$REPO_ROOT/scripts/setup/maven/central-only.settings.xml" -Dpulsar.version="$PULSAR_VERSION" \
+  -Dnetty.version="$SPARK_NETTY_VERSION"

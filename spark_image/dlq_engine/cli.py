@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(policy: object, args: argparse.Namespace) -> int:
+    from dlq_engine.job import pulsar_topics
     from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.heartbeat import Heartbeat, HeartbeatError
@@ -135,6 +136,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         engine_class,
     )
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
+    from dlq_engine.job.pulsar_connector import check_classpath
     from dlq_engine.job.runner import Run, install_sigterm
     from dlq_engine.job.session import build_session
     from dlq_engine.model.policy import DeadLetterPolicy
@@ -183,16 +185,15 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             check_table(spark, policy)
             client = client_properties(options.kafka_client_dir)
             if policy.is_pulsar:
-                from dlq_engine.job import pulsar_source
-
+                check_classpath(spark)
                 if args.create_topics:
-                    for line in pulsar_source.create_topics(policy):
-                        print(f"dlq-engine: {line}")
-                pulsar_source.check_topics(policy)
+                    for line in pulsar_topics.create_topics(policy):
+                        print(f"dlq-engine: {line}", flush=True)  # seen before a kill, through a pipe
+                pulsar_topics.check_topics(spark, policy)
             else:
                 if args.create_topics:
                     for line in create_topics(spark, policy, client):
-                        print(f"dlq-engine: {line}")
+                        print(f"dlq-engine: {line}", flush=True)
                 check_topics(spark, policy, client)
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)

@@ -110,12 +110,15 @@ def test_the_benchmark_harness_runs_end_to_end(
             "mix": "1%+0.1%",
             "mode": "message",
             "runs": [
-                {"broker": "kafka", "round": 0, "seconds": 2.0, "rate": 1000.0},
-                {"broker": "pulsar", "round": 0, "seconds": 4.0, "rate": 500.0},
+                {"broker": "kafka", "round": 0, "seconds": 2.0, "rate": 1000.0, "batches": 3},
+                {"broker": "pulsar", "round": 0, "seconds": 4.0, "rate": 500.0, "batches": 2},
+                {"broker": "pulsar-unbatched", "round": 0, "seconds": 5.0, "rate": 400.0, "batches": 1},
             ],
             "kafka_rate": 1000,
             "pulsar_rate": 500,
             "pulsar_vs_kafka": 0.5,
+            "pulsar_unbatched_rate": 400,
+            "pulsar_unbatched_vs_kafka": 0.4,
             "loadavg_end": [1.0, 1.0, 1.0],
         },
     )
@@ -132,7 +135,12 @@ def test_the_benchmark_harness_runs_end_to_end(
     ):
         assert heading in text
     assert "so one fully used executor core routes about" in text  # from benchmark 1's CPU figures
-    assert "| Pulsar (the Python data source) | 500 | 0.50x | 500 | 4.0 s |" in text
+    assert (
+        "| Pulsar (the engine's JVM connector), source written with batching | 500 | 0.50x | 500 | 4.0 s | 2 |"
+        in text
+    )
+    assert "| Pulsar, source written without batching | 400 | 0.40x | 400 | 5.0 s | 1 |" in text
+    assert "Target (issue 28): Pulsar at 0.8x the engine's Kafka rate or more: missed (0.50x)." in text
     for image in ("throughput", "scaling", "precision", "memory"):
         assert (tmp_path / "benchmarks" / f"{image}.png").stat().st_size > 1000
     assert json.loads((results / "throughput.json").read_text())["n"] == N

@@ -269,6 +269,18 @@ def test_retry_rules_are_kept_and_a_class_in_two_rules_is_refused(kube_api: Any,
     assert create(kube_api, bare)["spec"]["retry"]["rules"] == [{"errors": ["TimeoutError"]}]
 
 
+def test_the_breaker_is_kept_and_an_empty_one_stays_empty(kube_api: Any, namespace: str) -> None:
+    breaker = {"window": 20, "threshold": 0.8, "openTime": "1m", "probes": 3}
+    document = with_spec(minimal(namespace), {"retry": {"breaker": breaker}})
+    assert create(kube_api, document)["spec"]["retry"]["breaker"] == breaker
+    # No defaults in the CRD: the model fills them in. A policy that leaves its broker to its
+    # class may have one (the class's broker, if Pulsar, is refused by the model).
+    empty = with_spec(minimal(namespace), {"retry": {"breaker": {}}})
+    empty["metadata"]["name"] = "empty-breaker"
+    del empty["spec"]["broker"]
+    assert create(kube_api, empty)["spec"]["retry"]["breaker"] == {}
+
+
 def test_dead_letter_table_is_kept_without_a_path(kube_api: Any, namespace: str) -> None:
     """The policy's class gives the path (governance.govern)."""
     document = with_spec(minimal(namespace), {"deadLetter": {"table": {}}})
@@ -614,6 +626,30 @@ INVALID = [
         "spec.ordering.maxHeldPerKey",
         "Invalid value: 2147483648: spec.ordering.maxHeldPerKey in body should be less than or equal to 2147483647",
         id="max-held-per-key-beyond-an-int",
+    ),
+    pytest.param(
+        {"source": {"ordering": "key"}, "retry": {"breaker": {}}},
+        "spec.retry.breaker",
+        'Invalid value: "object": is not supported with spec.source.ordering key yet',
+        id="breaker-with-key-ordering",
+    ),
+    pytest.param(
+        {"retry": {"breaker": {"threshold": 0}}},
+        "spec.retry.breaker.threshold",
+        "Invalid value: 0: spec.retry.breaker.threshold in body should be greater than 0",
+        id="breaker-threshold-0",
+    ),
+    pytest.param(
+        {"retry": {"breaker": {"openTime": "0s"}}},
+        "spec.retry.breaker.openTime",
+        'Invalid value: "string": must be longer than 0',
+        id="breaker-open-time-0",
+    ),
+    pytest.param(
+        {"retry": {"breaker": {"probes": 0}}},
+        "spec.retry.breaker.probes",
+        "Invalid value: 0: spec.retry.breaker.probes in body should be greater than or equal to 1",
+        id="breaker-no-probes",
     ),
     pytest.param(
         {"spark": {"executor": {"instances": 0}}},

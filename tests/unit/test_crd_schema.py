@@ -209,6 +209,13 @@ def full_pulsar() -> dict[str, Any]:
     return document
 
 
+def full_breaker() -> dict[str, Any]:
+    """The breaker's fields (refused with ``source.ordering: key``, which ``full`` sets)."""
+    document = minimal()
+    document["spec"]["retry"] = {"breaker": {"window": 20, "threshold": 0.8, "openTime": "10s", "probes": 3}}
+    return document
+
+
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
     """Structural defaulting as the API server does it: a missing field with a ``default`` gets
     it, then defaults apply again inside (so ``default: {}`` fills a whole section)."""
@@ -372,7 +379,7 @@ def model_paths(value: dict[str, Any], schema: dict[str, Any], prefix: str = "")
 def test_schema_fields_are_exactly_the_model_fields(spec_schema: dict[str, Any]) -> None:
     from_model = {
         path
-        for document in (full(), full_pulsar())
+        for document in (full(), full_pulsar(), full_breaker())
         for path in model_paths(to_spec(parse_policy(document)), spec_schema)
     }
     in_schema = {path for path, n in walk(spec_schema) if path and "[]" not in path and "{}" not in path}
@@ -381,7 +388,9 @@ def test_schema_fields_are_exactly_the_model_fields(spec_schema: dict[str, Any])
     assert sorted(in_schema - from_model) == [], "the CRD has fields the model refuses"
 
 
-@pytest.mark.parametrize("document", [full(), full_pulsar()], ids=["kafka", "pulsar"])
+@pytest.mark.parametrize(
+    "document", [full(), full_pulsar(), full_breaker()], ids=["kafka", "pulsar", "breaker"]
+)
 def test_schema_types_match_the_model_values(spec_schema: dict[str, Any], document: dict[str, Any]) -> None:
     types = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
     spec = to_spec(parse_policy(document))

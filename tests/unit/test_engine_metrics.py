@@ -204,3 +204,19 @@ def test_held_retries_stay_absent_when_the_state_cannot_be_read() -> None:
     metrics.held_unknown()
     metrics.add_progress(progress(2, retry_rows=3, **offsets), {"total": 0, "stats": [summary()]})
     assert ("spark_dlq_retry_held", frozenset()) not in samples(metrics)
+
+
+def test_the_breaker_s_state_and_its_opens() -> None:
+    metrics = EngineMetrics(POLICY)
+    assert not any(name.startswith("spark_dlq_breaker_state") for name, _ in samples(metrics))
+    metrics.breaker_state("closed")
+    assert value(metrics, "spark_dlq_breaker_state", state="closed") == 1
+    assert value(metrics, "spark_dlq_breaker_state", state="open") == 0
+    assert value(metrics, "spark_dlq_breaker_opens_total") == 0
+    metrics.breaker_state("open", opened=True)
+    metrics.breaker_state("half-open")
+    metrics.breaker_state("open", opened=True)
+    assert value(metrics, "spark_dlq_breaker_state", state="open") == 1
+    assert value(metrics, "spark_dlq_breaker_state", state="half-open") == 0
+    assert value(metrics, "spark_dlq_breaker_state", state="closed") == 0
+    assert value(metrics, "spark_dlq_breaker_opens_total") == 2

@@ -426,6 +426,17 @@ def test_an_invalid_policy_is_the_model_s_refusal() -> None:
     assert [i.path for i in invalid.value.issues] == ["spec.retry.backoff.jitter"]
 
 
+def test_a_breaker_on_the_class_s_pulsar_broker_is_the_model_s_refusal() -> None:
+    """The API server cannot see the broker a class gives; the model refuses it naming the field."""
+    pulsar_only = klass(
+        brokers=[{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"}]
+    )
+    with pytest.raises(PolicyError) as invalid:
+        governed(pulsar_only, {"spec.broker": DELETE, "spec.topics.create": False, "spec.retry.breaker": {}})
+    assert not isinstance(invalid.value, ClassRefusal)
+    assert [i.path for i in invalid.value.issues] == ["spec.retry.breaker"]
+
+
 def test_a_null_section_still_gets_the_class_paths() -> None:
     cls = klass(storage={"checkpointBase": "/cp"})
     assert (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -51,3 +52,16 @@ def test_the_url_and_the_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "lastProgressTime": "2026-11-18T11:06:40Z",
         "batchId": 12,
     }
+
+
+def test_the_document_carries_the_breaker_s_report_when_there_is_one() -> None:
+    report = {
+        "state": "open",
+        "since": "2026-11-18T11:06:00Z",
+        "reason": "20 of the last 20 processor calls failed transiently",
+        "opens": 1,
+        "probeAt": "2026-11-18T11:06:30Z",
+    }
+    alive = dataclasses.replace(ALIVE, breaker=report)
+    assert json.loads(alive.document(1_795_000_030.0))["breaker"] == report
+    assert "breaker" not in json.loads(ALIVE.document(1_795_000_030.0))

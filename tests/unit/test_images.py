@@ -85,6 +85,8 @@ def test_spark_image_versions_follow_versions_env_and_pyproject() -> None:
         "SPARK_KAFKA_CLIENTS_VERSION",
         "SPARK_COMMONS_POOL2_VERSION",
         "DELTA_VERSION",
+        "PULSAR_VERSION",
+        "SPARK_NETTY_VERSION",
     ):
         assert defaults[key] == pinned[key], key
     engine = project()["optional-dependencies"]["engine"]  # type: ignore[index]
@@ -174,6 +176,8 @@ def test_makefile_builds_both_images(tool: str) -> None:
         "SPARK_KAFKA_CLIENTS_VERSION",
         "SPARK_COMMONS_POOL2_VERSION",
         "DELTA_VERSION",
+        "PULSAR_VERSION",
+        "SPARK_NETTY_VERSION",
     ):
         assert f"--build-arg {key}={pinned[key]}" in out
     # The chart's default images are the ones the Makefile builds.

@@ -19,6 +19,7 @@ from dlq_engine.model import (
 from dlq_engine.model.config_hash import config_hash, engine_config
 from dlq_engine.model.policy import (
     BackoffSpec,
+    BreakerSpec,
     Broker,
     DeadLetter,
     DeadLetterTable,
@@ -1622,6 +1623,116 @@ def test_ordering_section_is_read() -> None:
     ],
 )
 def test_ordering_refuses(overrides: dict[str, object], expected: str) -> None:
+    assert expected in issues(policy_document(overrides))
+
+
+# --------------------------------------------------------------------------------------------
+# The circuit breaker: spec.retry.breaker
+
+
+def test_breaker_is_off_unless_given_and_is_not_written() -> None:
+    parsed = policy()
+    assert parsed.retry.breaker is None
+    assert "breaker" not in to_spec(parsed)["retry"]
+    assert policy({"spec.retry.breaker": None}).retry.breaker is None
+
+
+def test_breaker_given_empty_is_on_with_the_defaults_and_round_trips() -> None:
+    parsed = policy({"spec.retry.breaker": {}})
+    assert parsed.retry.breaker == BreakerSpec(window=100, threshold=0.5, open_ms=30_000, probes=10)
+    spec = to_spec(parsed)
+    assert spec["retry"]["breaker"] == {"window": 100, "threshold": 0.5, "openTime": "30s", "probes": 10}
+    assert parse_policy({**policy_document(), "spec": spec}) == parsed
+
+
+def test_breaker_fields_are_read() -> None:
+    given = {"window": 20, "threshold": 1, "openTime": "1m30s", "probes": 3}
+    assert policy({"spec.retry.breaker": given}).retry.breaker == BreakerSpec(20, 1.0, 90_000, 3)
+
+
+def test_breaker_changes_the_config_hash_and_its_absence_keeps_it() -> None:
+    assert config_hash(policy({"spec.retry.breaker": None})) == config_hash(policy())
+    assert config_hash(policy({"spec.retry.breaker": {}})) != config_hash(policy())
+    assert config_hash(policy({"spec.retry.breaker": {"openTime": "1m"}})) != config_hash(
+        policy({"spec.retry.breaker": {}})
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param(
+            {"spec.retry.breaker.window": 0},
+            "spec.retry.breaker.window: must be at least 1, got 0",
+            id="window",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.window": 1_000_001},
+            "spec.retry.breaker.window: must be at most 1000000, got 1000001",
+            id="window-huge",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.threshold": 0},
+            "spec.retry.breaker.threshold: must be greater than 0 and at most 1, got 0.0",
+            id="threshold-zero",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.threshold": 1.5},
+            "spec.retry.breaker.threshold: must be greater than 0 and at most 1, got 1.5",
+            id="threshold-above-one",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.openTime": "0s"},
+            "spec.retry.breaker.openTime: must be longer than 0",
+            id="open-zero",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.openTime": "soon"},
+            f"spec.retry.breaker.openTime: {DURATION_HINT}, got 'soon'",
+            id="open-text",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.probes": 0},
+            "spec.retry.breaker.probes: must be at least 1, got 0",
+            id="probes",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.probes": 10_001},
+            "spec.retry.breaker.probes: must be at most 10000, got 10001",
+            id="probes-huge",
+        ),
+        pytest.param(
+            {"spec.retry.breaker.wndow": 5},
+            "spec.retry.breaker.wndow: unknown field (did you mean 'window'?)",
+            id="typo",
+        ),
+        pytest.param(
+            {"spec.retry.breaker": 5},
+            "spec.retry.breaker: must be a mapping, got int 5",
+            id="not-a-mapping",
+        ),
+        pytest.param(
+            {"spec.retry.breaker": {}, "spec.source.ordering": "key"},
+            "spec.retry.breaker: is not supported with spec.source.ordering key yet: the ordering stage "
+            "would release held retries while the breaker is open",
+            id="with-ordering",
+        ),
+        pytest.param(
+            {
+                "spec.retry.breaker": {},
+                "spec.broker": {
+                    "type": "pulsar",
+                    "serviceUrl": "pulsar://localhost:6650",
+                    "adminUrl": "http://localhost:8080",
+                },
+            },
+            "spec.retry.breaker: is not supported with broker type pulsar yet: the engine's Pulsar source "
+            "cannot be paused",
+            id="on-pulsar",
+        ),
+    ],
+)
+def test_breaker_refuses_naming_the_field(overrides: dict[str, object], expected: str) -> None:
     assert expected in issues(policy_document(overrides))
 
 

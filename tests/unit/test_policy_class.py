@@ -135,6 +135,16 @@ def test_every_field_is_read() -> None:
             id="defaults-not-defaultable",
         ),
         pytest.param(
+            {"defaults": {"retry": {"breaker": {"window": 200}}}},
+            "spec.defaults.retry.breaker.window: is not a field a class may default",
+            id="defaults-breaker-field",
+        ),
+        pytest.param(
+            {"defaults": {"retry": {"breaker": {}}}},
+            "spec.defaults.retry.breaker: is not a field a class may default",
+            id="defaults-breaker-on",
+        ),
+        pytest.param(
             {"defaults": {"retry": {"backoff": {"jitter": 2}}}},
             "spec.defaults.retry.backoff.jitter: must be between 0 and 1, got 2.0",
             id="defaults-invalid-value",

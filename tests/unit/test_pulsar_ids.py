@@ -1,12 +1,11 @@
 """Pulsar message ids in the engine: packed into the ``offset`` column in id order, printed as
-the Java client prints them, read back from its letters; and the batch limit of the Pulsar data
-source, which must make progress across ledgers."""
+the Java client prints them, read back from its letters. (The connector packs them in Java, the
+same way: tests/integration/engine/test_pulsar_strategies.py reads an offset it packed.)"""
 
 from __future__ import annotations
 
 import pytest
 
-from dlq_engine.job.pulsar_source import _limited, partition_index
 from dlq_engine.routing import headers as h
 
 
@@ -60,22 +59,3 @@ def test_pulsar_headers_carry_real_message_ids() -> None:
     assert written["ORIGIN_MESSAGE_ID"] == written["ORIGIN_MESSAGE_IDY_TIME"] == b"12:7:1"
     assert written["RECONSUMETIMES"] == b"2"
     assert written["DELAY_TIME"] == b"2000"
-
-
-def test_partition_index_of_a_partition_topic() -> None:
-    assert partition_index("persistent://public/default/orders-partition-3") == 3
-    assert partition_index("persistent://public/default/orders") == -1
-
-
-def test_the_batch_limit_moves_on_within_and_across_ledgers() -> None:
-    # Within a ledger: at most the share past the last position.
-    ends = {"p0": [5, 1000], "p1": [5, 10]}
-    nexts = {("p0", (5, 100)): (5, 101), ("p1", (5, 8)): (5, 9)}
-    capped = _limited({"p0": [5, 100], "p1": [5, 8]}, ends, 100, lambda name, at: nexts[(name, at)])
-    assert capped == {"p0": [5, 150], "p1": [5, 10]}
-    # Past a closed ledger's last entry: the next message's ledger, from that message on.
-    capped = _limited({"p0": [5, 49_999]}, {"p0": [11, 40]}, 100, lambda name, at: (9, 0))
-    assert capped == {"p0": [9, 99]}
-    # From the earliest: from the first message.
-    capped = _limited({"p0": [-1, -1]}, {"p0": [3, 500]}, 100, lambda name, at: (3, 0))
-    assert capped == {"p0": [3, 99]}

@@ -17,6 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.reasons import BreakerReason
 from spark_dlq_operator.reconcile import (
     Seen,
     Services,
@@ -363,7 +364,9 @@ def test_a_failed_application_is_resubmitted_once_while_its_patch_is_on_the_way(
     assert bed.reasons().count("SparkApplicationResubmitted") == 1
 
 
-def _running_with_heartbeat(bed: Bed, ordering: dict[str, Any] | None) -> None:
+def _running_with_heartbeat(
+    bed: Bed, ordering: dict[str, Any] | None, *, breaker: dict[str, Any] | None = None
+) -> None:
     """The application RUNNING since a minute, and its driver's heartbeat on the ConfigMap."""
     now = datetime.datetime.now(datetime.UTC)
     submitted = (now - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -383,6 +386,8 @@ def _running_with_heartbeat(bed: Bed, ordering: dict[str, Any] | None) -> None:
     }
     if ordering is not None:
         beat["ordering"] = ordering
+    if breaker is not None:
+        beat["breaker"] = breaker
 
     def annotate(config_map: dict[str, Any]) -> None:
         annotations = config_map["metadata"].setdefault("annotations", {})
@@ -437,6 +442,67 @@ def test_the_ordering_status_goes_when_the_policy_stops_ordering_by_key() -> Non
     _running_with_heartbeat(bed, None)  # the new driver reports no ordering
     _supervise(bed)
     assert "ordering" not in bed.status()
+
+
+def _breaker_report(state: str, opens: int) -> dict[str, Any]:
+    return {
+        "state": state,
+        "since": "2026-11-24T11:58:00Z",
+        "reason": "20 of the last 20 processor calls failed transiently (ConnectionRefusedError)",
+        "opens": opens,
+        "probeAt": "2026-11-24T11:58:30Z" if state == "open" else "",
+    }
+
+
+def _breaker(bed: Bed) -> dict[str, Any]:
+    return next(c for c in bed.status()["conditions"] if c["type"] == "BreakerClosed")
+
+
+def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_and_closes() -> None:
+    bed = Bed(**{"spec.retry.breaker": {}})
+    bed.reconcile()
+    _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 0))
+    _supervise(bed)
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
+    assert BreakerReason.OPEN not in bed.reasons()
+    assert "BreakerClosed" not in bed.reasons()
+
+    ready = bed.status()["conditions"][0]
+    _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 1))
+    _supervise(bed)
+    condition = _breaker(bed)
+    assert (condition["status"], condition["reason"]) == ("False", BreakerReason.OPEN)
+    assert "at 2026-11-24T11:58:00Z because 20 of the last 20 processor calls" in condition["message"]
+    assert bed.reasons().count(BreakerReason.OPEN) == 1
+    assert bed.status()["conditions"][0] == ready  # paused, not failed: Ready is the job's
+
+    writes = bed.api.count("PATCH", POLICIES)
+    _supervise(bed)  # the same report: nothing to write
+    assert bed.api.count("PATCH", POLICIES) == writes
+
+    _running_with_heartbeat(bed, None, breaker=_breaker_report("half-open", 1))
+    _supervise(bed)
+    _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 2))
+    _supervise(bed)
+    assert _breaker(bed)["reason"] == BreakerReason.OPEN
+    assert bed.reasons().count(BreakerReason.OPEN) == 1  # open and half-open in turn: one event
+
+    _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 2))
+    _supervise(bed)
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
+    assert bed.reasons().count("BreakerClosed") == 1
+
+
+def test_the_breaker_condition_goes_when_the_policy_drops_its_breaker() -> None:
+    bed = Bed(**{"spec.retry.breaker": {}})
+    bed.reconcile()
+    _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 1))
+    _supervise(bed)
+    assert any(c["type"] == "BreakerClosed" for c in bed.status()["conditions"])
+
+    bed.change({"spec.retry.breaker": None})
+    bed.reconcile()
+    assert all(c["type"] != "BreakerClosed" for c in bed.status()["conditions"])
 
 
 def test_a_pulsar_policy_s_status_names_its_topics_fully_and_its_provisioner_is_pulsar() -> None:

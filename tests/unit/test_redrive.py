@@ -350,6 +350,43 @@ def test_a_redrive_of_a_pulsar_policy_fails_naming_why_and_starts_nothing() -> N
     assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None
 
 
+def test_a_redrive_whose_filter_calls_java_fails_at_once_and_creates_nothing() -> None:
+    bed = Bed()
+    bed.api.put("deadletterpolicies", policy_document())
+    bed.add_redrive(selection={"filter": "java_method('java.lang.System', 'getenv', 'HOME') IS NOT NULL"})
+
+    assert bed.reconcile() is None
+
+    status = bed.status()
+    assert (status["phase"], status["conditions"][0]["reason"]) == ("Failed", "InvalidSpec")
+    assert status["conditions"][0]["message"].startswith(
+        "spec.selection.filter: function java_method is not allowed"
+    )
+    assert bed.api.of("sparkapplications") == []
+    assert bed.api.of("configmaps") == []
+
+
+def test_a_running_redrive_whose_filter_the_model_now_refuses_is_stopped() -> None:
+    """A redrive started by an operator that passed its filter through (before the filter
+    language), seen by one that refuses it: its SparkApplication is deleted."""
+    bed = Bed()
+    bed.api.put("deadletterpolicies", policy_document())
+    bed.add_redrive(selection={"filter": "attempts > 1"})
+    bed.reconcile()
+    assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is not None
+    bed.api.edit(
+        "deadletterredrives",
+        NAMESPACE,
+        "fix-1",
+        lambda o: o["spec"]["selection"].update(filter="java_method('java.lang.System', 'exit', 0) = 1"),
+    )
+
+    bed.reconcile()
+
+    assert bed.status()["phase"] == "Failed"
+    assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None
+
+
 def test_a_redrive_runs_as_its_policy_s_class_says() -> None:
     """The class's image, pods' fit and checkpoint storage, as the policy's own job."""
     bed = Bed()

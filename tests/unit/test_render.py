@@ -21,6 +21,7 @@ from dlq_engine.model.topics import (
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.reasons import BreakerReason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from tests.policy_builder import policy
 
@@ -878,3 +879,112 @@ def test_next_status_takes_the_ordering_report_and_drops_it_when_ordering_is_off
     assert held["ordering"] == HELD
     assert render.next_status(held, render.Observation(), now=NOW)["ordering"] == HELD
     assert "ordering" not in render.next_status(held, render.Observation(ordering_off=True), now=NOW)
+
+
+# --- the breaker's condition (retry.breaker) ------------------------------------------------------
+
+
+def breaker_beat(*, at_ago: float, breaker: object) -> dict[str, Any]:
+    config_map = beat(at_ago=at_ago, progress_ago=at_ago)
+    annotations = config_map["metadata"]["annotations"]
+    document = json.loads(annotations[render.HEARTBEAT_ANNOTATION])
+    annotations[render.HEARTBEAT_ANNOTATION] = json.dumps({**document, "breaker": breaker})
+    return config_map
+
+
+WHY = "18 of the last 20 processor calls failed transiently (ConnectionRefusedError)"
+OPEN_REPORT = {
+    "state": "open",
+    "since": "2026-11-24T11:58:00Z",
+    "reason": WHY,
+    "opens": 1,
+    "probeAt": "2026-11-24T11:58:30Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("report", "expected"),
+    [
+        pytest.param(
+            OPEN_REPORT,
+            render.ConditionState(
+                "False",
+                BreakerReason.OPEN,
+                f"the breaker opened at 2026-11-24T11:58:00Z because {WHY}: the engine reads no new source "
+                "message and holds its retries until it probes at 2026-11-24T11:58:30Z (opened 1 time in this run)",
+            ),
+            id="open",
+        ),
+        pytest.param(
+            {**OPEN_REPORT, "state": "half-open", "since": "2026-11-24T11:58:30Z", "probeAt": "", "opens": 2},
+            render.ConditionState(
+                "False",
+                BreakerReason.HALF_OPEN,
+                "the breaker is half-open since 2026-11-24T11:58:30Z: a few messages probe the processor's "
+                f"downstream; it opened because {WHY} (opened 2 times in this run)",
+            ),
+            id="half-open",
+        ),
+        pytest.param(
+            {**OPEN_REPORT, "state": "closed", "probeAt": "", "opens": 3},
+            render.ConditionState(
+                "True",
+                BreakerReason.CLOSED,
+                f"the breaker is closed; it last opened because {WHY} (opened 3 times in this run)",
+            ),
+            id="closed-after-opening",
+        ),
+        pytest.param(
+            {"state": "closed", "since": "2026-11-24T11:00:00Z", "reason": "", "opens": 0, "probeAt": ""},
+            render.ConditionState("True", BreakerReason.CLOSED, "the breaker is closed"),
+            id="never-opened",
+        ),
+        pytest.param({**OPEN_REPORT, "state": "ajar"}, None, id="unknown-state"),
+        pytest.param({**OPEN_REPORT, "opens": -1}, None, id="negative-count"),
+        pytest.param({**OPEN_REPORT, "since": "yesterday"}, None, id="bad-time"),
+        pytest.param({**OPEN_REPORT, "reason": 7}, None, id="reason-not-text"),
+        pytest.param("open", None, id="not-a-mapping"),
+        pytest.param(None, None, id="no-breaker"),
+    ],
+)
+def test_breaker_condition_comes_from_this_submissions_heartbeat(
+    report: object, expected: render.ConditionState | None
+) -> None:
+    app = running_app(submitted_ago=900)
+    assert render.breaker_condition(app, breaker_beat(at_ago=5, breaker=report)) == expected
+
+
+def test_breaker_condition_ignores_an_earlier_submissions_heartbeat() -> None:
+    app = running_app(submitted_ago=60)
+    assert render.breaker_condition(app, breaker_beat(at_ago=90, breaker=OPEN_REPORT)) is None
+    assert render.breaker_condition(None, breaker_beat(at_ago=5, breaker=OPEN_REPORT)) is None
+
+
+def test_breaker_reason_is_bounded() -> None:
+    app = running_app(submitted_ago=900)
+    found = render.breaker_condition(
+        app, breaker_beat(at_ago=5, breaker={**OPEN_REPORT, "reason": "x" * 5000})
+    )
+    assert found is not None
+    assert found.message.count("x") == 1000
+
+
+def test_next_status_puts_the_breaker_condition_last_and_drops_it_without_a_breaker() -> None:
+    status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    opened = render.ConditionState("False", BreakerReason.OPEN, "the breaker opened at ...")
+    with_breaker = render.next_status(status, render.Observation(breaker=opened), now=LATER)
+    assert [c["type"] for c in with_breaker["conditions"]] == [
+        "Ready",
+        "TopicsReady",
+        "JobRunning",
+        "BreakerClosed",
+    ]
+    assert with_breaker["conditions"][-1]["lastTransitionTime"] == LATER
+    # Ready is the topics and the job: an open breaker pauses the job, it does not make it unready.
+    assert with_breaker["conditions"][0] == status["conditions"][0]
+    half = render.ConditionState("False", BreakerReason.HALF_OPEN, "the breaker is half-open ...")
+    later = render.next_status(with_breaker, render.Observation(breaker=half), now="2026-11-22T03:00:00Z")
+    assert later["conditions"][-1]["lastTransitionTime"] == LATER  # still False: since it opened
+    assert render.next_status(later, render.Observation(), now=NOW)["conditions"] == later["conditions"]
+    gone = render.next_status(later, render.Observation(breaker_off=True), now=NOW)
+    assert [c["type"] for c in gone["conditions"]] == ["Ready", "TopicsReady", "JobRunning"]

@@ -8,7 +8,9 @@ ConfigMaps on every resync anyway): the time of the report, whether the query is
 when the query last made progress (a finished micro-batch, or Spark's idle progress report,
 which it posts every 10 s while no data arrives; the query's start before the first); and, for
 ``source.ordering: key``, what the ordering stage holds (``ordering``: held messages, blocked
-keys and a few of their names), which the operator puts in the policy's status.
+keys and a few of their names), which the operator puts in the policy's status; and, with
+``retry.breaker``, the breaker's state, since when and why it opened (``breaker``), which the
+operator maps onto the policy's ``BreakerClosed`` condition.
 
 The report goes to the Kubernetes API with the pod's service-account token (re-read for every
 report: projected tokens rotate) and its CA, at ``KUBERNETES_SERVICE_HOST``; a local driver
@@ -50,6 +52,8 @@ class Liveness:
     batch_id: int | None
     #: ``source.ordering: key`` only: ``HeldKeys.document()`` of the ordering stage's reports.
     ordering: Mapping[str, Any] | None = None
+    #: ``retry.breaker`` only: the breaker's report (``model.breaker.BreakerReport``).
+    breaker: Mapping[str, Any] | None = None
 
     def document(self, now: float) -> str:
         return json.dumps(
@@ -59,6 +63,7 @@ class Liveness:
                 "lastProgressTime": _rfc3339(self.last_progress),
                 "batchId": self.batch_id,
                 **({"ordering": dict(self.ordering)} if self.ordering is not None else {}),
+                **({"breaker": dict(self.breaker)} if self.breaker is not None else {}),
             },
             separators=(",", ":"),
         )

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from dlq_engine.job.ordering import HeldKeys
 from dlq_engine.job.pipeline import DEAD_REASONS, STATS
+from dlq_engine.model.breaker import BREAKER_STATES, BreakerState
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing import stats as routing_stats
 
@@ -265,6 +266,19 @@ class EngineMetrics:
             ["policy", "topic"],
             registry=registry,
         )
+        # retry.breaker only (absent otherwise).
+        self.breaker = Gauge(
+            "spark_dlq_breaker_state",
+            "The circuit breaker's state: 1 for the current one of closed, open and half-open",
+            ["policy", "state"],
+            registry=registry,
+        )
+        self.breaker_opens = Counter(
+            "spark_dlq_breaker_opens",
+            "Times the circuit breaker opened (tripped while closed, or probes failed while half-open)",
+            p,
+            registry=registry,
+        )
         self.probe_errors = Counter(
             "spark_dlq_probe_errors",
             "Failed reads of the dead-letter topic's size or the delay stage's state",
@@ -393,6 +407,14 @@ class EngineMetrics:
         """What the ordering stage holds (``source.ordering: key``), after a batch's reports."""
         self.ordering_held.labels(self.policy).set(state.held)
         self.ordering_blocked.labels(self.policy).set(state.blocked)
+
+    def breaker_state(self, state: BreakerState, *, opened: bool = False) -> None:
+        """The breaker is in ``state`` (it has just ``opened``, when it has)."""
+        for each in BREAKER_STATES:
+            self.breaker.labels(self.policy, each).set(1 if each == state else 0)
+        counter = self.breaker_opens.labels(self.policy)
+        if opened:
+            counter.inc()
 
     def error_window(self, ratio: float | None) -> None:
         if ratio is not None:

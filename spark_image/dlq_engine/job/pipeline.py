@@ -17,9 +17,10 @@ its dead letters are appended to the table (``dead_letter_table``); the batch co
 after both. Without one, the streaming Kafka sink as it always was.
 
 On Pulsar (``spec.broker.type: pulsar``) the topics are read and written through the engine's
-own data source (``pulsar_source``: checkpointed message-id offsets, the durable subscription
-acknowledged on commit, retry and dead-letter topics written unbatched) with the same columns,
-so everything between the sources and the sink is the same query.
+own connector (``pulsar_connector``: a Spark data source in Java; checkpointed message-id
+offsets, the durable subscription acknowledged on commit, retry and dead-letter topics written
+unbatched) with the same columns, so everything between the sources and the sink is the same
+query.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.job import dead_letter_table, record_limits
+from dlq_engine.job import breaker, dead_letter_table, pulsar_connector, record_limits
 from dlq_engine.job.delay import (
     DELIVER_AT_COLUMN,
     RECORD_COLUMNS,
@@ -46,8 +47,6 @@ from dlq_engine.job.delay import (
 )
 from dlq_engine.job.ordering import ordered_records
 from dlq_engine.job.processors import load_processor
-from dlq_engine.job.pulsar_source import FORMAT as PULSAR_FORMAT
-from dlq_engine.job.pulsar_source import register as register_pulsar
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
 from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
 from dlq_engine.routing import stats as routing_stats
@@ -69,6 +68,8 @@ class RunOptions:
     once: bool = False  # stop after the batches that read and route nothing (see runner)
     query_name: str | None = None
     kafka_client_dir: str | None = None
+    #: ``retry.breaker``: the gate the source topic is read through (``job.breaker``).
+    breaker_gate: str | None = None
 
 
 def client_properties(directory: str | None) -> dict[str, str]:
@@ -114,30 +115,6 @@ def kafka_options(policy: DeadLetterPolicy, options: RunOptions | None = None) -
     return {**extra, "kafka.bootstrap.servers": policy.broker.bootstrap_servers}
 
 
-def pulsar_read_options(policy: DeadLetterPolicy, topic: str, starting: str, limit: int) -> dict[str, str]:
-    """The Pulsar data source's options for one topic: the durable subscription is the policy's
-    ``source.subscription`` on the source and the retry topic alike (as the Java client's
-    ``enableRetry`` consumer subscribes both)."""
-    return {
-        "serviceUrl": policy.broker.service_url,
-        "topic": topic,
-        "subscription": policy.source.subscription,
-        "startingOffsets": starting,
-        "maxEntriesPerTrigger": str(limit),
-    }
-
-
-def pulsar_write_options(policy: DeadLetterPolicy) -> dict[str, str]:
-    """The Pulsar sink's options: retry letters and dead letters unbatched (a batched message
-    goes to a dead-letter topic with its whole batch, apache/pulsar#5891), retry letters with
-    Pulsar's delayed delivery at their ``dlq.deliver.at``."""
-    return {
-        "serviceUrl": policy.broker.service_url,
-        "unbatchedTopics": f"{policy.retry_topic},{policy.dead_letter_topic}",
-        "delayedTopics": policy.retry_topic,
-    }
-
-
 def read_topic(
     spark: SparkSession,
     policy: DeadLetterPolicy,
@@ -146,17 +123,18 @@ def read_topic(
     starting: str,
     *,
     limited: bool = True,
+    gate: str | None = None,
 ) -> DataFrame:
     limit = policy.source.max_offsets_per_trigger if limited else 0
     if policy.is_pulsar:
-        register_pulsar(spark)
         return (
-            spark.readStream.format(PULSAR_FORMAT)
-            .options(**pulsar_read_options(policy, topic, starting, limit))
+            spark.readStream.format(pulsar_connector.FORMAT)
+            .options(**pulsar_connector.read_options(policy, topic, starting, limit))
             .load()
             .select(*RECORD_COLUMNS)
         )
-    reader = spark.readStream.format("kafka").options(**CONSUMER_DEFAULTS)
+    source_format, gated = breaker.source_options("kafka", gate)
+    reader = spark.readStream.format(source_format).options(**gated, **CONSUMER_DEFAULTS)
     if limit:
         reader = reader.option("maxOffsetsPerTrigger", str(limit))
     return (
@@ -175,7 +153,9 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     """Source and due retries, each routed by the processor: ``route``, then ``key``,
     ``value`` and ``headers`` to write, the dead-letter ``reason`` and ``lateness_ms``
     (see ``output_schema``)."""
-    source = read_topic(spark, policy, options, policy.source.topic, policy.source.starting_offsets)
+    source = read_topic(
+        spark, policy, options, policy.source.topic, policy.source.starting_offsets, gate=options.breaker_gate
+    )
     if policy.source.ordering == "key":
         retry_topic = read_topic(spark, policy, options, policy.retry_topic, "earliest", limited=False)
         records = ordered_records(source, retry_topic, policy.ordering, lookahead(policy.spark.trigger_ms))
@@ -194,10 +174,11 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     out_schema = from_arrow_schema(output_schema(arrow_in, table=settings.table))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from dlq_engine.job.breaker import for_this_task
         from dlq_engine.job.delay import release_when_due as due_only
         from dlq_engine.job.processors import load_processor as load
 
-        yield from route_batches(due_only(batches), settings, load(entrypoint))
+        yield from route_batches(due_only(batches), for_this_task(settings), load(entrypoint))
 
     return records.mapInArrow(route, out_schema)
 
@@ -270,7 +251,9 @@ def batch_sink(
     kafka = {**kafka_options(policy, options), **SINK_OPTIONS}
 
     sink_format, sink_options = (
-        (PULSAR_FORMAT, pulsar_write_options(policy)) if policy.is_pulsar else ("kafka", kafka)
+        (pulsar_connector.FORMAT, pulsar_connector.write_options(policy))
+        if policy.is_pulsar
+        else ("kafka", kafka)
     )
     broker = "Pulsar" if policy.is_pulsar else "Kafka"
 
@@ -320,8 +303,8 @@ def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> 
         "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>",
     )
     if policy.is_pulsar:
-        register_pulsar(spark)
-        record.write.format(PULSAR_FORMAT).options(**pulsar_write_options(policy)).mode("append").save()
+        connector = pulsar_connector.write_options(policy)
+        record.write.format(pulsar_connector.FORMAT).options(**connector).mode("append").save()
         return
     record.write.format("kafka").options(**kafka_options(policy, options), **SINK_OPTIONS).save()
 
@@ -336,8 +319,8 @@ def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) ->
     if table is None and policy.is_pulsar:
         writer = (
             sink_records(frame, policy)
-            .writeStream.format(PULSAR_FORMAT)
-            .options(**pulsar_write_options(policy))
+            .writeStream.format(pulsar_connector.FORMAT)
+            .options(**pulsar_connector.write_options(policy))
         )
     elif table is None:
         writer = (

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -37,11 +37,17 @@ from dlq_engine.job.dead_letter_table import (
 )
 from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
 from dlq_engine.job.preflight import admin_client
+from dlq_engine.job.spark_filter import spark_filter_problem
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import DeadLetterRedrive
+from dlq_engine.model.redrive_filter import filter_problem
 from dlq_engine.processing.batches import MAX_DELIVER_AT
 from dlq_engine.routing import headers as h
 
+#: What a redrive's session must have, whatever the policy's sparkConf says: Spark SQL never
+#: reads a file a query names (``parquet.`/path```). A filter cannot name one anyway (no
+#: subqueries); this is the second wall.
+SESSION_CONF: Final = {"spark.sql.runSQLOnFiles": "false"}
 #: How many matched dead letters a dry run shows.
 SAMPLES = 5
 #: Offsets read per chunk when there is no rate limit, and the bounds of an adaptive chunk.
@@ -124,10 +130,16 @@ def selected(frame: DataFrame, redrive: DeadLetterRedrive) -> Column:
 
 
 def check_filter(spark: SparkSession, redrive: DeadLetterRedrive) -> None:
-    """Analyse ``selection.filter`` against the dead-letter columns before anything is read."""
-    if not redrive.selection.filter:
+    """Check ``selection.filter`` before anything is read: in the filter language, by the
+    model's parser and in the tree Spark's parser makes of it (``spark_filter``), then
+    analysed against the dead-letter columns."""
+    text = redrive.selection.filter
+    if not text:
         return
-    empty = spark.createDataFrame([], _KAFKA_SCHEMA)
+    problem = filter_problem(text) or spark_filter_problem(spark, text)
+    if problem is not None:
+        raise RedriveInputError(f"spec.selection.filter: {problem}")
+    empty = spark.createDataFrame([], KAFKA_SCHEMA)
     try:
         frame = dead_letter_columns(empty)
         frame.where(selected(frame, redrive)).schema  # noqa: B018 - analysis raises here
@@ -136,7 +148,8 @@ def check_filter(spark: SparkSession, redrive: DeadLetterRedrive) -> None:
         raise RedriveInputError(f"spec.selection.filter: {first}") from None
 
 
-_KAFKA_SCHEMA = (
+#: What Spark's Kafka batch source reads, with headers.
+KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
     "timestampType int, headers array<struct<key:string,value:binary>>"
 )
@@ -306,6 +319,8 @@ class Redrive:
             )
         if not redrive.dry_run and checkpoint is None:
             raise RedriveInputError("a redrive that writes needs --checkpoint (where its progress is kept)")
+        for key, value in SESSION_CONF.items():
+            spark.conf.set(key, value)
         self.spark, self.policy, self.redrive = spark, policy, redrive
         self.progress_path = checkpoint / "progress.json" if checkpoint is not None else None
         self.options = kafka_options(policy, RunOptions(checkpoint="", kafka_client_dir=kafka_client_dir))

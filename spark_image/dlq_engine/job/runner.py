@@ -13,6 +13,7 @@ while the delay stage has processing-time timers, and retries that are not due y
 from __future__ import annotations
 
 import collections
+import dataclasses
 import re
 import signal
 import sys
@@ -32,16 +33,23 @@ from dlq_engine.exits import (
     EXIT_OK,
     EXIT_STOP_STRATEGY,
 )
+from dlq_engine.job.breaker import BreakerControl
 from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.ordering import ORDERING_METRICS, OrderingReports
 from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, SinkWriteError, start
+from dlq_engine.model.breaker import OPEN
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import StopPipeline
+from dlq_engine.routing import stats as routing_stats
+from dlq_engine.routing.breaker import Transition
 from dlq_engine.routing.stats import COUNTS, observed_row
 
 #: The counts a batch's observed metrics add up to (``routing.stats.COUNTS``).
 COUNTERS = COUNTS
+#: Seconds between two reads of the query's progress, and with a breaker.
+POLL_S = 1.0
+BREAKER_POLL_S = 0.25
 
 
 @dataclass
@@ -134,6 +142,13 @@ class Run:
         self.last_batch_id: int | None = None
         #: ``source.ordering: key``: the ordering stage's latest reports (None otherwise).
         self.ordering = OrderingReports() if policy.source.ordering == "key" else None
+        #: ``retry.breaker``: its state machine and gate (None without one).
+        self.breaker = BreakerControl(spark, policy) if policy.retry.breaker is not None else None
+        #: How often the progress is read: with a breaker a committed batch's failures should
+        #: close the gate before the batch after next is planned (docs/engine.md).
+        self._poll_s = BREAKER_POLL_S if self.breaker is not None else POLL_S
+        if self.breaker is not None and metrics is not None:
+            metrics.breaker_state(self.breaker.state)
 
     def on_batch(self, row: dict[str, Any]) -> None:
         self.totals.add(row)
@@ -154,7 +169,10 @@ class Run:
         self.stop()
 
     def start(self) -> StreamingQuery:
-        self.query = start(self.spark, self.policy, self.options)
+        options = self.options
+        if self.breaker is not None:
+            options = dataclasses.replace(options, breaker_gate=self.breaker.gate)
+        self.query = start(self.spark, self.policy, options)
         self.last_progress_at = time.time()
         if self._stop_requested:  # stopped (the lease lost) while the query was being started
             self.query.stop()
@@ -168,6 +186,7 @@ class Run:
             last_progress=self.last_progress_at,
             batch_id=self.last_batch_id,
             ordering=self.ordering.state().document() if self.ordering is not None else None,
+            breaker=self.breaker.report() if self.breaker is not None else None,
         )
 
     def _drain_progress(self) -> None:
@@ -179,6 +198,9 @@ class Run:
                 self.on_batch(row)
             if self.metrics is not None:
                 self.metrics.add_progress(progress, row)
+            if self.breaker is not None:
+                summaries = routing_stats.parse(row.get(STATS) or []) if row else []
+                self._breaker_moved(self.breaker.observe(progress, row, summaries))
             reports = progress.observedMetrics.get(ORDERING_METRICS)
             if self.ordering is not None and reports is not None:
                 self.ordering.add(reports.asDict(recursive=True).get("reports") or [])
@@ -220,6 +242,10 @@ class Run:
         self.last_batch_id = self._last_progress[0]
         return [StreamingQueryProgress.fromJObject(p) for p in reversed(fresh)]
 
+    def _breaker_moved(self, moved: Transition | None) -> None:
+        if moved is not None and self.metrics is not None:
+            self.metrics.breaker_state(moved.state, opened=moved.state == OPEN)
+
     def stop(self) -> None:
         self._stop_requested = True
         if self.query is not None and self.query.isActive:
@@ -227,14 +253,24 @@ class Run:
 
     def wait(self) -> int:
         """Block until the query ends; return the exit status and print why on stderr."""
+        try:
+            return self._wait()
+        finally:
+            if self.breaker is not None:
+                self.breaker.close()
+
+    def _wait(self) -> int:
         assert self.query is not None
         terminated = False
         while not terminated:
             try:
-                terminated = bool(self.query.awaitTermination(1))
+                # PySpark takes seconds as a float too (it waits int(timeout * 1000) ms).
+                terminated = bool(self.query.awaitTermination(self._poll_s))  # type: ignore[arg-type]
             except Exception:  # noqa: BLE001 - the reason is read from query.exception()
                 terminated = True
             self._drain_progress()
+            if self.breaker is not None:
+                self._breaker_moved(self.breaker.tick())
         if self.lease_lost is not None:
             print(f"dlq-engine: stopped: {self.lease_lost}", file=sys.stderr)
             return EXIT_CHECKPOINT_LOCKED

@@ -228,6 +228,32 @@ class RetryRule:
     max_retry_duration_ms: int = 0
 
 
+#: The defaults of ``retry.breaker`` (the CRD's descriptions say the same): Resilience4j's
+#: window, threshold and half-open calls, a shorter open time (a probe costs a few calls).
+DEFAULT_BREAKER_WINDOW: Final = 100
+DEFAULT_BREAKER_THRESHOLD: Final = 0.5
+DEFAULT_BREAKER_OPEN_MS: Final = 30_000
+DEFAULT_BREAKER_PROBES: Final = 10
+#: The bounds of ``retry.breaker.window`` and ``probes`` (the CRD says the same).
+MAX_BREAKER_WINDOW: Final = 1_000_000
+MAX_BREAKER_PROBES: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerSpec:
+    """``retry.breaker``: pause while the processor's downstream is down, probe, resume
+    (``routing.breaker``; docs/engine.md, "The circuit breaker")."""
+
+    #: Trips when ``threshold`` of the last ``window`` processor calls failed transiently.
+    window: int = DEFAULT_BREAKER_WINDOW
+    threshold: float = DEFAULT_BREAKER_THRESHOLD
+    #: How long it stays open (nothing read, retries held) before it lets probes through.
+    open_ms: int = DEFAULT_BREAKER_OPEN_MS
+    #: Messages let through while half-open (per micro-batch from the source, per delay-stage
+    #: task from the retries), and the calls that decide: closed again or open again.
+    probes: int = DEFAULT_BREAKER_PROBES
+
+
 @dataclass(frozen=True, slots=True)
 class RetrySpec:
     max_redeliver_count: int = DEFAULT_MAX_REDELIVER_COUNT
@@ -239,6 +265,8 @@ class RetrySpec:
     #: ``maxRetryDuration``: a retry due later than this after the message's first failure (or
     #: its latest redrive) is not made, the message is dead-lettered ``retry-timeout``; 0: none.
     max_retry_duration_ms: int = 0
+    #: None: no breaker (every failure is retried and, in the end, dead-lettered as it comes).
+    breaker: BreakerSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -691,6 +719,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         class_name=class_name,
     )
     _check_topic_names_distinct(policy, issues)
+    _check_breaker(policy, issues)
     return policy
 
 
@@ -817,6 +846,7 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
     non_retryable = f.string_list("nonRetryableErrors")
     budget = f.duration("maxRetryDuration", 0)
     rules = _parse_rules(f, max_redeliver, backoff, non_retryable, budget)
+    breaker = _parse_breaker(f.child("breaker")) if f.get("breaker") is not _MISSING else None
     f.done()
     return RetrySpec(
         max_redeliver_count=max_redeliver,
@@ -825,7 +855,50 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
         non_retryable_errors=non_retryable,
         rules=rules,
         max_retry_duration_ms=budget,
+        breaker=breaker,
     )
+
+
+def _parse_breaker(f: _Fields) -> BreakerSpec:
+    """``retry.breaker``: given at all (``{}`` too) means on, with the defaults."""
+    breaker = BreakerSpec(
+        window=f.integer("window", DEFAULT_BREAKER_WINDOW, minimum=1),
+        threshold=f.number("threshold", DEFAULT_BREAKER_THRESHOLD),
+        open_ms=f.duration("openTime", DEFAULT_BREAKER_OPEN_MS),
+        probes=f.integer("probes", DEFAULT_BREAKER_PROBES, minimum=1),
+    )
+    if breaker.window > MAX_BREAKER_WINDOW:
+        f.fail(f.at("window"), f"must be at most {MAX_BREAKER_WINDOW}, got {breaker.window}")
+    if not 0.0 < breaker.threshold <= 1.0:
+        f.fail(f.at("threshold"), f"must be greater than 0 and at most 1, got {breaker.threshold}")
+    if breaker.open_ms <= 0:
+        f.fail(f.at("openTime"), "must be longer than 0")
+    if breaker.probes > MAX_BREAKER_PROBES:
+        f.fail(f.at("probes"), f"must be at most {MAX_BREAKER_PROBES}, got {breaker.probes}")
+    f.done()
+    return breaker
+
+
+def _check_breaker(policy: DeadLetterPolicy, issues: list[Issue]) -> None:
+    """What the breaker cannot pause yet: the engine's Pulsar source (a Python data source the
+    gate cannot wrap) and the ordering stage (its timers release a key's retries)."""
+    if policy.retry.breaker is None:
+        return
+    if policy.is_pulsar:
+        issues.append(
+            Issue(
+                "spec.retry.breaker",
+                "is not supported with broker type pulsar yet: the engine's Pulsar source cannot be paused",
+            )
+        )
+    if policy.source.ordering == "key":
+        issues.append(
+            Issue(
+                "spec.retry.breaker",
+                "is not supported with spec.source.ordering key yet: the ordering stage would release "
+                "held retries while the breaker is open",
+            )
+        )
 
 
 def _parse_backoff(b: _Fields) -> BackoffSpec:
@@ -1282,6 +1355,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
                 if policy.retry.rules
                 else {}
             ),
+            # Only when set, so that policies without a breaker keep their config hash.
+            **({"breaker": _breaker_spec(policy.retry.breaker)} if policy.retry.breaker else {}),
         },
         "deadLetter": {
             "strategy": policy.dead_letter.strategy,
@@ -1357,6 +1432,15 @@ def _broker_spec(broker: Broker) -> dict[str, Any]:
         "type": broker.type,
         "serviceUrl": broker.service_url,
         **({"adminUrl": broker.admin_url} if broker.admin_url else {}),
+    }
+
+
+def _breaker_spec(breaker: BreakerSpec) -> dict[str, Any]:
+    return {
+        "window": breaker.window,
+        "threshold": breaker.threshold,
+        "openTime": format_ms(breaker.open_ms),
+        "probes": breaker.probes,
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, get_args
 
 from dlq_engine.model.policy import API_VERSION, Issue, PolicyError, _Fields, _kind, topic_name_problem
 from dlq_engine.model.reasons import DEAD_LETTER_REASONS
+from dlq_engine.model.redrive_filter import filter_problem
 
 REDRIVE_KIND: Final = "DeadLetterRedrive"
 
@@ -40,7 +41,8 @@ class Selection:
     error_classes: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     headers: Mapping[str, str] = field(default_factory=dict)
-    #: A Spark SQL boolean expression over the dead-letter columns (docs/reference.md).
+    #: A Spark SQL boolean expression over the dead-letter columns, in the language
+    #: ``redrive_filter`` allows (docs/reference.md, section 6).
     filter: str = ""
 
 
@@ -109,6 +111,8 @@ def parse_redrive(document: object) -> DeadLetterRedrive:
         headers=s.string_map("headers"),
         filter=s.string("filter", ""),
     )
+    if selection.filter and (problem := filter_problem(selection.filter)):
+        s.fail(s.at("filter"), problem)
     s.done()
 
     d = spec.child("destination")

@@ -1,8 +1,9 @@
 """Broker faults on a replicated cluster: three KRaft nodes, replication 3,
 ``min.insync.replicas=2``. While messages flow, the node leading the source, the retry and the
-dead-letter topic is killed in turn (SIGKILL), then the active controller, then every node is
-restarted in a rolling restart; afterwards every message is where it belongs, none missing, and
-the engine's query never died. See ``spark_dlq_devtools.broker_faults`` for the run.
+dead-letter topic is killed in turn (SIGKILL), then the active controller; afterwards every
+message is where it belongs, none missing, and the engine's query never died. See
+``spark_dlq_devtools.broker_faults`` for the run; ``bench/broker_faults.py`` adds a rolling
+restart of every node to the same run.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""The README's laptop run, as written: a bare broker from ``spark-dlq-dev kafka``, the exports of
-``spark-dlq-dev env``, and ``dlq-engine run -f examples/orders-billing.yaml --create-topics``:
-no operator, so the engine creates the retry and dead-letter topics itself."""
+"""The README's laptop runs, as written: a bare broker from ``spark-dlq-dev kafka`` (or
+``spark-dlq-dev pulsar``), the exports of ``spark-dlq-dev env``, and ``dlq-engine run -f
+examples/orders-billing.yaml --create-topics`` (``orders-billing-pulsar.yaml``): no operator, so
+the engine creates the retry and dead-letter topics itself, and a second run finds them and goes
+on (on Pulsar, runs after kills: test_pulsar_crash.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.processes import free_port
+from spark_dlq_devtools.pulsar import Message
+from spark_dlq_devtools.pulsar import produce as produce_pulsar
+from spark_dlq_devtools.pulsar import read_all as read_pulsar
 from tests.helpers import engine_policy, produce, read_all
 
 BIN = Path(sys.executable).parent
 EXAMPLE = REPO_ROOT / "examples" / "orders-billing.yaml"
+PULSAR_EXAMPLE = REPO_ROOT / "examples" / "orders-billing-pulsar.yaml"
 PROCESSORS = REPO_ROOT / "examples" / "processors"
 
 
@@ -59,6 +65,45 @@ def bare_broker() -> Iterator[str]:
         broker.wait(60)
 
 
+@pytest.fixture(scope="module")
+def bare_pulsar() -> Iterator[tuple[str, str]]:
+    """``spark-dlq-dev pulsar`` as the README starts it, with the example's two team topics:
+    its service and admin URLs."""
+    port, web_port = free_port(), free_port()
+    broker = subprocess.Popen(
+        [
+            str(BIN / "spark-dlq-dev"),
+            "pulsar",
+            "--port",
+            str(port),
+            "--web-port",
+            str(web_port),
+            "--topic",
+            "orders:3",
+            "--topic",
+            "orders-billed:3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert broker.stdout is not None
+        lines = []
+        for line in broker.stdout:
+            lines.append(line)
+            if line.startswith("pulsar: "):
+                break
+        assert lines[-1].startswith(
+            f"pulsar: pulsar://127.0.0.1:{port}, admin http://127.0.0.1:{web_port}"
+        ), "".join(lines)
+        assert "topic 'orders': 3 partitions\n" in lines
+        yield f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}"
+    finally:
+        broker.terminate()
+        broker.wait(60)
+
+
 def _readme_env(pythonpath: Path) -> dict[str, str]:
     """The environment after ``eval "$(spark-dlq-dev env)"`` and ``PYTHONPATH=<pythonpath>``."""
     printed = subprocess.run(
@@ -68,25 +113,31 @@ def _readme_env(pythonpath: Path) -> dict[str, str]:
     for line in printed.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")
         env[name] = shlex.split(value)[0]
-    env["PYTHONPATH"] = str(pythonpath)
+    # A PYTHONPATH of the caller's (a worktree's own code, as the test session runs it) stays
+    # behind the README's.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
     return env
+
+
+def _command(policy: Path, checkpoint: Path, *extra: str) -> list[str]:
+    return [
+        str(BIN / "dlq-engine"),
+        "run",
+        "-f",
+        str(policy),
+        "--master",
+        "local[2]",
+        "--checkpoint",
+        str(checkpoint),
+        *extra,
+    ]
 
 
 def _run(
     policy: Path, checkpoint: Path, *extra: str, pythonpath: Path = REPO_ROOT
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            str(BIN / "dlq-engine"),
-            "run",
-            "-f",
-            str(policy),
-            "--master",
-            "local[2]",
-            "--checkpoint",
-            str(checkpoint),
-            *extra,
-        ],
+        _command(policy, checkpoint, *extra),
         capture_output=True,
         text=True,
         env=_readme_env(pythonpath),
@@ -178,3 +229,41 @@ def test_without_a_source_nor_partitions_nothing_is_created(
     listed = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics
     assert names["retry"] not in listed
     assert names["dlq"] not in listed
+
+
+def _order(key: str, **order: object) -> Message:
+    return Message(key, json.dumps(order).encode())
+
+
+def test_the_pulsar_example_runs_on_a_bare_broker_and_creates_its_topics(
+    bare_pulsar: tuple[str, str], tmp_path: Path
+) -> None:
+    """The README's Pulsar command. A run after a kill, which finds the topics and goes on, is
+    the crash run's: test_pulsar_crash.py starts every run with --create-topics."""
+    service_url, admin_url = bare_pulsar
+    document = yaml.safe_load(PULSAR_EXAMPLE.read_text())
+    document["spec"]["broker"].update(serviceUrl=service_url, adminUrl=admin_url)
+    policy = tmp_path / "orders-billing-pulsar.yaml"
+    policy.write_text(yaml.safe_dump(document, sort_keys=False))
+    retry, dlq = (f"persistent://public/default/orders-billing-{kind}" for kind in ("RETRY", "DLQ"))
+    produce_pulsar(
+        service_url,
+        "orders",
+        [_order("1", id=1, amount=10), Message("2", b"not json"), _order("3", id=3, kind="fraud")],
+    )
+
+    done = _run(policy, tmp_path / "cp", "--create-topics", "--once", pythonpath=PROCESSORS)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stdout.splitlines() if line.startswith("dlq-engine:")]
+    assert said == [
+        f"dlq-engine: created topic '{retry}' (3 partitions)",
+        f"dlq-engine: created topic '{dlq}' (3 partitions)",
+        f"dlq-engine: created subscription 'billing' on '{retry}'",
+        f"dlq-engine: created subscription 'spark-dlq-keep' on '{dlq}'",
+        "dlq-engine: processed=3 output=1 acked=0 retried=0 dead=2 ignored=0 redelivered=0",
+    ]
+    billed = {json.loads(m.value)["id"] for m in read_pulsar(service_url, "orders-billed")}
+    assert billed == {1}
+    dead = read_pulsar(service_url, dlq)
+    assert sorted({m.key for m in dead}) == ["2", "3"]

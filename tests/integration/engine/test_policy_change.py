@@ -45,11 +45,13 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     assert {r.header("dlq.attempt") for r in pending} == {"1"}
     due = {r.key: int(r.header("dlq.deliver.at") or 0) for r in pending}
 
-    # Version 2: one redelivery only, and a static header that marks it.
+    # Version 2: one redelivery only, and a static header that marks it. It also adds a breaker
+    # (its window of 100 calls never fills here): the source is then read through the breaker's
+    # gate, from the checkpoint the plain Kafka source wrote.
     second = engine(
         names,
         checkpoint=checkpoint,
-        retry={"maxRedeliverCount": 1, "backoff": {"type": "fixed", "delay": "200ms"}},
+        retry={"maxRedeliverCount": 1, "backoff": {"type": "fixed", "delay": "200ms"}, "breaker": {}},
         deadLetter={"headers": {"policy-version": "2"}},
     )
     dead = read_all(bootstrap_servers, names["dlq"], expect=N, timeout=180)

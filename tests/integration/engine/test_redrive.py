@@ -5,8 +5,10 @@ Dead letters are written to a dead-letter topic with the headers the engine writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,13 +21,25 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Producer
+from pyspark.sql import functions as F
 
-from dlq_engine.job.redrive import Progress, Redrive, RedriveInputError
+from dlq_engine.job.redrive import (
+    KAFKA_SCHEMA,
+    Progress,
+    Redrive,
+    RedriveInputError,
+    check_filter,
+    dead_letter_columns,
+    selected,
+)
+from dlq_engine.job.spark_filter import spark_filter_problem
 from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
-from dlq_engine.model.redrive import parse_redrive
+from dlq_engine.model.redrive import DEFAULT_MAX_REDRIVES, Selection, parse_redrive
+from dlq_engine.model.redrive_filter import ALLOWED_FUNCTIONS, COLUMNS
 from dlq_engine.routing import headers as h
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.spark import submit_env
+from tests.filter_corpus import CASES, REFLECT, function
 from tests.helpers import engine_policy, read_all
 
 BASE_MS = 1_795_000_000_000  # the dead letters' dlq.failed.at: BASE_MS + i minutes
@@ -103,50 +117,96 @@ def redrive_of(**spec: Any) -> Any:
     return parse_redrive(document)
 
 
-@pytest.mark.parametrize(
-    ("selection", "matched"),
-    [
-        pytest.param({}, 11, id="everything-but-the-guarded"),
-        pytest.param({"reasons": ["terminated", "non-retryable"]}, 5, id="reasons"),
-        pytest.param({"errorClasses": ["JSONDecodeError"]}, 2, id="simple-class-name"),
-        pytest.param({"errorClasses": ["shop.Fraud", "ValueError"]}, 9, id="qualified-class-names"),
-        pytest.param({"keys": ["k1", "k7", "k11"]}, 2, id="keys"),
-        pytest.param({"headers": {"team": "risk"}}, 3, id="headers"),
-        pytest.param(
-            {"failedAfter": "2026-11-18T11:08:00Z", "failedBefore": "2026-11-18T11:11:00Z"},
-            3,
-            id="time-range",
-        ),
-        pytest.param({"filter": "error_message LIKE '%order 1%' AND attempts = 1"}, 1, id="sql-filter"),
-        pytest.param({"reasons": ["exhausted"], "filter": "original_offset >= 1003"}, 3, id="combined"),
-    ],
-)
-def test_each_selection_in_a_dry_run(
-    spark: Any,
-    policy: DeadLetterPolicy,
-    names: dict[str, str],
-    bootstrap_servers: str,
-    selection: dict[str, Any],
-    matched: int,
+#: Selections of the standard set and how many each matches (never the one redriven 3 times).
+SELECTIONS: dict[str, tuple[dict[str, Any], int]] = {
+    "everything-but-the-guarded": ({}, 11),
+    "reasons": ({"reasons": ["terminated", "non-retryable"]}, 5),
+    "simple-class-name": ({"errorClasses": ["JSONDecodeError"]}, 2),
+    "qualified-class-names": ({"errorClasses": ["shop.Fraud", "ValueError"]}, 9),
+    "keys": ({"keys": ["k1", "k7", "k11"]}, 2),
+    "headers": ({"headers": {"team": "risk"}}, 3),
+    "time-range": ({"failedAfter": "2026-11-18T11:08:00Z", "failedBefore": "2026-11-18T11:11:00Z"}, 3),
+    "sql-filter": ({"filter": "error_message LIKE '%order 1%' AND attempts = 1"}, 1),
+    "combined": ({"reasons": ["exhausted"], "filter": "original_offset >= 1003"}, 3),
+    "sql-filter-on-headers": ({"filter": "CAST(headers['team'] AS STRING) = 'risk' AND attempts < 3"}, 3),
+}
+
+
+def test_a_dry_run_and_each_selection(
+    spark: Any, policy: DeadLetterPolicy, names: dict[str, str], bootstrap_servers: str
 ) -> None:
+    """One dry run through the whole job; then every selection counted on the same dead letters
+    in one Spark job (a dry run per selection took 3 s each)."""
     write(bootstrap_servers, names["dlq"], standard_set())
+    selection, matched = SELECTIONS["reasons"]
     found = Redrive(spark, policy, redrive_of(selection=selection, dryRun=True), checkpoint=None).dry_run()
 
     assert found["considered"] == 12
     assert found["matched"] == matched
-    assert sum(found["byReason"].values()) == matched
-    assert len(found["samples"]) == min(matched, 5)
+    assert found["byReason"] == {"terminated": 3, "non-retryable": 2}
+    assert len(found["samples"]) == 5
     assert read_all(bootstrap_servers, names["retry"], timeout=1) == []  # a dry run writes nothing
 
+    records = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", names["dlq"])
+        .option("includeHeaders", "true")
+        .load()
+    )
+    frame = dead_letter_columns(records)
+    guard = F.col("redrive_count") < F.lit(DEFAULT_MAX_REDRIVES)
+    counts = []
+    for name, (selection, _) in SELECTIONS.items():
+        redrive = redrive_of(selection=selection)
+        check_filter(spark, redrive)
+        counts.append(F.sum((selected(frame, redrive) & guard).cast("int")).alias(name))
+    [row] = frame.agg(*counts).collect()  # one Spark job for them all
+    assert row.asDict() == {name: matched for name, (_, matched) in SELECTIONS.items()}
 
-def test_a_bad_filter_is_refused_before_anything_is_read(spark: Any, policy: DeadLetterPolicy) -> None:
-    with pytest.raises(RedriveInputError, match=r"^spec.selection.filter: .*no_such_column"):
-        Redrive(
-            spark,
-            policy,
-            redrive_of(selection={"filter": "no_such_column = 1"}, dryRun=True),
-            checkpoint=None,
-        ).dry_run()
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        # In the filter language, but Spark's analysis refuses it: a map is not a number.
+        pytest.param("headers > 1", r"^spec.selection.filter: .*DATATYPE_MISMATCH", id="analysis"),
+        # Outside it, given to the engine as a model the parser never saw.
+        pytest.param(REFLECT, f"^spec.selection.filter: {re.escape(function('reflect'))}$", id="reflect"),
+    ],
+)
+def test_a_bad_filter_is_refused_before_anything_is_read(
+    spark: Any, policy: DeadLetterPolicy, text: str, refused: str
+) -> None:
+    spark.conf.set("spark.sql.runSQLOnFiles", "true")  # as a policy's sparkConf may have it
+    unchecked = dataclasses.replace(redrive_of(dryRun=True), selection=Selection(filter=text))
+    job = Redrive(spark, policy, unchecked, checkpoint=None)
+    assert spark.conf.get("spark.sql.runSQLOnFiles") == "false"  # the redrive's session reads no file
+    with pytest.raises(RedriveInputError, match=refused):
+        job.dry_run()
+
+
+def test_spark_s_parser_agrees_with_the_model_on_the_corpus(spark: Any) -> None:
+    """Each filter of tests/filter_corpus.py through Spark's parser and the walk of its tree;
+    the allowed ones analyse against the dead-letter columns, whose names are the model's, and
+    every allowed function is one of Spark's own."""
+    disagreements = {}
+    for name, case in CASES.items():
+        found = spark_filter_problem(spark, case.text)
+        expected = {
+            "same": found == case.problem,
+            "refuses": found is not None,
+            "allows": found is None,
+        }[case.spark]
+        if not expected:
+            disagreements[name] = (case.spark, case.problem, found)
+    assert not disagreements, disagreements
+
+    frame = dead_letter_columns(spark.createDataFrame([], KAFKA_SCHEMA))
+    assert tuple(frame.columns) == COLUMNS
+    allowed = [F.expr(case.text) for case in CASES.values() if case.problem is None]
+    assert len(frame.select(*allowed).schema) == len(allowed)  # analysis raises here
+    system = {row.function for row in spark.sql("SHOW SYSTEM FUNCTIONS").collect()}
+    assert not ALLOWED_FUNCTIONS - system, sorted(ALLOWED_FUNCTIONS - system)
 
 
 def test_redrive_to_source_resets_attempts_keeps_origin_and_guards_loops(

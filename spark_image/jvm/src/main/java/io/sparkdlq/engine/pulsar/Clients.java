@@ -1,0 +1,73 @@
+package io.sparkdlq.engine.pulsar;
+
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.PulsarClientException;
+
+/**
+ * One Pulsar client per broker in each JVM (driver or executor), kept for the JVM's life as
+ * Spark's Kafka connector keeps its producers, and the producers of the writes: a producer is
+ * created once per topic and batching, and again only after it lost its broker connection (a topic
+ * deleted, a broker gone), so that a write to a topic that is no longer there fails at once.
+ */
+final class Clients {
+  /** How long a client call (a lookup, a subscription) may take. */
+  static final int OPERATION_TIMEOUT_S = 30;
+  /** How long a producer waits for the broker to store a message before the send fails. */
+  static final int SEND_TIMEOUT_S = 30;
+  /** How long a batching producer gathers messages before it sends them. */
+  static final int BATCH_DELAY_MS = 5;
+
+  private static final ConcurrentMap<String, PulsarClient> CLIENTS = new ConcurrentHashMap<>();
+  private static final ConcurrentMap<String, Producer<byte[]>> PRODUCERS = new ConcurrentHashMap<>();
+
+  private Clients() {
+  }
+
+  /**
+   * Without the per-producer and per-consumer statistics (deprecated in Pulsar 4.0 for
+   * OpenTelemetry, and still counted on every message unless the interval is 0).
+   */
+  @SuppressWarnings("deprecation")
+  static PulsarClient client(String serviceUrl) {
+    return CLIENTS.computeIfAbsent(serviceUrl, url -> {
+      try {
+        return PulsarClient.builder()
+            .serviceUrl(url)
+            .operationTimeout(OPERATION_TIMEOUT_S, TimeUnit.SECONDS)
+            .statsInterval(0, TimeUnit.SECONDS)
+            .build();
+      } catch (PulsarClientException error) {
+        throw PulsarConnectorException.of("cannot make a Pulsar client for " + url, error);
+      }
+    });
+  }
+
+  /** The producer of {@code topic}, batching or not; a new one if the last lost its connection. */
+  static Producer<byte[]> producer(String serviceUrl, String topic, boolean batching) {
+    String key = serviceUrl + " " + topic + " " + batching;
+    return PRODUCERS.compute(key, (k, known) -> {
+      if (known != null && known.isConnected()) {
+        return known;
+      }
+      if (known != null) {
+        known.closeAsync();
+      }
+      try {
+        return client(serviceUrl).newProducer()
+            .topic(topic)
+            .enableBatching(batching)
+            .batchingMaxPublishDelay(BATCH_DELAY_MS, TimeUnit.MILLISECONDS)
+            .blockIfQueueFull(true)
+            .sendTimeout(SEND_TIMEOUT_S, TimeUnit.SECONDS)
+            .create();
+      } catch (PulsarClientException error) {
+        throw PulsarConnectorException.of("Pulsar topic '" + topic + "': cannot create a producer", error);
+      }
+    });
+  }
+}
