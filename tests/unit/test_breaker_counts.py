@@ -1,11 +1,15 @@
 """What the breaker counts from a committed batch (``job.breaker.failures_of``): the processor's
-calls and its transient failures, a retry budget that ran out among them."""
+calls and its transient failures, a retry budget that ran out among them; and what a probe is
+spared (``job.breaker.probing``): its redelivery limit, not its time budget."""
 
 from __future__ import annotations
 
 import pytest
 
-from dlq_engine.job.breaker import failures_of
+from dlq_engine.job.breaker import NO_LIMIT, failures_of, probing
+from dlq_engine.model import parse_policy
+from dlq_engine.processing.batches import RoutingSettings
+from tests.policy_builder import policy_document
 
 
 @pytest.mark.parametrize(
@@ -43,3 +47,18 @@ def test_transient_failures_are_counted(
 ) -> None:
     summaries = [{"failures": failures}]
     assert failures_of(row, summaries) == (10, failed, classes)  # type: ignore[arg-type]
+
+
+def test_a_probe_has_no_redelivery_limit_but_keeps_its_retry_budget() -> None:
+    """A failed probe goes back to the retry topic whatever redeliveries it has left; a time
+    budget the policy set still applies (docs/engine.md, "The circuit breaker")."""
+    document = policy_document(
+        {
+            "spec.retry.maxRetryDuration": "1m",
+            "spec.retry.rules": [{"errors": ["KeyError"], "maxRedeliverCount": 2, "maxRetryDuration": "5s"}],
+        }
+    )
+    settings = RoutingSettings.from_policy(parse_policy(document))
+    probe = probing(settings)
+    assert (probe.max_redeliver, probe.rule_limits) == (NO_LIMIT, (NO_LIMIT,))
+    assert (probe.budget_ms, probe.rule_budgets) == (60_000, (5_000,))
