@@ -61,6 +61,7 @@ DEFAULTABLE: Final = (
     "retry.backoff.maxDelay",
     "retry.backoff.jitter",
     "retry.backoff.levels",
+    "retry.maxRetryDuration",
     "retry.nonRetryableErrors",
     "processor.timeout",
     "deadLetter.includeStackTrace",

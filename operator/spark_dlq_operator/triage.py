@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from dlq_engine.model.documents import PolicyFileError, load_policy_file, load_policy_text
 from dlq_engine.model.durations import DurationError, parse_duration_ms
 from dlq_engine.model.policy import DeadLetterPolicy, PolicyError
+from dlq_engine.model.reasons import DEAD_LETTER_REASONS
 from dlq_engine.model.redrive import (
     DESTINATION_TYPES,
     DeadLetterRedrive,
@@ -1223,7 +1224,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="R",
-        help="only this dlq.reason (repeatable: any of them)",
+        help=f"only this dlq.reason: {', '.join(DEAD_LETTER_REASONS)} (repeatable: any of them)",
     )
     ls.add_argument(
         "--error-class",
@@ -1255,7 +1256,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(redrive)
     _range(redrive)
     redrive.add_argument(
-        "--reason", action="append", default=[], metavar="R", help="only this dlq.reason (repeatable)"
+        "--reason",
+        action="append",
+        default=[],
+        metavar="R",
+        help=f"only this dlq.reason: {', '.join(DEAD_LETTER_REASONS)} (repeatable)",
     )
     redrive.add_argument(
         "--error-class", action="append", default=[], metavar="C", help="only this error class (repeatable)"

@@ -5,14 +5,18 @@ and value can be anything, null included):
 ``echo`` -> the value as it is; ``decode`` -> the value decoded as UTF-8, upper-cased (fails on a
 null or non-UTF-8 value); ``fail`` -> RuntimeError; ``int``, ``set``, ``datetime``,
 ``surrogate`` -> a result that cannot be published; ``list`` -> a JSON array; ``hang`` -> never
-returns; ``bad-str`` -> an exception whose ``__str__`` raises; ``huge-message`` -> an exception
-with a 1 MB message; ``exit`` -> ``sys.exit(3)``; ``interrupt`` -> KeyboardInterrupt.
+returns (looping in Python); ``block`` -> never returns, blocked in C code (it first appends its
+Python worker's pid to the file named by the ``pids`` header); ``bad-str`` -> an exception whose
+``__str__`` raises; ``huge-message`` -> an exception with a 1 MB message; ``exit`` ->
+``sys.exit(3)``; ``interrupt`` -> KeyboardInterrupt.
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -56,6 +60,10 @@ def process(message: Message) -> Any:
     if action == "hang":
         while True:
             time.sleep(0.05)
+    if action == "block":
+        with open(message.headers["pids"], "a", encoding="utf-8") as pids:
+            pids.write(f"{os.getpid()}\n")
+        threading.Event().wait()  # a lock acquired in C, never released: no exception reaches it
     if action == "bad-str":
         raise BadStr()
     if action == "huge-message":

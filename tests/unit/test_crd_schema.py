@@ -139,11 +139,13 @@ def full() -> dict[str, Any]:
                     "levels": ["1s", "1m"],
                 },
                 "nonRetryableErrors": ["ValueError"],
+                "maxRetryDuration": "1h",
                 "rules": [
                     {
                         "errors": ["TimeoutError"],
                         "maxRedeliverCount": 8,
                         "backoff": {"type": "fixed", "delay": "5s"},
+                        "maxRetryDuration": "10m",
                     }
                 ],
             },

@@ -68,6 +68,20 @@ def test_a_list_in_the_policy_replaces_the_class_default() -> None:
     assert replaced.policy.retry.non_retryable_errors == ("KeyError",)
 
 
+def test_the_class_may_default_the_retry_budget_and_the_time_limit() -> None:
+    """Both are class-defaultable (issue 27): a rule without a budget takes the class's through
+    the policy's; the policy's own ``0s`` still turns either off."""
+    cls = klass(defaults={"retry": {"maxRetryDuration": "2h"}, "processor": {"timeout": "5s"}})
+    policy = governed(cls, {"spec.retry.rules": [{"errors": ["KeyError"]}]}).policy
+    assert (policy.retry.max_retry_duration_ms, policy.processor.timeout_ms) == (7_200_000, 5_000)
+    assert policy.retry.rules[0].max_retry_duration_ms == 7_200_000
+    off = governed(cls, {"spec.retry.maxRetryDuration": "0s", "spec.processor.timeout": "0s"}).policy
+    assert (off.retry.max_retry_duration_ms, off.processor.timeout_ms) == (0, 0)
+    # Neither set anywhere: the model's own (no budget, 30 s).
+    built_in = governed().policy
+    assert (built_in.retry.max_retry_duration_ms, built_in.processor.timeout_ms) == (0, 30_000)
+
+
 # --- brokers -------------------------------------------------------------------------------------
 
 BROKERS = klass(

@@ -63,7 +63,7 @@ def test_defaults_every_field_of_minimal_policy() -> None:
         namespace="payments",
         source=Source(topic="orders", subscription="billing", starting_offsets="latest"),
         broker=Broker(bootstrap_servers="kafka.kafka:9092", secret_ref=None),
-        processor=Processor(entrypoint="billing.handlers:process", mode="message", timeout_ms=0),
+        processor=Processor(entrypoint="billing.handlers:process", mode="message", timeout_ms=30_000),
         output=Output(topic=""),
         retry=RetrySpec(
             max_redeliver_count=16,
@@ -106,7 +106,7 @@ def test_defaults_every_field_of_minimal_policy() -> None:
 CONTRACT_DEFAULT_SPEC: dict[str, Any] = {
     "source": {"topic": "orders", "subscription": "billing", "startingOffsets": "latest"},
     "broker": {"bootstrapServers": "kafka.kafka:9092"},
-    "processor": {"entrypoint": "billing.handlers:process", "mode": "message", "timeout": "0s"},
+    "processor": {"entrypoint": "billing.handlers:process", "mode": "message", "timeout": "30s"},
     "output": {"topic": ""},
     "retry": {
         "maxRedeliverCount": 16,
@@ -248,7 +248,7 @@ def test_derived_topics_written_out_equal_omitted() -> None:
         ),
         pytest.param({"spec.processor.mode": "batch"}, "processor.mode", "batch", id="processor-mode-batch"),
         pytest.param(
-            {"spec.processor.timeout": "30s"}, "processor.timeout_ms", 30_000, id="processor-timeout"
+            {"spec.processor.timeout": "10s"}, "processor.timeout_ms", 10_000, id="processor-timeout"
         ),
         pytest.param(
             {"spec.processor.entrypoint": "handler:run"},

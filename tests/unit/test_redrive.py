@@ -138,6 +138,7 @@ def test_the_crd_has_the_model_s_defaults_and_enums() -> None:
     assert spec["destination"]["properties"]["type"]["default"] == model.destination.type
     assert tuple(spec["destination"]["properties"]["type"]["enum"]) == DESTINATION_TYPES
     assert tuple(spec["selection"]["properties"]["reasons"]["items"]["enum"]) == REASONS
+    assert spec["selection"]["properties"]["reasons"]["maxItems"] == len(REASONS)
     assert crd["spec"]["names"]["shortNames"] == ["dlr"]
     fields = {
         "policyRef",

@@ -11,7 +11,16 @@ import pytest
 
 from dlq_engine import Message
 from dlq_engine.processing.batches import route_batch
-from dlq_engine.processing.time_limit import Raised, abandoned_threads, map_with_limit
+from dlq_engine.processing.time_limit import (
+    MAX_BATCH_CALL_MS,
+    MAX_HUNG_CALLS,
+    HungCalls,
+    Raised,
+    abandoned_threads,
+    batch_call_limit_ms,
+    map_with_limit,
+    worker_must_retire,
+)
 from dlq_engine.routing.outcomes import Route
 from tests.unit.test_batches import SETTINGS, batch, route
 
@@ -175,3 +184,53 @@ def test_the_batch_after_an_overrun_is_routed_on_a_fresh_helper_thread() -> None
     out = route_batch(batch([{}, {}, {}]), settings, record).to_pylist()
     assert [r["value"] for r in out] == [b"ok"] * 3
     assert len(threads) == 1
+
+
+def test_a_batch_call_gets_at_most_four_minutes_unless_the_limit_itself_is_longer() -> None:
+    assert batch_call_limit_ms(250, 4) == 1_000
+    assert batch_call_limit_ms(30_000, 10_000) == MAX_BATCH_CALL_MS == 240_000
+    assert batch_call_limit_ms(600_000, 10) == 600_000
+
+
+def test_while_too_many_abandoned_calls_still_run_no_call_is_started_and_the_worker_retires() -> None:
+    release = threading.Event()
+    called: list[object] = []
+
+    def block(x: object) -> object:
+        called.append(x)
+        release.wait()  # blocks in C: abandoned, it keeps its thread
+        return x
+
+    assert wait_until(lambda: abandoned_threads() == 0)
+    assert not worker_must_retire()
+    try:
+        results = map_with_limit(block, list(range(MAX_HUNG_CALLS + 3)), timeout_ms=50)
+        assert called == list(range(MAX_HUNG_CALLS))
+        assert [type(r.error) for r in results] == [TimeoutError] * MAX_HUNG_CALLS + [HungCalls] * 3
+        assert str(results[-1].error) == (
+            f"the processor was not called: {MAX_HUNG_CALLS} earlier calls in this Python worker overran "
+            "processor.timeout and are still running; the worker is replaced after this task"
+        )
+        assert abandoned_threads() == MAX_HUNG_CALLS
+        assert worker_must_retire()
+    finally:
+        release.set()
+    assert wait_until(lambda: abandoned_threads() == 0)
+    assert not worker_must_retire()
+    assert map_with_limit(lambda x: x, [1], timeout_ms=1_000) == [1]
+
+
+def test_ordered_with_a_limit_a_keys_later_messages_are_still_not_processed() -> None:
+    settings = dataclasses.replace(SETTINGS, ordered=True, timeout_ms=200)
+    seen: list[bytes | None] = []
+
+    def first_hangs(message: Message) -> bytes | None:
+        seen.append(message.value)
+        if message.value == b"a0":
+            spin_forever(message)
+        return message.value
+
+    rows = [{"key": b"a", "value": b"a0"}, {"key": b"a", "value": b"a1"}, {"key": b"b", "value": b"b0"}]
+    out = route_batch(batch(rows), settings, first_hangs).to_pylist()
+    assert seen == [b"a0", b"b0"]
+    assert [r["route"] for r in out] == [Route.RETRY, Route.PARKED, Route.OUTPUT]

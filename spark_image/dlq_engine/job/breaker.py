@@ -36,6 +36,7 @@ from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from dlq_engine.job.preflight import engine_class
+from dlq_engine.model import reasons
 from dlq_engine.model.breaker import CLOSED, HALF_OPEN, BreakerReport, BreakerState, is_state
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.processing.batches import RoutingSettings
@@ -56,8 +57,9 @@ STATE_PROPERTY: Final = "spark-dlq.breaker"
 #: The redelivery limit of a half-open micro-batch: none (a failed probe is retried whatever
 #: its count; ``dlq.attempt`` is clamped far below this).
 NO_LIMIT: Final = 2**62
-#: The dead-letter reasons of transient failures (with the retries, what the breaker counts).
-TRANSIENT_REASONS: Final = frozenset({routing_stats.RETRY_REASON, "exhausted"})
+#: The dead-letter reasons of transient failures (with the retries, what the breaker counts): a
+#: failure whose retry budget (``retry.maxRetryDuration``) ran out failed transiently too.
+TRANSIENT_REASONS: Final = frozenset({routing_stats.RETRY_REASON, reasons.EXHAUSTED, reasons.RETRY_TIMEOUT})
 
 
 def source_options(inner: str, gate: str | None) -> tuple[str, dict[str, str]]:
@@ -107,7 +109,7 @@ def failures_of(
     """A committed batch's processor calls, transient failures, and those by error class (from
     its observed row and the routing tasks' summaries in it)."""
     calls = int(row.get("total") or 0)
-    failed = int(row.get("retried") or 0) + int(row.get("dead_exhausted") or 0)
+    failed = sum(int(row.get(column) or 0) for column in ("retried", "dead_exhausted", "dead_retry_timeout"))
     classes: collections.Counter[str] = collections.Counter()
     for summary in summaries:
         for _, reason, error_class, count in summary["failures"]:

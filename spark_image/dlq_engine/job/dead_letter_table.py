@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dlq_engine.model.policy import DeadLetterTable
-from dlq_engine.processing.batches import MAX_DELIVER_AT
+from dlq_engine.processing.batches import MAX_DELIVER_AT, TABLE_VALUE
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 
@@ -125,7 +125,8 @@ def rows(batch: DataFrame, *, query_id: str, batch_id: int) -> DataFrame:
         "original_offset": header_number(h.ORIGINAL_OFFSET, "bigint"),
         "original_timestamp": header_time(h.ORIGINAL_TIMESTAMP),
         "key": F.col("key"),
-        "value": F.col("value"),
+        # A stub's value is not in the topic's record (processing.oversize): it is here.
+        "value": F.coalesce(F.col(TABLE_VALUE), F.col("value")),
         "headers": own_headers(),
         "error_class": header_text(h.ERROR_CLASS),
         "error_message": header_text(h.ERROR_MESSAGE),

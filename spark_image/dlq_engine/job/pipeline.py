@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.job import breaker, dead_letter_table, pulsar_connector
+from dlq_engine.job import breaker, dead_letter_table, pulsar_connector, record_limits
 from dlq_engine.job.delay import (
     DELIVER_AT_COLUMN,
     RECORD_COLUMNS,
@@ -52,6 +52,7 @@ from dlq_engine.processing.batches import RoutingSettings, output_schema, route_
 from dlq_engine.routing import stats as routing_stats
 from dlq_engine.routing.headers import CONTROL, CONTROL_WAKE
 from dlq_engine.routing.outcomes import Route
+from dlq_engine.routing.record_size import PRODUCER_MAX_REQUEST_SIZE
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
 METRICS = "dlq"
@@ -95,11 +96,12 @@ CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
 
 
 #: The Kafka producer settings of the sink, streaming or batch: every record acknowledged by all
-#: in-sync replicas, no duplicates from the producer's own retries, records up to 8 MiB.
+#: in-sync replicas, no duplicates from the producer's own retries, records up to 8 MiB (routing
+#: dead-letters a larger one before the sink: ``processing.oversize``).
 SINK_OPTIONS = {
     "kafka.acks": "all",
     "kafka.enable.idempotence": "true",
-    "kafka.max.request.size": str(8 * 1024 * 1024),
+    "kafka.max.request.size": str(PRODUCER_MAX_REQUEST_SIZE),
 }
 #: The key of the wake control record (see ``wake``).
 WAKE_KEY = b"spark-dlq-wake"
@@ -165,10 +167,11 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
         )
         records = source.unionByName(retries)
 
-    settings = RoutingSettings.from_policy(policy)
+    limits = record_limits.read(spark, policy, client_properties(options.kafka_client_dir))
+    settings = RoutingSettings.from_policy(policy, limits=limits)
     entrypoint = policy.processor.entrypoint
     arrow_in = to_arrow_schema(records.schema)
-    out_schema = from_arrow_schema(output_schema(arrow_in))
+    out_schema = from_arrow_schema(output_schema(arrow_in, table=settings.table))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dlq_engine.job.breaker import for_this_task

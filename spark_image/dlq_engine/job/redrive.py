@@ -120,9 +120,10 @@ def _time(millis: Column) -> Column:
 
 
 def selected(frame: DataFrame, redrive: DeadLetterRedrive) -> Column:
-    """Whether a dead letter is selected: every condition of ``spec.selection`` holds."""
+    """Whether a dead letter is selected: every condition of ``spec.selection`` holds, and it is
+    not a stub (``dlq.value.omitted``: a too-large record whose value is not on the topic)."""
     s = redrive.selection
-    condition = F.lit(True)
+    condition = header_text(h.VALUE_OMITTED, "kafka_headers").isNull()
     if s.failed_after_ms is not None:
         condition &= F.col("failed_at_ms") >= F.lit(s.failed_after_ms)
     if s.failed_before_ms is not None:

@@ -97,6 +97,10 @@ MAX_TABLE_PATH_LENGTH: Final = 4096
 
 #: Default levels are not given: `type: levels` must name its own.
 DEFAULT_MAX_REDELIVER_COUNT: Final = 16
+#: ``processor.timeout`` when a policy gives none: a call that has not returned after it fails
+#: with a TimeoutError and is retried (docs/engine.md, "The processor's time limit", says why
+#: this value).
+DEFAULT_PROCESSOR_TIMEOUT_MS: Final = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +190,7 @@ class Processor:
     mode: ProcessorMode = "message"
     #: Per-message time limit in milliseconds; 0 means none. A processor that overruns it
     #: fails that message with a ``TimeoutError`` (retried like any other failure).
-    timeout_ms: int = 0
+    timeout_ms: int = DEFAULT_PROCESSOR_TIMEOUT_MS
 
     @property
     def module(self) -> str:
@@ -220,6 +224,8 @@ class RetryRule:
     errors: tuple[str, ...]
     max_redeliver_count: int
     backoff: BackoffSpec
+    #: The rule's ``maxRetryDuration`` (the policy's when the rule gives none); 0: none.
+    max_retry_duration_ms: int = 0
 
 
 #: The defaults of ``retry.breaker`` (the CRD's descriptions say the same): Resilience4j's
@@ -256,6 +262,9 @@ class RetrySpec:
     non_retryable_errors: tuple[str, ...] = ()
     #: First match wins; a failure no rule matches gets the settings above.
     rules: tuple[RetryRule, ...] = ()
+    #: ``maxRetryDuration``: a retry due later than this after the message's first failure (or
+    #: its latest redrive) is not made, the message is dead-lettered ``retry-timeout``; 0: none.
+    max_retry_duration_ms: int = 0
     #: None: no breaker (every failure is retried and, in the end, dead-lettered as it comes).
     breaker: BreakerSpec | None = None
 
@@ -660,7 +669,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     processor = Processor(
         entrypoint=entrypoint,
         mode=f.choice("mode", PROCESSOR_MODES, "message"),
-        timeout_ms=f.duration("timeout", 0),
+        timeout_ms=f.duration("timeout", DEFAULT_PROCESSOR_TIMEOUT_MS),
     )
     f.done()
 
@@ -835,7 +844,8 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
     topic = _topic(f, "topic", broker_type)
     backoff = _parse_backoff(f.child("backoff"))
     non_retryable = f.string_list("nonRetryableErrors")
-    rules = _parse_rules(f, max_redeliver, backoff, non_retryable)
+    budget = f.duration("maxRetryDuration", 0)
+    rules = _parse_rules(f, max_redeliver, backoff, non_retryable, budget)
     breaker = _parse_breaker(f.child("breaker")) if f.get("breaker") is not _MISSING else None
     f.done()
     return RetrySpec(
@@ -844,6 +854,7 @@ def _parse_retry(f: _Fields, broker_type: BrokerType) -> RetrySpec:
         backoff=backoff,
         non_retryable_errors=non_retryable,
         rules=rules,
+        max_retry_duration_ms=budget,
         breaker=breaker,
     )
 
@@ -922,9 +933,10 @@ MAX_RULE_ERRORS: Final = 16
 
 
 def _parse_rules(
-    f: _Fields, max_redeliver: int, backoff: BackoffSpec, non_retryable: tuple[str, ...]
+    f: _Fields, max_redeliver: int, backoff: BackoffSpec, non_retryable: tuple[str, ...], budget: int
 ) -> tuple[RetryRule, ...]:
-    """``retry.rules``: each names its errors; its limit and backoff default to the policy's."""
+    """``retry.rules``: each names its errors; its limit, backoff and time budget default to the
+    policy's."""
     raw = f.get("rules")
     if raw is _MISSING:
         return ()
@@ -958,6 +970,7 @@ def _parse_rules(
                 errors=errors,
                 max_redeliver_count=r.integer("maxRedeliverCount", max_redeliver, minimum=0),
                 backoff=rule_backoff,
+                max_retry_duration_ms=r.duration("maxRetryDuration", budget),
             )
         )
         r.done()
@@ -1322,6 +1335,12 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.retry_topic,
             "backoff": _backoff_spec(b),
             "nonRetryableErrors": list(policy.retry.non_retryable_errors),
+            # Only when set, so that policies without it keep their config hash.
+            **(
+                {"maxRetryDuration": format_ms(policy.retry.max_retry_duration_ms)}
+                if policy.retry.max_retry_duration_ms
+                else {}
+            ),
             # Only when set, so that policies without rules keep their config hash.
             **(
                 {
@@ -1330,6 +1349,12 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
                             "errors": list(rule.errors),
                             "maxRedeliverCount": rule.max_redeliver_count,
                             "backoff": _backoff_spec(rule.backoff),
+                            # Only when it differs from the policy's, which a rule inherits.
+                            **(
+                                {"maxRetryDuration": format_ms(rule.max_retry_duration_ms)}
+                                if rule.max_retry_duration_ms != policy.retry.max_retry_duration_ms
+                                else {}
+                            ),
                         }
                         for rule in policy.retry.rules
                     ]

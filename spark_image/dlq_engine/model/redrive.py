@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
 from dlq_engine.model.policy import API_VERSION, Issue, PolicyError, _Fields, _kind, topic_name_problem
+from dlq_engine.model.reasons import DEAD_LETTER_REASONS
 from dlq_engine.model.redrive_filter import filter_problem
 
 REDRIVE_KIND: Final = "DeadLetterRedrive"
@@ -25,7 +26,7 @@ DestinationType = Literal["source", "retry", "topic"]
 DESTINATION_TYPES: Final[tuple[DestinationType, ...]] = get_args(DestinationType)
 
 #: The reasons a dead letter can carry (``dlq.reason``).
-REASONS: Final = ("exhausted", "terminated", "non-retryable")
+REASONS: Final = DEAD_LETTER_REASONS
 DEFAULT_MAX_REDRIVES: Final = 3
 #: The reason a redrive with ``failOnGaps`` fails with (its status and its Complete condition):
 #: dead letters of its snapshot were deleted by the broker (retention, a deleteRecords) before it

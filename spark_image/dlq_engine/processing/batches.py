@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -27,13 +27,16 @@ import pyarrow.compute as pc
 from dlq_engine.model.durations import format_ms
 from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES, BackoffSpec, DeadLetterPolicy, HeaderProfile
 from dlq_engine.model.processor_api import Message
-from dlq_engine.processing.time_limit import Raised, map_with_limit
+from dlq_engine.model.reasons import ORDERING_OVERFLOW, RETRY_TIMEOUT, TOO_LARGE, DeadLetterReason
+from dlq_engine.processing import oversize
+from dlq_engine.processing.time_limit import MAX_BATCH_CALL_MS, Raised, batch_call_limit_ms, map_with_limit
 from dlq_engine.routing import headers as h
-from dlq_engine.routing import stats
+from dlq_engine.routing import retry_budget, stats
 from dlq_engine.routing.backoff import delay_ms
 from dlq_engine.routing.outcomes import (
     ACKNOWLEDGE,
     PUBLISH,
+    RETRY,
     Decision,
     Failure,
     Result,
@@ -42,12 +45,14 @@ from dlq_engine.routing.outcomes import (
     UnsupportedResult,
     Verdict,
     classify,
+    dead_letter,
     decide,
     decide_all,
     frozen_names,
     item_result_or_failure,
     result_or_failure,
 )
+from dlq_engine.routing.record_size import RecordLimits
 
 log = logging.getLogger("dlq_engine.processing")
 
@@ -83,10 +88,14 @@ class RoutingSettings:
     has_output: bool
     mode: str
     non_retryable: frozenset[str] = field(default_factory=frozenset)
-    #: ``retry.rules``: each rule's error classes, its redelivery limit and its backoff.
+    #: ``retry.rules``: each rule's error classes, its redelivery limit, its backoff and its
+    #: time budget.
     rule_errors: tuple[frozenset[str], ...] = ()
     rule_limits: tuple[int, ...] = ()
     rule_backoffs: tuple[BackoffSpec, ...] = ()
+    rule_budgets: tuple[int, ...] = ()
+    #: ``retry.maxRetryDuration``; 0: none.
+    budget_ms: int = 0
     static_headers: tuple[tuple[str, str], ...] = ()
     header_profiles: tuple[HeaderProfile, ...] = DEFAULT_HEADER_PROFILES
     timeout_ms: int = 0  # processor.timeout; 0: none
@@ -99,13 +108,18 @@ class RoutingSettings:
     #: A policy on Pulsar: offsets are packed message ids, the Java client's properties are
     #: written beside ``dlq.*`` (the pulsar profile) and its letters' ``RECONSUMETIMES`` counted.
     pulsar: bool = False
+    #: What each topic the policy writes accepts (read when the query starts: ``job.record_limits``).
+    limits: RecordLimits = field(default_factory=RecordLimits)
+    #: The policy has a dead-letter table: a too-large dead letter's value is handed on for it
+    #: (``table_value``) when the topic gets a stub.
+    table: bool = False
 
     @property
     def rules(self) -> Rules:
         return Rules(self.max_redeliver, self.strategy, self.has_output, self.rule_limits)
 
     @classmethod
-    def from_policy(cls, policy: DeadLetterPolicy) -> RoutingSettings:
+    def from_policy(cls, policy: DeadLetterPolicy, *, limits: RecordLimits | None = None) -> RoutingSettings:
         return cls(
             retry_topic=policy.retry_topic,
             policy=policy.qualified_name,
@@ -120,6 +134,8 @@ class RoutingSettings:
             rule_errors=tuple(frozen_names(rule.errors) for rule in policy.retry.rules),
             rule_limits=tuple(rule.max_redeliver_count for rule in policy.retry.rules),
             rule_backoffs=tuple(rule.backoff for rule in policy.retry.rules),
+            rule_budgets=tuple(rule.max_retry_duration_ms for rule in policy.retry.rules),
+            budget_ms=policy.retry.max_retry_duration_ms,
             static_headers=tuple(sorted(policy.dead_letter.headers.items())),
             header_profiles=_profiles(policy),
             timeout_ms=policy.processor.timeout_ms,
@@ -128,6 +144,8 @@ class RoutingSettings:
             block_on_dead_letter=policy.ordering.on_dead_letter == "block",
             stop_on_overflow=policy.ordering.on_overflow == "stop",
             pulsar=policy.is_pulsar,
+            limits=limits or RecordLimits(),
+            table=policy.dead_letter.table is not None,
         )
 
 
@@ -150,7 +168,7 @@ ProcessFn = Callable[..., Any]
 #: The column of the ordering stage's note on a record it let go past a bound
 #: (``job.ordering``): such a record is dead-lettered with reason ``ordering-overflow``.
 ORDER_NOTE = "order_note"
-OVERFLOW_REASON = "ordering-overflow"
+OVERFLOW_REASON = ORDERING_OVERFLOW
 OVERFLOW_ERROR = "OrderingOverflow"
 
 
@@ -205,10 +223,12 @@ def route_batch(
         for i in range(n)
     ]
     notes = _notes(batch) if settings.ordered else None
-    if settings.ordered and settings.mode == "message" and settings.timeout_ms <= 0:
+    # Each failure's decision with its retry's due time, where decided while processing.
+    decided: dict[int, tuple[Decision, int | None]] = {}
+    if settings.ordered and settings.mode == "message":
         # A key's later messages are not processed once one fails in this task.
-        results, durations = _ordered_results(
-            messages, notes, attempts, settings, processor, stopped or set()
+        results, durations, decided = _ordered_results(
+            messages, notes, attempts, retry_headers, settings, processor, stopped or set(), clock, rand
         )
     elif notes is None:
         if settings.mode == "arrow":
@@ -254,6 +274,15 @@ def route_batch(
         routes, reasons = [only.route] * n, [None] * n
         out_values = results if only is PUBLISH else [None] * n
     else:
+        # Each retry's due time, within its time budget (else it is dead-lettered instead).
+        due: dict[int, int | None] = {}
+        for i, result in enumerate(results):
+            if type(result) is not Failure:
+                continue
+            if i in decided:
+                decisions[i], due[i] = decided[i]
+            elif decisions[i] is RETRY:
+                decisions[i], due[i] = _scheduled(result, attempts[i], retry_headers[i], settings, now, rand)
         routes = [d.route for d in decisions]
         reasons = [d.reason for d in decisions]
         out_values = [r if d is PUBLISH else None for r, d in zip(results, decisions, strict=True)]
@@ -266,10 +295,40 @@ def route_batch(
             if type(result) is Failure and i not in parked:
                 out_values[i] = values[i]
                 changed[i] = _failed(
-                    messages[i], retry_headers[i], result, decisions[i], attempts[i] + 1, settings, now, rand
+                    messages[i],
+                    retry_headers[i],
+                    result,
+                    decisions[i],
+                    attempts[i] + 1,
+                    settings,
+                    now,
+                    deliver_at=due.get(i),
                 )
 
     route_column = pa.array(routes, type=pa.int8())
+    value_column = pa.array(out_values, type=pa.binary())
+    written = _written_headers(header_column, flat, changed)
+    fitted = _fit(
+        batch,
+        settings,
+        routes,
+        reasons,
+        results,
+        attempts,
+        retry_headers.__getitem__,
+        messages.__getitem__,
+        route_column,
+        value_column,
+        written,
+        flat,
+        now,
+    )
+    if fitted.converted:
+        route_column = pa.array(routes, type=pa.int8())
+        for i, before in fitted.converted.items():
+            control = _too_large_control(settings, messages[i], retry_headers[i], before)
+            if control is not None:
+                controls.append(control)
     lateness_column = pa.array(lateness, type=pa.int64())
     summary = stats.summarize(
         batch,
@@ -285,17 +344,19 @@ def route_batch(
     )
     columns = [
         route_column,
-        batch.column("key"),
-        pa.array(out_values, type=pa.binary()),
-        _written_headers(header_column, flat, changed),
+        fitted.key,
+        fitted.value,
+        fitted.headers,
         pa.array(reasons, type=pa.string()),
         lateness_column,
     ]
     if controls:
         columns = _with_controls(columns, controls, header_column.type)
+    if settings.table:
+        columns.append(fitted.table_values(n + len(controls)))
     return pa.RecordBatch.from_arrays(
         [*columns, stats.stats_column(n + len(controls), summary)],
-        schema=output_schema(batch.schema),
+        schema=output_schema(batch.schema, table=settings.table),
     )
 
 
@@ -303,19 +364,39 @@ def _ordered_results(
     messages: Sequence[Message],
     notes: Sequence[str | None] | None,
     attempts: Sequence[int],
+    retry_headers: Sequence[list[tuple[str, bytes | None]] | None],
     settings: RoutingSettings,
     processor: ProcessFn,
     stopped: set[bytes],
-) -> tuple[list[Result], np.ndarray]:
+    now_ms: Callable[[], int],
+    rand: Callable[[], float],
+) -> tuple[list[Result], np.ndarray, dict[int, tuple[Decision, int | None]]]:
     """``source.ordering: key`` in message mode: the processor called in row order, and not
     for a message past a bound (its note) or of a key whose earlier message in this task went
     to retry or was blocked (``_keep_key_order`` parks those, by the same rule); those get a
-    None result, never used. The first ``TIMED_CALLS`` calls are timed."""
+    None result, never used. Each failure's decision (and its retry's due time) is taken here,
+    once, and handed back: whether its key is held depends on it. The first ``TIMED_CALLS``
+    calls are timed. With ``processor.timeout`` each call is handed to the helper thread on its
+    own (``map_with_limit``), as the next call depends on this one's outcome."""
     clock = time.perf_counter
     non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
+
+    def direct(message: Message) -> Result:
+        return result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
+
+    def limited(message: Message) -> Result:
+        [done] = map_with_limit(direct, [message], timeout_ms=settings.timeout_ms)
+        if type(done) is Raised:
+            return classify(done.error, non_retryable, with_stack=with_stack, rules=rules)
+        result: Result = done
+        return result
+
+    call = limited if settings.timeout_ms > 0 else direct
+
     held = set(stopped)
     results: list[Result] = []
     durations: list[float] = []
+    decided: dict[int, tuple[Decision, int | None]] = {}
     for i, message in enumerate(messages):
         key = message.key
         if (notes is not None and notes[i] is not None) or (key is not None and key in held):
@@ -323,18 +404,185 @@ def _ordered_results(
             continue
         if len(durations) < TIMED_CALLS:
             started = clock()
-            result = result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
+            result = call(message)
             durations.append(clock() - started)
         else:
-            result = result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
-        if type(result) is Failure and key is not None:
-            [decision] = decide_all([result], [attempts[i]], settings.rules)
-            if decision.route is Route.RETRY or (
-                settings.block_on_dead_letter and decision.route in (Route.DEAD, Route.IGNORED)
+            result = call(message)
+        if type(result) is Failure:
+            decision, due = _decided(result, attempts[i], retry_headers[i], settings, now_ms(), rand)
+            decided[i] = decision, due
+            if key is not None and (
+                decision.route is Route.RETRY
+                or (settings.block_on_dead_letter and decision.route in (Route.DEAD, Route.IGNORED))
             ):
                 held.add(key)
         results.append(result)
-    return results, np.array(durations, dtype=np.float64)
+    return results, np.array(durations, dtype=np.float64), decided
+
+
+def _decided(
+    failure: Failure,
+    attempt: int,
+    retry_headers: list[tuple[str, bytes | None]] | None,
+    settings: RoutingSettings,
+    now: int,
+    rand: Callable[[], float],
+) -> tuple[Decision, int | None]:
+    """A failure's decision, and its retry's due time when it goes to retry (``_scheduled``)."""
+    decision = decide(failure, attempt + 1, settings.rules)
+    if decision is not RETRY:
+        return decision, None
+    return _scheduled(failure, attempt, retry_headers, settings, now, rand)
+
+
+def _scheduled(
+    failure: Failure,
+    attempt: int,
+    retry_headers: list[tuple[str, bytes | None]] | None,
+    settings: RoutingSettings,
+    now: int,
+    rand: Callable[[], float],
+) -> tuple[Decision, int | None]:
+    """A failure ``decide`` sends to retry: when its retry is due (the processor's
+    ``Retry(delay=...)``, else the backoff of its rule or the policy), or, if that is past its
+    time budget (``retry.maxRetryDuration``, its rule's), a ``retry-timeout`` dead letter."""
+    backoff = settings.rule_backoffs[failure.rule] if failure.rule >= 0 else settings.backoff
+    wait = failure.delay_ms if failure.delay_ms is not None else delay_ms(backoff, attempt + 1, rand())
+    due = min(now + wait, MAX_DELIVER_AT)
+    budget = (
+        settings.rule_budgets[failure.rule]
+        if failure.rule >= 0 and settings.rule_budgets
+        else settings.budget_ms
+    )
+    if budget > 0 and not retry_budget.allows(retry_budget.started_at(retry_headers, now), due, budget):
+        return dead_letter(RETRY_TIMEOUT, settings.rules), None
+    return RETRY, due
+
+
+@dataclass(slots=True)
+class _Fitted:
+    """The key, value and headers columns to write once every record fits its topic
+    (``_fit``); ``converted``: the rows whose route changed (dead-lettered as too large), with
+    the route each had;
+    ``stubs``: the values of the rows written as stubs, for the dead-letter table."""
+
+    key: pa.Array
+    value: pa.Array
+    headers: pa.Array
+    converted: dict[int, Route] = field(default_factory=dict)
+    stubs: dict[int, bytes] = field(default_factory=dict)
+
+    def table_values(self, rows: int) -> pa.Array:
+        """The ``table_value`` column (``rows`` long: control records come after the rows)."""
+        if not self.stubs:
+            return pa.nulls(rows, pa.binary())
+        values: list[bytes | None] = [None] * rows
+        for i, value in self.stubs.items():
+            values[i] = value
+        return pa.array(values, type=pa.binary())
+
+
+def _fit(
+    batch: pa.RecordBatch,
+    settings: RoutingSettings,
+    routes: list[Route] | np.ndarray,
+    reasons: list[str | None],
+    outcomes: list[Result],
+    attempts: Sequence[int],
+    retry_headers_of: Callable[[int], list[tuple[str, bytes | None]] | None],
+    message_of: Callable[[int], Message],
+    route_column: pa.Array,
+    values: pa.Array,
+    headers: pa.Array,
+    flat: _FlatHeaders,
+    now: int,
+) -> _Fitted:
+    """The records of a routed batch made to fit their topics' limits (``processing.oversize``):
+    the rare row over its limit is refitted, and ``routes``, ``reasons`` and ``outcomes`` are
+    updated for the rows dead-lettered as too large."""
+    key = batch.column("key")
+    over = oversize.over_limit(
+        route_column.to_numpy(zero_copy_only=False), key, values, headers, settings.limits
+    )
+    fitted = _Fitted(key, values, headers)
+    if not over:
+        return fitted
+    too_large = dead_letter(TOO_LARGE, settings.rules)
+    originals = batch.column("value")
+    keys: dict[int, bytes | None] = {}
+    written: dict[int, bytes | None] = {}
+    rewritten: dict[int, list[dict[str, Any]]] = {}
+    for i in over:
+        route = Route(int(routes[i]))
+        outcome = outcomes[i]
+        row = oversize.Oversized(
+            route=route,
+            reason=cast(DeadLetterReason | None, reasons[i]),
+            key=key[i].as_py(),
+            value=values[i].as_py(),
+            headers=[(entry["key"], entry["value"]) for entry in headers[i].as_py() or []],
+            original=originals[i].as_py(),
+            own=flat.own(i),
+            failure=outcome if type(outcome) is Failure and route in (Route.RETRY, Route.DEAD) else None,
+        )
+
+        def dead_letter_headers(failure: Failure, i: int = i) -> list[tuple[str, bytes]]:
+            return _failed(
+                message_of(i),
+                retry_headers_of(i),
+                failure,
+                too_large,
+                attempts[i] + 1,
+                settings,
+                now,
+                deliver_at=None,
+            )
+
+        refitted = oversize.refit(row, settings.limits, too_large, dead_letter_headers)
+        if refitted.route is not route:
+            fitted.converted[i] = route
+        routes[i], reasons[i], outcomes[i] = refitted.route, refitted.reason, refitted.failure
+        if refitted.key is not row.key:
+            keys[i] = refitted.key
+        written[i] = refitted.value
+        rewritten[i] = [{"key": name, "value": value} for name, value in refitted.headers]
+        if refitted.table_value is not None:
+            fitted.stubs[i] = refitted.table_value
+    fitted.key = _put(key, keys)
+    fitted.value = _put(values, written)
+    fitted.headers = _put(headers, rewritten)
+    return fitted
+
+
+def _put(column: pa.Array, rows: Mapping[int, Any]) -> pa.Array:
+    """``column`` with the values of ``rows`` (row index -> value) put in their place."""
+    if not rows:
+        return column
+    order = sorted(rows)
+    n = len(column)
+    indices = list(range(n))
+    for position, row in enumerate(order):
+        indices[row] = n + position
+    added = pa.array([rows[row] for row in order], type=column.type)
+    return pa.concat_arrays([column, added]).take(pa.array(indices, type=pa.int64()))
+
+
+def _too_large_control(
+    settings: RoutingSettings,
+    message: Message,
+    retry_headers: list[tuple[str, bytes | None]] | None,
+    before: Route,
+) -> tuple[bytes, str, str, str] | None:
+    """``source.ordering: key``: the control record a retry dead-lettered as too large needs,
+    as ``_keep_key_order`` writes for any dead letter: ``block`` under ``onDeadLetter: block``,
+    else ``release`` when it was its key's head (read from the retry topic)."""
+    if not settings.ordered or before is not Route.RETRY or message.key is None:
+        return None
+    if settings.block_on_dead_letter:
+        return (message.key, h.CONTROL_BLOCK, *_position(message, retry_headers))
+    if retry_headers is not None:
+        return (message.key, h.CONTROL_RELEASE, *_position(message, retry_headers))
+    return None
 
 
 def _notes(batch: pa.RecordBatch) -> list[str | None] | None:
@@ -553,6 +801,17 @@ class _FlatHeaders:
         start, stop = self.bounds[i], self.bounds[i + 1]
         return list(zip(self.names[start:stop], self.contents[start:stop], strict=True))
 
+    def own(self, i: int) -> list[tuple[str, bytes | None]]:
+        """Row ``i``'s headers less the ``stale`` ones: what a record of it keeps of its own."""
+        if self.valid is not None and not self.valid[i]:
+            return []
+        stale = set(self.stale)
+        return [
+            (self.names[j], self.contents[j])
+            for j in range(self.bounds[i], self.bounds[i + 1])
+            if j not in stale
+        ]
+
     @classmethod
     def of(
         cls, column: pa.Array, profiles: Sequence[HeaderProfile] = DEFAULT_HEADER_PROFILES
@@ -659,11 +918,17 @@ def _message_constructor() -> Callable[..., Message]:
 _new_message = _message_constructor()
 
 
-def output_schema(input_schema: pa.Schema) -> pa.Schema:
+#: The column of a too-large dead letter's value when the topic gets a stub without it: for the
+#: dead-letter table (only with one).
+TABLE_VALUE = "table_value"
+
+
+def output_schema(input_schema: pa.Schema, *, table: bool = False) -> pa.Schema:
     """What ``route_batch`` returns: ``route`` (a ``Route``), the ``key``, ``value`` and
     ``headers`` to write, the dead-letter ``reason`` (dead and ignored records only), for
-    redelivered records ``lateness_ms`` (how long after ``dlq.deliver.at`` it was routed), and
-    the batch's metrics summary in ``stats`` (first row only: ``routing.stats``)."""
+    redelivered records ``lateness_ms`` (how long after ``dlq.deliver.at`` it was routed), with
+    a dead-letter ``table`` the ``table_value`` of a stub (``processing.oversize``), and the
+    batch's metrics summary in ``stats`` (first row only: ``routing.stats``)."""
     return pa.schema(
         [
             pa.field("route", pa.int8(), nullable=False),
@@ -672,6 +937,7 @@ def output_schema(input_schema: pa.Schema) -> pa.Schema:
             input_schema.field("headers"),
             pa.field("reason", pa.string()),
             pa.field("lateness_ms", pa.int64()),
+            *([pa.field(TABLE_VALUE, pa.binary())] if table else []),
             pa.field("stats", pa.string()),
         ]
     )
@@ -759,9 +1025,9 @@ def _batch_results(
             [answer] = map_with_limit(
                 lambda batch: _batch_answer(processor, batch),
                 [list(messages)],
-                timeout_ms=settings.timeout_ms * n,
+                timeout_ms=batch_call_limit_ms(settings.timeout_ms, n),
                 what=f"the batch processor ({n} messages)",
-                limit=f"processor.timeout {format_ms(settings.timeout_ms)} per message",
+                limit=_batch_limit_text(settings.timeout_ms, n),
             )
             if type(answer) is Raised:
                 raise answer.error
@@ -783,6 +1049,14 @@ def _batch_results(
     return [item_result_or_failure(r, non_retryable, with_stack=with_stack, rules=rules) for r in results]
 
 
+def _batch_limit_text(timeout_ms: int, messages: int) -> str:
+    """How a batch call's limit came about, for its TimeoutError."""
+    text = f"processor.timeout {format_ms(timeout_ms)} per message"
+    if batch_call_limit_ms(timeout_ms, messages) < timeout_ms * messages:
+        text += f", at most {format_ms(MAX_BATCH_CALL_MS)}"
+    return text
+
+
 def _batch_answer(processor: ProcessFn, messages: list[Message]) -> list[Any]:
     """A batch processor's answer as a list (it may return any iterable but a str, bytes or dict)."""
     returned = processor(messages)
@@ -802,12 +1076,13 @@ def _failed(
     failures: int,
     settings: RoutingSettings,
     now: int,
-    rand: Callable[[], float],
+    *,
+    deliver_at: int | None,
 ) -> list[tuple[str, bytes]]:
-    """The ``dlq.*`` headers a failed message leaves with (to the retry topic or the dead
-    letters); a dead letter under the ``stop`` strategy stops the pipeline instead, one under
-    ``ignore`` is logged. ``retry_headers`` are its headers when it came from the retry topic:
-    the origin and first failure it carries are kept."""
+    """The ``dlq.*`` headers a failed message leaves with (to the retry topic, due at
+    ``deliver_at``, or the dead letters); a dead letter under the ``stop`` strategy stops the
+    pipeline instead, one under ``ignore`` is logged. ``retry_headers`` are its headers when it
+    came from the retry topic: the origin and first failure it carries are kept."""
     if decision.route is Route.DEAD and settings.strategy == "stop":
         raise StopPipeline(
             f"{StopPipeline.MARKER} strategy stop: message {message.topic}[{message.partition}]@"
@@ -836,11 +1111,7 @@ def _failed(
     origin.setdefault(h.ORIGINAL_OFFSET, str(message.offset))
     origin.setdefault(h.ORIGINAL_TIMESTAMP, str(message.timestamp))
     origin.setdefault(h.FIRST_FAILURE_AT, str(now))
-    deliver_at = None
-    if decision.route is Route.RETRY:
-        backoff = settings.rule_backoffs[failure.rule] if failure.rule >= 0 else settings.backoff
-        wait = failure.delay_ms if failure.delay_ms is not None else delay_ms(backoff, failures, rand())
-        deliver_at = min(now + wait, MAX_DELIVER_AT)
+    assert (deliver_at is not None) == (decision.route is Route.RETRY), "a retry, and only a retry, is due"
     return h.failure_headers(
         origin=origin,
         attempt=failures,
@@ -964,9 +1235,9 @@ def _arrow_call(
             [answer] = map_with_limit(
                 lambda rows: _arrow_answer(processor, rows),
                 [given],
-                timeout_ms=settings.timeout_ms * n,
+                timeout_ms=batch_call_limit_ms(settings.timeout_ms, n),
                 what=f"the arrow processor ({n} messages)",
-                limit=f"processor.timeout {format_ms(settings.timeout_ms)} per message",
+                limit=_batch_limit_text(settings.timeout_ms, n),
             )
             if type(answer) is Raised:
                 raise answer.error
@@ -1076,11 +1347,11 @@ def _route_arrow(
         )
         for i, (topic, partition, offset, timestamp) in zip(failed, positions, strict=True):
             failure = failures[i]
-            decision = decide(failure, attempts[i] + 1, rules)
+            decision, due = _decided(failure, attempts[i], retry_headers.get(i), settings, now, rand)
             routes[i], reasons[i], outcomes[i] = decision.route, decision.reason, failure
             where = _new_message(None, None, {}, topic, partition, offset, timestamp, attempts[i])
             changed[i] = _failed(
-                where, retry_headers.get(i), failure, decision, attempts[i] + 1, settings, now, rand
+                where, retry_headers.get(i), failure, decision, attempts[i] + 1, settings, now, deliver_at=due
             )
         mask = np.zeros(n, dtype=bool)
         mask[failed] = True
@@ -1089,6 +1360,23 @@ def _route_arrow(
     for i in retry_rows:
         lateness[i] = _lateness(retry_headers[i], now)
     route_column = pa.array(routes, type=pa.int8())
+    fitted = _fit(
+        batch,
+        settings,
+        routes,
+        reasons,
+        outcomes,
+        attempts,
+        retry_headers.get,
+        lambda i: _message_at(batch, i, attempts[i]),
+        route_column,
+        values,
+        _written_headers(header_column, flat, changed),
+        flat,
+        now,
+    )
+    if fitted.converted:
+        route_column = pa.array(routes, type=pa.int8())
     lateness_column = pa.array(lateness, type=pa.int64())
     from_retry = [False] * n
     for i in retry_rows:
@@ -1107,14 +1395,31 @@ def _route_arrow(
     return pa.RecordBatch.from_arrays(
         [
             route_column,
-            batch.column("key"),
-            values,
-            _written_headers(header_column, flat, changed),
+            fitted.key,
+            fitted.value,
+            fitted.headers,
             pa.array(reasons, type=pa.string()),
             lateness_column,
+            *([fitted.table_values(n)] if settings.table else []),
             stats.stats_column(n, summary),
         ],
-        schema=output_schema(batch.schema),
+        schema=output_schema(batch.schema, table=settings.table),
+    )
+
+
+def _message_at(batch: pa.RecordBatch, i: int, attempt: int) -> Message:
+    """Row ``i``'s position as a ``Message`` (no key, value or headers): where it was read."""
+    row = batch.slice(i, 1)
+    [timestamp] = _epoch_ms(row.column("timestamp"))
+    return _new_message(
+        None,
+        None,
+        {},
+        row.column("topic")[0].as_py(),
+        row.column("partition")[0].as_py(),
+        row.column("offset")[0].as_py(),
+        timestamp,
+        attempt,
     )
 
 

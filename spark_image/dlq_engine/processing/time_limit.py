@@ -15,10 +15,19 @@ code; a call blocked in C code (a socket read, ``time.sleep``) goes on until tha
 result discarded, and then the thread ends. A processor that catches ``BaseException`` can
 ignore the request and keep its thread for ever.
 
+What abandoned threads hold (a connection, memory, the thread itself) is bounded twice. While
+``MAX_HUNG_CALLS`` of them are still running in a Python worker, no further call is started:
+the messages left fail at once with ``HungCalls`` (a transient failure, retried), so a task
+whose every call hangs ends after that many limits instead of one limit per message. And a
+worker that still has one running when its task ends is not given another task: Spark's
+worker is told not to reuse it (``worker_must_retire``, read by ``job.worker_daemon``) and the
+process ends, with every thread it holds; the next task gets a fresh worker.
+
 A ``SIGALRM`` timer was not used: it works only on a process's main thread, it cannot interrupt
 C code either, it clashes with a processor's own alarms, and the exception it raises inside the
 processor can be swallowed by an ``except Exception`` there, leaving the task hung after all.
-With no limit (the default) nothing here is used: the processor is called on the routing thread.
+With no limit (``processor.timeout: 0s``; the default is 30 s) nothing here is used: the processor
+is called on the routing thread.
 """
 
 from __future__ import annotations
@@ -40,6 +49,23 @@ log = logging.getLogger("dlq_engine.processing")
 
 #: How many frames of an overrunning call's stack its TimeoutError's note keeps.
 STACK_FRAMES: Final = 20
+#: While this many abandoned calls are still running in a worker, no further call is started.
+MAX_HUNG_CALLS: Final = 8
+#: A batch or Arrow processor call is given ``processor.timeout`` times its number of messages,
+#: but at most this long (or the limit itself, if longer): below the operator's default stall
+#: timeout (5 minutes), so a hung batch call fails its messages before the whole job is
+#: resubmitted and the batch replayed.
+MAX_BATCH_CALL_MS: Final = 240_000
+
+
+class HungCalls(RuntimeError):
+    """A message the processor was not called for: too many earlier calls of this worker
+    overran their limit and are still running (``MAX_HUNG_CALLS``). Retried like any failure."""
+
+
+def batch_call_limit_ms(timeout_ms: int, messages: int) -> int:
+    """The limit of one batch or Arrow processor call for ``messages`` messages."""
+    return max(timeout_ms, min(timeout_ms * messages, MAX_BATCH_CALL_MS))
 
 
 class Abandoned(BaseException):
@@ -164,6 +190,14 @@ def map_with_limit(
     seconds = timeout_ms / 1000
     start = 0
     while start < n:
+        hung = _workers.still_running()
+        if hung >= MAX_HUNG_CALLS:
+            hung_calls = HungCalls(
+                f"{what} was not called: {hung} earlier calls in this Python worker overran "
+                f"{limit} and are still running; the worker is replaced after this task"
+            )
+            results[start:] = [Raised(hung_calls)] * (n - start)
+            break
         helper = _workers.current()
         run = _Run(function, arguments, start)
         helper.runs.put(run)
@@ -208,6 +242,12 @@ def _wait(run: _Run, seconds: float) -> int | None:
 def abandoned_threads() -> int:
     """How many abandoned helper threads of this process are still running."""
     return _workers.still_running()
+
+
+def worker_must_retire() -> bool:
+    """Whether this Python worker should end after its task: an abandoned call is still running
+    in it (the threads it holds go with the process)."""
+    return _workers.still_running() > 0
 
 
 def _stack_of(thread: threading.Thread) -> str:

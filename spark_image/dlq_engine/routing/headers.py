@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from dlq_engine.model.policy import HeaderProfile, pulsar_topic
+from dlq_engine.routing.record_size import Header, shrink
 
 PREFIX: Final = "dlq."
 ORIGINAL_TOPIC: Final = "dlq.original.topic"
@@ -34,6 +35,24 @@ FAILED_AT: Final = "dlq.failed.at"
 #: The ``retry.rules`` entry that applied to the failure (``retry.rules[0]``); absent when
 #: none matched and the policy's own limit and backoff applied.
 RULE: Final = "dlq.rule"
+#: On a dead letter with ``dlq.reason: too-large``: the bytes the record would have taken as it
+#: was meant to be written (``record_size``), the limit it exceeded and the topic it was meant
+#: for (``spec.output.topic``, the retry or the dead-letter topic).
+RECORD_SIZE: Final = "dlq.record.size"
+RECORD_LIMIT: Final = "dlq.record.limit"
+RECORD_DESTINATION: Final = "dlq.record.destination"
+#: On a too-large dead letter written as a stub (its value did not fit the dead-letter topic):
+#: ``true``, the value's size and SHA-256 digest (``sha256:<hex>``); the value itself is in the
+#: dead-letter table where the policy has one. A key over ``STUB_MAX_KEY_BYTES`` is left out
+#: the same way (``dlq.key.*``); the record's own headers are left out, and counted in
+#: ``dlq.headers.omitted``, when they would not fit the stub.
+VALUE_OMITTED: Final = "dlq.value.omitted"
+VALUE_SIZE: Final = "dlq.value.size"
+VALUE_DIGEST: Final = "dlq.value.digest"
+KEY_OMITTED: Final = "dlq.key.omitted"
+KEY_SIZE: Final = "dlq.key.size"
+KEY_DIGEST: Final = "dlq.key.digest"
+HEADERS_OMITTED: Final = "dlq.headers.omitted"
 #: Written by a redrive (``DeadLetterRedrive``) on each message it sends back: how many times
 #: this message has been redriven, by which redrive, and when.
 REDRIVE_COUNT: Final = "dlq.redrive.count"
@@ -304,6 +323,22 @@ def java_big_integer(value: int) -> bytes:
 
 #: Error messages are bounded so one failure cannot make a record too large for the broker.
 MAX_MESSAGE_CHARS: Final = 2_000
+#: All the headers one failure adds (every profile's, the static dead-letter headers included)
+#: take at most this many bytes: the stack traces, then the messages, give way (``bounded``).
+#: Three profiles with an 8,000-character trace and a 2,000-character message each fit.
+MAX_FAILURE_HEADER_BYTES: Final = 32 * 1024
+#: The texts ``bounded`` may cut: stack traces keep their end, messages their start.
+CUT_KEEPING_END: Final = frozenset(
+    {ERROR_STACKTRACE, SPRING_EXCEPTION_STACKTRACE, CONNECT_EXCEPTION_STACKTRACE}
+)
+CUT_KEEPING_START: Final = frozenset({ERROR_MESSAGE, SPRING_EXCEPTION_MESSAGE, CONNECT_EXCEPTION_MESSAGE})
+
+
+def bounded(headers: Sequence[Header], budget: int) -> list[Header] | None:
+    """``headers`` within ``budget`` bytes (``record_size.headers_size``), the failure's stack
+    traces and messages cut evenly where needed, each cut one marked; None when they cannot
+    fit even so."""
+    return shrink(headers, budget, keep_end=CUT_KEEPING_END, keep_start=CUT_KEEPING_START)
 
 
 def first_header(headers: list[tuple[str, bytes | None]] | None, name: str) -> bytes | None:
@@ -336,7 +371,8 @@ def failure_headers(
     those of each other listed profile, in the list's order. A retry record is one with a
     ``deliver_at``.
 
-    ``origin`` holds the carried headers (``CARRIED``) as they should be written. With
+    ``origin`` holds the carried headers (``CARRIED``) as they should be written. All of them
+    take at most ``MAX_FAILURE_HEADER_BYTES`` (``bounded``). With
     ``pulsar_ids`` (a policy on Pulsar) the origin's offset is a packed Pulsar message id
     (``pulsar_offset``): the pulsar profile writes ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID`` as the
     Java client does, the full topic name and ``ledger:entry:partition[:batch]``.
@@ -398,7 +434,8 @@ def failure_headers(
                     else []
                 ),
             )
-    return written
+    cut = bounded(written, MAX_FAILURE_HEADER_BYTES)
+    return written if cut is None else [(name, value or b"") for name, value in cut]
 
 
 def _utf8(*pairs: tuple[str, str]) -> list[tuple[str, bytes]]:

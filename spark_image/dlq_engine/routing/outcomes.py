@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dlq_engine.model.processor_api import Message, Retry, Terminate
+from dlq_engine.model.reasons import EXHAUSTED, NON_RETRYABLE, TERMINATED, DeadLetterReason
 from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 
 #: Stack traces are cut to this many characters (the end is kept: it names the raise site).
@@ -173,7 +174,7 @@ def item_result_or_failure(
 @dataclass(frozen=True, slots=True)
 class Decision:
     route: Route
-    reason: str | None = None  # exhausted | terminated | non-retryable, for dead letters
+    reason: DeadLetterReason | None = None  # for dead letters (written or ignored) only
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,11 +201,17 @@ def decide(result: Result, failures: int, rules: Rules) -> Decision:
         limit = rules.rule_limits[result.rule] if result.rule >= 0 else rules.max_redeliver
         if failures <= limit:
             return RETRY
-        reason = "exhausted"
+        reason = EXHAUSTED
     elif result.kind is Verdict.TERMINATED:
-        reason = "terminated"
+        reason = TERMINATED
     else:
-        reason = "non-retryable"
+        reason = NON_RETRYABLE
+    return dead_letter(reason, rules)
+
+
+def dead_letter(reason: DeadLetterReason, rules: Rules) -> Decision:
+    """A dead letter for ``reason``: written, or only logged and counted under the ``ignore``
+    strategy (``stop`` is the caller's to apply: it needs the message)."""
     return Decision(Route.IGNORED if rules.strategy == "ignore" else Route.DEAD, reason)
 
 

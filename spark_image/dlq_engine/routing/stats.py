@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dlq_engine.model.reasons import DEAD_LETTER_REASONS
 from dlq_engine.routing.outcomes import Failure, Result, Route
 
 #: Upper bounds (seconds) of the processor latency histogram's buckets.
@@ -57,12 +58,10 @@ ROUTE_LABELS: Final = {
 }
 #: The ``reason`` of a failure that is retried (dead letters carry their ``dlq.reason``).
 RETRY_REASON: Final = "retry"
-#: Dead letters (written or ignored) by ``dlq.reason``: count name -> reason.
-DEAD_REASONS: Final = {
-    "dead_exhausted": "exhausted",
-    "dead_terminated": "terminated",
-    "dead_non_retryable": "non-retryable",
-    "dead_ordering_overflow": "ordering-overflow",
+#: Dead letters (written or ignored) by ``dlq.reason``: count name -> reason
+#: (``dead_exhausted``, ..., ``dead_retry_timeout``).
+DEAD_REASONS: Final[dict[str, str]] = {
+    f"dead_{reason.replace('-', '_')}": reason for reason in DEAD_LETTER_REASONS
 }
 #: A micro-batch's counts (``BatchStats.counts``, summed by ``observed_row``): routed messages
 #: (``total``: not the parked and control records of ``source.ordering: key``) by route,

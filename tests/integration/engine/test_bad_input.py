@@ -6,20 +6,42 @@ lists the same cases and outcomes."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 
 from dlq_engine.exits import EXIT_OK
+from dlq_engine.routing.record_size import EMPTY_RECORD, HEADER_OVERHEAD
 from tests.helpers import Record, read_all
 
 MAX_REDELIVER = 1
 MIB = 1024 * 1024
 BIG = bytes(range(256)) * (MIB // 256)  # 1 MiB holding every byte value
-TOPIC_CONFIG = {"max.message.bytes": str(4 * MIB)}
+#: The retry and dead-letter topics' limit (above the 1 MiB cases'); the source and output topics
+#: take 10 MB records, so that a 10 MB result meets the sink producer's limit (max.request.size)
+#: first.
+LIMIT = 3 * MIB // 2
+PRODUCER = 8 * MIB
+TOPIC_CONFIG = {"max.message.bytes": str(LIMIT)}
+LARGE_CONFIG = {"max.message.bytes": str(12 * MIB)}
+TEN_MB = bytes(range(256)) * (10_000_000 // 256 + 1)
+#: The most a source record of this test may hold beside its value: key b"k" and the headers
+#: ``case`` and ``do`` (Kafka's upper bound, ``routing.record_size``).
+HEADROOM = EMPTY_RECORD + 1 + 2 * HEADER_OVERHEAD + len("case") + len("do") + 40
+#: A value that fits its topic by 3,000 bytes: a failure's headers (a 2,000-character message,
+#: a stack trace) push it over, the same headers cut to fit do not.
+PUSHED_BY_FAILURE_TEXT = TEN_MB[: LIMIT - HEADROOM - 3_000]
+#: A value that fits by 100 bytes: even the origin and attempt of a failure push it over.
+PUSHED_BY_ANY_FAILURE = TEN_MB[: LIMIT - HEADROOM - 100]
+PIDS = "pids"
 UNSUPPORTED = "dlq_engine.routing.outcomes.UnsupportedResult"
 FAR_FUTURE = b"99999999999999"  # year 5138, in epoch milliseconds
 REDRIVEN = (
@@ -41,8 +63,11 @@ class Case:
     headers: tuple[tuple[str, bytes | None], ...] = ()
     timestamp: int | None = None
     on_retry_topic: bool = False  # produced straight onto the retry topic (forged retries)
+    retried: bool = True  # a dead-lettered source case went round the retry topic once
+    stub: bool = False  # its dead letter is a stub: no value (too large for the dead letters)
     # Expected: "output" (with ``output`` as its value, or a dict the JSON value must contain),
-    # or "dlq" with these dlq.* headers (a callable checks a header it is given).
+    # "dlq" with these dlq.* headers (a callable checks a header it is given), or "held": kept
+    # in the delay stage (due in the year 9999), routed by no batch of this run.
     ends: str = "dlq"
     output: bytes | dict[str, Any] | None = None
     dlq: dict[str, Any] = field(default_factory=dict)
@@ -62,6 +87,21 @@ def exhausted(error_class: str, message: Any, attempt: str = str(1 + MAX_REDELIV
 
 def describes(**fields: Any) -> dict[str, Any]:
     return {"attempt": 0, **fields}
+
+
+def too_large(error_class: str, message: Any, destination: str, value: bytes) -> dict[str, Any]:
+    """A stub: dead-lettered at its first attempt as ``too-large``, the value left out."""
+    return {
+        "dlq.reason": "too-large",
+        "dlq.attempt": "1",
+        "dlq.error.class": error_class,
+        "dlq.error.message": message,
+        "dlq.record.destination": lambda v: v.startswith(f"{destination}-"),
+        "dlq.record.limit": str(PRODUCER if destination == "out" else LIMIT),
+        "dlq.value.omitted": "true",
+        "dlq.value.size": str(len(value)),
+        "dlq.value.digest": f"sha256:{hashlib.sha256(value).hexdigest()}",
+    }
 
 
 CASES = [
@@ -234,6 +274,48 @@ CASES = [
             "dlq.error.stacktrace": lambda v: len(v) < 9000 and "bad_input.py" in v,
         },
     ),
+    # A record too large for the topic it is meant for never stops the pipeline.
+    Case(
+        "10mb-result",
+        "echo",
+        value=TEN_MB,
+        retried=False,
+        stub=True,
+        dlq=too_large(
+            "RecordTooLarge",
+            lambda v: (
+                v.startswith("the record (")
+                and v.endswith(
+                    f"bytes with its headers) is larger than the max.request.size of the sink's producer ({PRODUCER} bytes)"
+                )
+            ),
+            "out",
+            TEN_MB,
+        ),
+    ),
+    Case(
+        "failure-text-pushes-over",
+        "huge-message",
+        value=PUSHED_BY_FAILURE_TEXT,
+        dlq={
+            **exhausted("ValueError", lambda v: v.startswith("xxx")),
+            # The longest text gives way first: the trace, keeping its end.
+            "dlq.error.stacktrace": lambda v: v.startswith("...(truncated from ") and v.endswith("chars)\n"),
+        },
+    ),
+    Case(
+        "any-failure-pushes-over",
+        "fail",
+        value=PUSHED_BY_ANY_FAILURE,
+        retried=False,
+        stub=True,
+        dlq=too_large("RuntimeError", "always fails (attempt 0)", "retry", PUSHED_BY_ANY_FAILURE),
+    ),
+    Case(
+        "never-returns",
+        "block",
+        dlq=exhausted("TimeoutError", "the processor did not return within 1s (processor.timeout)"),
+    ),
     Case("sys-exit", "exit", dlq=exhausted("SystemExit", "3")),
     Case("keyboard-interrupt", "interrupt", dlq=exhausted("KeyboardInterrupt", "")),
     # Forged records written straight onto the retry topic.
@@ -246,6 +328,23 @@ CASES = [
         output=describes(),
     ),
     Case("retry-topic-no-deliver-at", "describe", on_retry_topic=True, ends="output", output=describes()),
+    # Near the int64 limits: clamped to 0 ... 9999-12-31 before the delay stage buckets it (the
+    # bucket arithmetic overflowed under ANSI SQL and failed the query on every restart).
+    Case(
+        "retry-topic-deliver-at-int64-max",
+        "describe",
+        on_retry_topic=True,
+        headers=(("dlq.deliver.at", b"9223372036854775807"),),
+        ends="held",
+    ),
+    Case(
+        "retry-topic-deliver-at-int64-min",
+        "describe",
+        on_retry_topic=True,
+        headers=(("dlq.deliver.at", b"-9223372036854775808"),),
+        ends="output",
+        output=describes(),
+    ),
     Case(
         "retry-topic-attempt-huge",
         "fail",
@@ -263,7 +362,7 @@ def produce_cases(bootstrap: str, topic: str, cases: list[Case]) -> dict[str, in
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "linger.ms": 5,
-            "message.max.bytes": 4 * MIB,
+            "message.max.bytes": 16 * MIB,
             "enable.idempotence": True,
         }
     )
@@ -302,25 +401,35 @@ def by_case(records: list[Record]) -> dict[str, list[Record]]:
 
 
 def test_malformed_messages_end_where_expected_with_their_reason(
-    bootstrap_servers: str, make_topic: Callable[..., str], engine: Callable[..., Any]
+    bootstrap_servers: str, make_topic: Callable[..., str], engine: Callable[..., Any], tmp_path: Path
 ) -> None:
-    names = {role: make_topic(role, config=TOPIC_CONFIG) for role in ("src", "retry", "dlq", "out")}
-    names = {"source": names["src"], "retry": names["retry"], "dlq": names["dlq"], "output": names["out"]}
-    source_cases = [c for c in CASES if not c.on_retry_topic]
-    retry_cases = [c for c in CASES if c.on_retry_topic]
+    names = {
+        "source": make_topic("src", config=LARGE_CONFIG),
+        "retry": make_topic("retry", config=TOPIC_CONFIG),
+        "dlq": make_topic("dlq", config=TOPIC_CONFIG),
+        "output": make_topic("out", config=LARGE_CONFIG),
+    }
+    pids = tmp_path / "pids"
+    cases = [
+        dataclasses.replace(c, headers=(*c.headers, (PIDS, str(pids).encode()))) if c.do == "block" else c
+        for c in CASES
+    ]
+    source_cases = [c for c in cases if not c.on_retry_topic]
+    retry_cases = [c for c in cases if c.on_retry_topic]
     offsets = produce_cases(bootstrap_servers, names["source"], source_cases)
     produce_cases(bootstrap_servers, names["retry"], retry_cases)
-    outputs = [c for c in CASES if c.ends == "output"]
-    deads = [c for c in CASES if c.ends == "dlq"]
+    outputs = [c for c in cases if c.ends == "output"]
+    deads = [c for c in cases if c.ends == "dlq"]
     # Every source case that is dead-lettered after exhausting its retries went round once.
-    retried = [c for c in deads if not c.on_retry_topic]
+    retried = [c for c in deads if not c.on_retry_topic and c.retried]
 
     running = engine(
         names,
         processor={"entrypoint": "tests.processors.bad_input:process", "timeout": "1s"},
         retry={"maxRedeliverCount": MAX_REDELIVER, "backoff": {"type": "fixed", "delay": "200ms"}},
     )
-    total = len(CASES) + len(retried)
+    held = [c for c in cases if c.ends == "held"]
+    total = len(cases) + len(retried) - len(held)
     running.wait_for(timeout=150, total=total)
     # Every batch is committed: its records are on the topics (settle: nothing more comes).
     output = by_case(
@@ -360,7 +469,7 @@ def test_malformed_messages_end_where_expected_with_their_reason(
 
     for case in deads:
         (record,) = dead[case.name]
-        assert (record.key, record.value) == (case.key, case.value), case.name
+        assert (record.key, record.value) == (case.key, None if case.stub else case.value), case.name
         kept = [(k, v) for k, v in record.headers if not k.startswith("dlq.")]
         assert kept == [(k, v) for k, v in case.produced_headers() if not k.startswith("dlq.")], case.name
         names_seen = [k for k, _ in record.headers if k.startswith("dlq.")]
@@ -381,34 +490,25 @@ def test_malformed_messages_end_where_expected_with_their_reason(
         (retry,) = retries[case.name]
         assert retry.header("dlq.attempt") == "1", case.name
         assert int(retry.header("dlq.deliver.at") or 0) < int(FAR_FUTURE), case.name  # the engine's own
+        assert retry.value == case.value, case.name
+
+    # The failure's text gave way, marked, so that the retry and the dead letter kept the value.
+    for record in (*dead["failure-text-pushes-over"], *retries["failure-text-pushes-over"]):
+        texts = (record.header("dlq.error.message") or "") + (record.header("dlq.error.stacktrace") or "")
+        assert "to fit the record's limit)" in texts
+    # A call blocked for ever in C code: each Python worker that held one ended after its task,
+    # the thread with it (it did not serve another task with the thread still there).
+    hosts = {int(line) for line in pids.read_text().split()}
+    assert len(hosts) == 2, hosts  # the first attempt and the retry, in two workers
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in hosts) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid in hosts), hosts
 
 
-def test_forged_retry_records_do_not_stop_the_engine(
-    bootstrap_servers: str, make_topic: Callable[..., str], engine: Callable[..., Any]
-) -> None:
-    names = {
-        "source": make_topic("src"),
-        "retry": make_topic("retry"),
-        "dlq": make_topic("dlq"),
-        "output": make_topic("out"),
-    }
-    cases = [
-        Case(
-            "retry-topic-deliver-at-int64-max",
-            "describe",
-            on_retry_topic=True,
-            headers=(("dlq.deliver.at", b"9223372036854775807"),),
-        ),
-        Case(
-            "retry-topic-deliver-at-int64-min",
-            "describe",
-            on_retry_topic=True,
-            headers=(("dlq.deliver.at", b"-9223372036854775808"),),
-        ),
-    ]
-    produce_cases(bootstrap_servers, names["retry"], cases)
-    running = engine(names, once=True, processor={"entrypoint": "tests.processors.bad_input:process"})
-    assert running.join(120) == EXIT_OK
-    output = by_case(read_all(bootstrap_servers, names["output"], expect=1, timeout=10))
-    # A time long past is due now (what the far-future one means is for delay.py to say).
-    assert "retry-topic-deliver-at-int64-min" in output
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
 from dlq_engine.exits import EXIT_FAILED, EXIT_OK
@@ -26,6 +27,10 @@ from tests.helpers import Record, engine_policy, produce, read_all
 from tests.processors.recording import CALLS_HEADER
 
 FORMATS = [pytest.param("delta", id="delta"), pytest.param("parquet", id="parquet")]
+#: The dead-letter topic's limit in the first test, and a dead letter that does not fit it: the
+#: topic gets a stub, the table the value.
+DEAD_LETTER_LIMIT = 1024 * 1024
+TOO_LARGE = b"terminate:" + b"x" * (DEAD_LETTER_LIMIT + 50_000)
 RECORDING = {"entrypoint": "tests.processors.recording:process"}
 #: Timestamp columns, read back as epoch milliseconds to compare with the headers.
 TIMES = ("original_timestamp", "first_failure_at", "failed_at")
@@ -81,11 +86,13 @@ def test_the_table_holds_exactly_the_dead_letters_of_the_topic(
     spark: Any,
     bootstrap_servers: str,
     topics: Callable[..., dict[str, str]],
+    make_topic: Callable[..., str],
     engine: Callable[..., Any],
     tmp_path: Path,
     kind: str,
 ) -> None:
     names = topics(partitions=2)
+    names["dlq"] = make_topic("dlq", partitions=2, config={"max.message.bytes": str(DEAD_LETTER_LIMIT)})
     table = table_spec(tmp_path, kind)
     calls_file = tmp_path / "calls"
     own = [(CALLS_HEADER, str(calls_file).encode()), ("team", b"billing"), ("team", b"second")]
@@ -102,6 +109,10 @@ def test_the_table_holds_exactly_the_dead_letters_of_the_topic(
         ],
         headers=own,
     )
+    # Too large for the dead-letter topic (the source topic takes 2 MiB, the broker's default here).
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "message.max.bytes": 2 * 1024 * 1024})
+    producer.produce(names["source"], key=b"big-1", value=TOO_LARGE, headers=own)
+    assert producer.flush(30) == 0
     # A redriven message (on the retry topic, due now) that fails for good again.
     produce(
         bootstrap_servers,
@@ -116,19 +127,19 @@ def test_the_table_holds_exactly_the_dead_letters_of_the_topic(
         retry={"nonRetryableErrors": ["LookupError"]},
         deadLetter={"table": table},
     )
-    # 16 messages, 3 redeliveries (fail-1 twice, flaky-1 once).
-    running.wait_for(total=19, dead=13)
+    # 17 messages, 3 redeliveries (fail-1 twice, flaky-1 once).
+    running.wait_for(total=20, dead=14)
     query_id = str(running.run.query.id)
     assert running.stop() == EXIT_OK
 
-    dead = read_all(bootstrap_servers, names["dlq"], expect=13, settle=1)
+    dead = read_all(bootstrap_servers, names["dlq"], expect=14, settle=1)
     rows = table_rows(spark, table)
     by_key = {row["key"]: row for row in rows}
-    assert len(rows) == len(by_key) == len(dead) == 13
+    assert len(rows) == len(by_key) == len(dead) == 14
     assert sorted(by_key) == sorted(r.key for r in dead)
     for record in dead:
         row = by_key[record.key]
-        assert row["value"] == record.value
+        assert row["value"] == (record.value if record.key != b"big-1" else TOO_LARGE)
         assert row["reason"] == record.header("dlq.reason")
         assert row["error_class"] == record.header("dlq.error.class")
         assert row["error_message"] == record.header("dlq.error.message")
@@ -150,7 +161,12 @@ def test_the_table_holds_exactly_the_dead_letters_of_the_topic(
         b"fail-1": "exhausted",
         b"nonretry-1": "non-retryable",
         b"redriven-1": "terminated",
+        b"big-1": "too-large",
     }
+    [stub] = [record for record in dead if record.key == b"big-1"]
+    assert stub.value is None
+    assert stub.header("dlq.value.size") == str(len(TOO_LARGE))
+    assert by_key[b"big-1"]["error_class"] == "dlq_engine.model.processor_api.Terminate"
     assert (by_key[b"fail-1"]["attempts"], by_key[b"fail-1"]["error_class"]) == (3, "RuntimeError")
     assert by_key[b"nonretry-1"]["error_class"] == "KeyError"
     assert by_key[b"redriven-1"]["redrive_count"] == 2
@@ -170,17 +186,22 @@ def test_the_table_holds_exactly_the_dead_letters_of_the_topic(
     # the table's write. And the observed metrics of every batch reached the runner.
     seen = calls(calls_file)
     assert set(seen.values()) == {1}, seen
-    assert len(seen) == 19
+    assert len(seen) == 20
     counts = running.run.totals.counts
     assert {name: counts[name] for name in ("total", "output", "acked", "retried", "dead", "ignored")} == {
-        "total": 19,
+        "total": 20,
         "output": 2,
         "acked": 1,
         "retried": 3,
-        "dead": 13,
+        "dead": 14,
         "ignored": 0,
     }
-    assert (counts["dead_exhausted"], counts["dead_terminated"], counts["dead_non_retryable"]) == (1, 11, 1)
+    assert (
+        counts["dead_exhausted"],
+        counts["dead_terminated"],
+        counts["dead_non_retryable"],
+        counts["dead_too_large"],
+    ) == (1, 11, 1, 1)
     assert running.run.totals.max_lateness_ms is not None  # the redeliveries' lateness was observed
 
 
@@ -283,19 +304,20 @@ def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
     spark: Any,
     bootstrap_servers: str,
     topics: Callable[..., dict[str, str]],
+    engine: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     """SIGKILL (``dlq-engine run`` as a user runs it, its whole process group) right after a
     Delta commit of the table: at that moment the batch's Spark commit is a few milliseconds
     away, so the kill lands before it or just after, and the restart replays that batch or not.
-    Either way the table ends with each dead letter exactly once."""
+    Either way the table ends with each dead letter exactly once. The restart runs on the test
+    session's Spark (the checkpoint and the table are all it needs), not a second driver."""
     names = topics()
     table = table_spec(tmp_path, "delta")
     log = Path(table["path"]) / "_delta_log"
     policy = tmp_path / "policy.yaml"
-    document = engine_policy(
-        names, bootstrap_servers, source={"maxOffsetsPerTrigger": 30}, deadLetter={"table": table}
-    )
+    spec: dict[str, Any] = {"source": {"maxOffsetsPerTrigger": 30}, "deadLetter": {"table": table}}
+    document = engine_policy(names, bootstrap_servers, **spec)
     policy.write_text(yaml.safe_dump(document))
     doomed = [(b"dead-%03d" % i, b"terminate:%d" % i) for i in range(120)]
     produce(bootstrap_servers, names["source"], doomed)
@@ -307,11 +329,9 @@ def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
         first.kill()
     assert 0 < delta_rows(table) < len(doomed)
 
-    second = start_engine(policy, tmp_path / "cp", tmp_path / "engine-2.log")
-    try:
-        second.wait_until(lambda: delta_rows(table) >= len(doomed), timeout=240, what="every dead letter")
-    finally:
-        second.stop(timeout=60)
+    second = engine(names, checkpoint=tmp_path / "cp", once=True, **spec)
+    assert second.join(240) == EXIT_OK, second.describe()
+    assert delta_rows(table) >= len(doomed)
     rows = table_rows(spark, table)
     assert sorted(row["key"] for row in rows) == [key for key, _ in doomed]
     dead = read_all(bootstrap_servers, names["dlq"], expect=len(doomed), settle=1)

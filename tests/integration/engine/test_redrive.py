@@ -512,8 +512,8 @@ def test_the_cli_dry_run_and_its_refusals(
     )
     assert bad.returncode == 2
     assert (
-        "spec.selection.reasons: must each be one of exhausted, terminated, non-retryable, got 'exploded'"
-        in bad.stderr
+        "spec.selection.reasons: must each be one of exhausted, terminated, non-retryable, "
+        "ordering-overflow, too-large, retry-timeout, got 'exploded'" in bad.stderr
     )
     assert "spec.ratePerSecond: must be 0 (no limit) or more, got -1.0" in bad.stderr
 

@@ -99,7 +99,9 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
             "billing",
             source=source,
             bootstrap=bootstrap_servers,
-            processor={"entrypoint": "tests.processors.recording:process"},
+            # No time limit (the default 30 s would turn the hang into a retry): this is the
+            # hang the limit cannot catch, which only the supervisor's resubmission ends.
+            processor={"entrypoint": "tests.processors.recording:process", "timeout": "0s"},
             output={"topic": output},
             spark={"trigger": "500ms"},
         )
