@@ -13,7 +13,7 @@ import yaml
 
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to_document
-from spark_dlq_operator import render
+from spark_dlq_operator import identity, render
 from spark_dlq_operator.config import OperatorConfig
 
 REDRIVE_PLURAL: Final = "deadletterredrives"
@@ -78,9 +78,16 @@ def spark_application(
     redrive: DeadLetterRedrive, policy: DeadLetterPolicy, *, config: OperatorConfig, owner: render.Owner
 ) -> render.Manifest:
     """The policy's own SparkApplication made into a batch job: the same image, Spark settings,
-    volumes (the policy's ConfigMap, the checkpoint volume, the Kafka client secret) plus the
+    service account, volumes (the policy's ConfigMap, the checkpoint volume, the Kafka client secret) plus the
     redrive's ConfigMap, running ``dlq-engine redrive`` and resubmitted a few times on failure."""
-    app = render.spark_application(policy, config=config, owner=owner)
+    spark_identity = identity.identity_of(config)
+    app = render.spark_application(
+        policy,
+        config=config,
+        owner=owner,
+        service_account=identity.service_account_of(policy.name, spark_identity),
+        executor_token=spark_identity.executor_token,
+    )
     own_labels = labels(redrive)
     app["metadata"] = {
         "name": application_name(redrive.name),

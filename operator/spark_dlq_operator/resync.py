@@ -6,7 +6,7 @@ policy must carry a finalizer only when its deletion has work to do (docs/refere
 blocks on an absent operator otherwise). So the resync is a task of its own, started at
 operator start-up and cancelled at clean-up, which lists the watched policies every
 ``resync_interval`` seconds and runs the same reconcile under the same per-policy lock. A round
-lists the policies, ConfigMaps and SparkApplications once per namespace, so its cost on the API
+lists the policies, ConfigMaps, SparkApplications and Leases once per namespace, so its cost on the API
 server does not grow with one read per object.
 
 With a named kopf peering, only the active replica resyncs: the peering object is read and the
@@ -28,6 +28,7 @@ from spark_dlq_operator.kubeapi import (
     CLUSTER_KOPF_PEERINGS,
     CONFIG_MAPS,
     KOPF_PEERINGS,
+    LEASES,
     POLICIES,
     SPARK_APPLICATIONS,
     Obj,
@@ -68,12 +69,14 @@ class Resync:
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
+        leases: dict[tuple[str, str], Obj] = {}
         for scope in scopes:
             bodies.extend(await services.api.list(POLICIES, scope))
             config_maps.update(_by_key(await services.api.list(CONFIG_MAPS, scope, label_selector=selector)))
             applications.update(
                 _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
             )
+            leases.update(_by_key(await services.api.list(LEASES, scope, label_selector=selector)))
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
         metrics.POLICY_STATES.keep_only(
             metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies
@@ -89,6 +92,7 @@ class Resync:
                 application=applications.get(
                     (metadata["namespace"], render.application_name(metadata["name"]))
                 ),
+                lease=leases.get((metadata["namespace"], render.lease_name(metadata["name"]))),
             )
             async with limit:
                 try:
@@ -132,7 +136,7 @@ class Resync:
         owner = reconcile.owner_of(body)
         try:
             await reconcile.supervise(
-                self._services, owner=owner, app=seen.application, config_map=seen.config_map, policy=body
+                self._services, owner=owner, app=seen.application, lease=seen.lease, policy=body
             )
         except Exception:  # logged; the next round looks again
             logger.exception("supervising %s/%s failed", owner.namespace, owner.name)
