@@ -30,9 +30,17 @@ NAMESPACE = "spark-dlq"
 
 #: Resources the operator reads cluster-wide whatever it watches (kopf's scanning).
 CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces"})
-#: The Spark drivers' rights in each namespace where policies run (the spark-operator chart's).
-DRIVER_RESOURCES = frozenset({"pods", "services", "configmaps"})
-DRIVER_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
+#: What a Spark driver needs for its executors, with the operator's Spark settings (the chart's
+#: ClusterRole for drivers; docs/security-rbac.md).
+DRIVER_RULES = (
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"],
+    },
+)
+#: The name the README's RBAC block gives the drivers' ClusterRole (the operator's default).
+README_DRIVER_CLUSTER_ROLE = "spark-dlq-spark-driver"
 
 
 class Grant(NamedTuple):
@@ -40,6 +48,8 @@ class Grant(NamedTuple):
     group: str
     resource: str
     verb: str
+    #: One object's name (``resourceNames``), or "" for every object.
+    name: str = ""
 
 
 class HelmError(AssertionError):
@@ -131,13 +141,13 @@ def env_of(deployment: Mapping[str, Any]) -> dict[str, str]:
 def expand(rules: Iterable[Mapping[str, Any]], scope: str) -> set[Grant]:
     grants: set[Grant] = set()
     for rule in rules:
-        assert not rule.get("resourceNames"), f"resourceNames are not expected here: {rule}"
         assert not rule.get("nonResourceURLs"), f"nonResourceURLs are not expected here: {rule}"
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    assert "*" not in (group, resource, verb), f"wildcard in {rule}"
-                    grants.add(Grant(scope, group, resource, verb))
+                    for name in rule.get("resourceNames") or [""]:
+                        assert "*" not in (group, resource, verb), f"wildcard in {rule}"
+                        grants.add(Grant(scope, group, resource, verb, name))
     return grants
 
 
@@ -185,9 +195,15 @@ def documented_peering_verbs() -> set[str]:
     return {verb.strip() for verb in found.group(1).split(",")}
 
 
+def driver_cluster_role(values: Mapping[str, Any], *, release: str = RELEASE) -> str:
+    """The drivers' ClusterRole the chart names for ``values``."""
+    rbac = (values.get("spark") or {}).get("rbac") or {}
+    return str(rbac.get("clusterRoleName") or f"{release}-spark-dlq-operator-spark-driver")
+
+
 def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> set[Grant]:
     """The grants the operator needs when installed with ``values`` (only the keys that matter:
-    operator.replicas, operator.watch, topics.strimzi)."""
+    operator.replicas, operator.watch, topics.strimzi, spark.rbac)."""
     operator = values.get("operator") or {}
     watch = operator.get("watch") or {}
     all_namespaces = watch.get("allNamespaces", True)
@@ -197,6 +213,8 @@ def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> 
 
     grants: set[Grant] = set()
     for rule in documented_rules():
+        if rule.get("resourceNames") == [README_DRIVER_CLUSTER_ROLE]:
+            rule = {**rule, "resourceNames": [driver_cluster_role(values)]}
         if rule["apiGroups"] == ["kafka.strimzi.io"]:
             if strimzi.get("enabled"):
                 for namespace in strimzi.get("namespaces") or ["kafka"]:
