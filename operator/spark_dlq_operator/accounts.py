@@ -66,7 +66,7 @@ async def ensure(
                 if was_made:
                     made.append(what)
                     continue
-            why = identity.conflict(current, owner, kind=desired["kind"])
+            why = identity.conflict(current, owner, kind=desired["kind"]) or identity.rebind(current, desired)
             if why is not None:
                 return ConditionState("False", "Conflict", why)
             patch = identity.repair(current, desired)

@@ -175,6 +175,20 @@ def conflict(current: Mapping[str, Any], owner: Owner, *, kind: str) -> str | No
     return f"{kind} {name} exists and is not managed by spark-dlq: delete or rename it"
 
 
+def rebind(current: Mapping[str, Any], desired: Manifest) -> str | None:
+    """Why a RoleBinding cannot be repaired in place: it names another role (a binding's
+    ``roleRef`` never changes, e.g. after a new ``--spark-driver-cluster-role``); None when it
+    names the desired one."""
+    want, have = desired.get("roleRef"), current.get("roleRef")
+    if want is None or have == want:
+        return None
+    name = desired["metadata"]["name"]
+    return (
+        f"RoleBinding {name} binds {(have or {}).get('kind')} {(have or {}).get('name')}, not "
+        f"{want['kind']} {want['name']}: delete it and the operator makes it again"
+    )
+
+
 def moved(app: Mapping[str, Any], desired: Mapping[str, Any]) -> str | None:
     """What changed in the Spark pods' identity between an existing SparkApplication and the
     desired one (their service account, the executors' token), None when nothing did. A change

@@ -177,6 +177,19 @@ def test_an_object_of_another_policy_or_of_nobody_is_not_taken() -> None:
     assert identity.conflict(orphan, OWNER, kind="ServiceAccount") is None
 
 
+def test_a_binding_of_another_role_is_not_bent_but_named() -> None:
+    desired = manifests()[4]
+    old = stored(
+        desired, roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "old"}
+    )
+    assert identity.rebind(old, desired) == (
+        "RoleBinding orders-billing-spark binds ClusterRole old, not ClusterRole dlq-spark-driver: "
+        "delete it and the operator makes it again"
+    )
+    assert identity.rebind(stored(desired), desired) is None
+    assert identity.rebind(stored(manifests()[0]), manifests()[0]) is None
+
+
 CONFIG = OperatorConfig(checkpoint_base="s3a://cp")
 
 
