@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -307,6 +308,8 @@ def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
             "SPARK_DLQ_KUBECONFIG": str(chart.kubeconfig),
         }
         env.update({e["name"]: e["value"] for e in container["env"]})
+        if os.environ.get("PYTHONPATH"):  # a checkout other than the one installed in the venv
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         assert container["command"] == ["dlq-operator"]
         program = str(Path(sys.executable).parent / "dlq-operator")
         service = Service(
@@ -483,17 +486,16 @@ def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_polic
     Lease and ConfigMap, and any ConfigMap at all."""
     namespace = chart_operator.namespace
     cluster = Cluster(kube_api, namespace)
-    for name in ("billing", "shipping"):
-        cluster.create_policy(
-            policy_document(namespace, name, source=make_topic("orders"), bootstrap=bootstrap_servers)
-        )
-    for name in ("billing", "shipping"):  # the identity is written before the SparkApplication
+    source = make_topic("orders")  # one topic, known to the broker by the time the second reads it
+    for name in ("payroll", "shipping"):
+        cluster.create_policy(policy_document(namespace, name, source=source, bootstrap=bootstrap_servers))
+    for name in ("payroll", "shipping"):  # the identity is written before the SparkApplication
         app = wait_for(lambda name=name: cluster.application(name), what=f"{name}'s SparkApplication")
         assert app["spec"]["driver"]["serviceAccount"] == f"{name}-spark"
     token = (
         client.CoreV1Api(kube_api)
         .create_namespaced_service_account_token(
-            "billing-spark", namespace, {"spec": {"expirationSeconds": 600}}
+            "payroll-spark", namespace, {"spec": {"expirationSeconds": 600}}
         )
         .status.token
     )
@@ -502,16 +504,16 @@ def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_polic
         config_file=str(token_kubeconfig(kube, folder / "kubeconfig", token))
     )
     leases, core = client.CoordinationV1Api(driver), client.CoreV1Api(driver)
-    user = f"system:serviceaccount:{namespace}:billing-spark"
+    user = f"system:serviceaccount:{namespace}:payroll-spark"
 
     # Its own Lease: the heartbeat patched in, read, replaced with its resourceVersion.
     beat = {"metadata": {"annotations": {"sparkdlq.io/heartbeat": '{"queryActive":true}'}}}
-    leases.patch_namespaced_lease("billing-heartbeat", namespace, beat)
-    own = leases.read_namespaced_lease("billing-heartbeat", namespace)
-    own.spec.holder_identity = "billing-driver"
-    leases.replace_namespaced_lease("billing-heartbeat", namespace, own)
+    leases.patch_namespaced_lease("payroll-heartbeat", namespace, beat)
+    own = leases.read_namespaced_lease("payroll-heartbeat", namespace)
+    own.spec.holder_identity = "payroll-driver"
+    leases.replace_namespaced_lease("payroll-heartbeat", namespace, own)
     assert (
-        leases.read_namespaced_lease("billing-heartbeat", namespace).spec.holder_identity == "billing-driver"
+        leases.read_namespaced_lease("payroll-heartbeat", namespace).spec.holder_identity == "payroll-driver"
     )
 
     # Another policy's Lease and ConfigMap, and any ConfigMap or Secret: refused.
@@ -522,7 +524,7 @@ def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_polic
         lambda: leases.create_namespaced_lease(namespace, {"metadata": {"name": "shipping-heartbeat-2"}})
     )
     tampered = {"data": {"policy.yaml": "tampered"}}
-    for policy_config_map in ("shipping-policy", "billing-policy"):
+    for policy_config_map in ("shipping-policy", "payroll-policy"):
         assert 'cannot patch resource "configmaps"' in forbidden(
             lambda n=policy_config_map: core.patch_namespaced_config_map(n, namespace, tampered)
         )
@@ -556,7 +558,7 @@ def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_polic
     cluster.core.create_namespaced_pod(
         namespace,
         {
-            "metadata": {"name": "billing-driver"},
+            "metadata": {"name": "payroll-driver"},
             "spec": {"automountServiceAccountToken": False, "containers": [{"name": "driver", "image": "x"}]},
         },
     )
@@ -599,11 +601,13 @@ builder = (
     .config("spark.kubernetes.namespace", namespace)
     .config("spark.kubernetes.authenticate.oauthTokenFile", token)
     .config("spark.kubernetes.authenticate.caCertFile", ca)
-    .config("spark.kubernetes.driver.pod.name", "billing-driver")
+    .config("spark.kubernetes.driver.pod.name", "payroll-driver")
     .config("spark.kubernetes.container.image", "registry.test/spark-dlq:test")
     .config("spark.executor.instances", "2")
     .config("spark.driver.host", "127.0.0.1")
     .config("spark.ui.enabled", "false")
+    # Do not wait (30 s) for executors to register: none can, no node runs them.
+    .config("spark.scheduler.minRegisteredResourcesRatio", "0")
 )
 for key, value in json.loads(conf).items():
     builder = builder.config(key, value)
