@@ -201,7 +201,9 @@ def driver_cluster_role(values: Mapping[str, Any], *, release: str = RELEASE) ->
     return str(rbac.get("clusterRoleName") or f"{release}-spark-dlq-operator-spark-driver")
 
 
-def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> set[Grant]:
+def needed(
+    values: Mapping[str, Any], *, release_namespace: str = NAMESPACE, release: str = RELEASE
+) -> set[Grant]:
     """The grants the operator needs when installed with ``values`` (only the keys that matter:
     operator.replicas, operator.watch, topics.strimzi, spark.rbac)."""
     operator = values.get("operator") or {}
@@ -214,7 +216,7 @@ def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> 
     grants: set[Grant] = set()
     for rule in documented_rules():
         if rule.get("resourceNames") == [README_DRIVER_CLUSTER_ROLE]:
-            rule = {**rule, "resourceNames": [driver_cluster_role(values)]}
+            rule = {**rule, "resourceNames": [driver_cluster_role(values, release=release)]}
         if rule["apiGroups"] == ["kafka.strimzi.io"]:
             if strimzi.get("enabled"):
                 for namespace in strimzi.get("namespaces") or ["kafka"]:

@@ -412,7 +412,7 @@ def test_helm_install_grants_exactly_what_the_operator_needs(
         assert "kubectl apply --server-side -f" in notes
         assert "DeadLetterPolicy" in notes
         account = f"{release}-spark-dlq-operator"
-        want = needed(chosen, release_namespace=release_namespace)
+        want = needed(chosen, release_namespace=release_namespace, release=release)
         scopes = {"*", release_namespace, make_namespace("other")} | {g.scope for g in want}
         rights = {(g.group, g.resource, g.verb, g.name) for g in want}
         rights |= {(*r, "") for r in [*NOT_NEEDED, *NOT_NEEDED_CLUSTER]}
