@@ -10,6 +10,7 @@ running the operator under exactly those rules, split the way the chart scopes t
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tempfile
@@ -28,8 +29,8 @@ OPERATOR_README = REPO_ROOT / "operator" / "README.md"
 RELEASE = "dlq"
 NAMESPACE = "spark-dlq"
 
-#: Resources the operator reads cluster-wide whatever it watches (kopf's scanning).
-CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces"})
+#: Resources the operator reads cluster-wide whatever it watches (kopf's scanning, the classes).
+CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces", "deadletterpolicyclasses"})
 #: What a Spark driver needs for its executors, with the operator's Spark settings (the chart's
 #: ClusterRole for drivers; docs/security-rbac.md).
 DRIVER_RULES = (
@@ -48,7 +49,7 @@ class Grant(NamedTuple):
     group: str
     resource: str
     verb: str
-    #: One object's name (``resourceNames``), or "" for every object.
+    #: One object (a rule's resourceNames), or every object of the resource ("").
     name: str = ""
 
 
@@ -99,8 +100,17 @@ def template(
         return helm(*args, *values_args(values, Path(folder)), check=check)
 
 
+#: Rendered charts by values and options: many tests render the same values (the defaults
+#: above all), and a ``helm template`` is a process start. The text is immutable; ``render``
+#: parses a fresh copy for each caller.
+_RENDERED: dict[str, str] = {}
+
+
 def render_text(values: Mapping[str, Any] | None = None, **options: Any) -> str:
-    return template(values, **options).stdout
+    key = json.dumps([values or {}, options], sort_keys=True, default=str)
+    if key not in _RENDERED:
+        _RENDERED[key] = template(values, **options).stdout
+    return _RENDERED[key]
 
 
 def render(values: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
@@ -145,8 +155,8 @@ def expand(rules: Iterable[Mapping[str, Any]], scope: str) -> set[Grant]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
+                    assert "*" not in (group, resource, verb), f"wildcard in {rule}"
                     for name in rule.get("resourceNames") or [""]:
-                        assert "*" not in (group, resource, verb), f"wildcard in {rule}"
                         grants.add(Grant(scope, group, resource, verb, name))
     return grants
 
@@ -201,11 +211,24 @@ def driver_cluster_role(values: Mapping[str, Any], *, release: str = RELEASE) ->
     return str(rbac.get("clusterRoleName") or f"{release}-spark-dlq-operator-spark-driver")
 
 
+def class_secrets(values: Mapping[str, Any]) -> list[str]:
+    """The Secrets the operator may read: the chart's class's ``operatorSecretRef``s, and
+    ``operator.rbac.classSecretNames``."""
+    klass = values.get("defaultClass") or {}
+    names = [
+        b["operatorSecretRef"]["name"]
+        for b in (klass.get("brokers") or [])
+        if klass.get("create", True) and b.get("operatorSecretRef")
+    ]
+    names += ((values.get("operator") or {}).get("rbac") or {}).get("classSecretNames") or []
+    return list(dict.fromkeys(names))
+
+
 def needed(
     values: Mapping[str, Any], *, release_namespace: str = NAMESPACE, release: str = RELEASE
 ) -> set[Grant]:
     """The grants the operator needs when installed with ``values`` (only the keys that matter:
-    operator.replicas, operator.watch, topics.strimzi, spark.rbac)."""
+    operator.replicas, operator.watch, topics.strimzi, spark.rbac, the Secrets classes name)."""
     operator = values.get("operator") or {}
     watch = operator.get("watch") or {}
     all_namespaces = watch.get("allNamespaces", True)
@@ -217,14 +240,18 @@ def needed(
     for rule in documented_rules():
         if rule.get("resourceNames") == [README_DRIVER_CLUSTER_ROLE]:
             rule = {**rule, "resourceNames": [driver_cluster_role(values, release=release)]}
-        if rule["apiGroups"] == ["kafka.strimzi.io"]:
+        if rule["resources"] == ["secrets"]:
+            # Only the Secrets classes name, only in the operator's namespace (resourceNames).
+            for name in class_secrets(values):
+                grants |= expand([{**rule, "resourceNames": [name]}], release_namespace)
+        elif rule["apiGroups"] == ["kafka.strimzi.io"]:
             if strimzi.get("enabled"):
                 for namespace in strimzi.get("namespaces") or ["kafka"]:
                     grants |= expand([rule], namespace)
         elif set(rule["resources"]) <= CLUSTER_SCOPED:
             # kopf observes namespaces only when it watches a list of them
             # (kopf._core.reactor.observation.namespace_observer: "not clusterwide").
-            if rule["resources"] == ["namespaces"] and all_namespaces:
+            if rule["resources"] == ["namespaces"] and "get" not in rule["verbs"] and all_namespaces:
                 continue
             grants |= expand([rule], "*")
         elif all_namespaces:

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from typing import Final
 
 from spark_dlq_operator import identity
+from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
+from spark_dlq_operator.governance import PodFit
 from spark_dlq_operator.kubeapi import (
     LEASES,
     ROLE_BINDINGS,
@@ -25,6 +27,7 @@ from spark_dlq_operator.kubeapi import (
     KubeApi,
     ResourceType,
 )
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.render import ConditionState, Owner
 
 _TYPES: Final[Mapping[str, ResourceType]] = {
@@ -41,8 +44,8 @@ async def ensure(
     *,
     policy_name: str,
     owner: Owner,
-    spark_identity: identity.SparkIdentity,
-    driver_cluster_role: str,
+    fit: PodFit,
+    config: OperatorConfig,
     created: bool = False,
 ) -> ConditionState | None:
     """Write the policy's identity objects; None when they are all in place, else the JobRunning
@@ -53,8 +56,8 @@ async def ensure(
         policy_name,
         namespace=owner.namespace,
         owner=owner,
-        identity=spark_identity,
-        driver_cluster_role=driver_cluster_role,
+        fit=fit,
+        config=config,
     )
     for desired in desired_objects:
         kind, name = _TYPES[desired["kind"]], desired["metadata"]["name"]
@@ -76,7 +79,7 @@ async def ensure(
             if error.status not in (400, 403, 422):
                 raise
             return ConditionState(
-                "False", "IdentityRefused", f"{what} for the Spark pods was refused: {error}"
+                "False", Reason.IDENTITY_REFUSED, f"{what} for the Spark pods was refused: {error}"
             )
     if made:
         await events.info(owner, "IdentityCreated", f"created {', '.join(made)} for the Spark pods")

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from dlq_engine.model.policy import PROVISIONERS
 from spark_dlq_operator import config as defaults
-from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.config import OperatorConfig, client_properties
 
 ENV_PREFIX = "SPARK_DLQ_"
 T = TypeVar("T")
@@ -186,8 +186,18 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "--kafka-config",
         default=env("KAFKA_CONFIG"),
         metavar="FILE",
-        help="librdkafka key=value lines for the operator's own admin clients "
-        "(security settings); env SPARK_DLQ_KAFKA_CONFIG",
+        help="librdkafka key=value lines for the operator's own admin clients (its credentials) "
+        "for the brokers --kafka-config-brokers names, while no DeadLetterPolicyClass exists (a "
+        "class names the operator's credentials for its brokers); env SPARK_DLQ_KAFKA_CONFIG",
+    )
+    topics.add_argument(
+        "--kafka-config-brokers",
+        action="append",
+        default=None,
+        metavar="BOOTSTRAP",
+        help="the bootstrap servers (host:port,...) of a broker --kafka-config is for (repeatable; env "
+        "SPARK_DLQ_KAFKA_CONFIG_BROKERS, separated by ';'): the built-in class lists these brokers "
+        "only, and the operator sends its credentials to no other",
     )
     ops = run.add_argument_group("running")
     ops.add_argument(
@@ -224,6 +234,13 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "taken over within this (default %(default)s)",
     )
     ops.add_argument(
+        "--operator-namespace",
+        default=env("OPERATOR_NAMESPACE"),
+        metavar="NS",
+        help="the operator's own namespace, where the Secrets classes name (operatorSecretRef) are "
+        "read (default: the pod's own namespace; env SPARK_DLQ_OPERATOR_NAMESPACE)",
+    )
+    ops.add_argument(
         "--kubeconfig",
         default=env("KUBECONFIG"),
         help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)",
@@ -247,13 +264,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
 def _kafka_config(path: str | None) -> tuple[tuple[str, str], ...]:
     if not path:
         return ()
-    pairs: list[tuple[str, str]] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            pairs.append((key.strip(), value.strip()))
-    return tuple(pairs)
+    return tuple(client_properties(Path(path).read_text(encoding="utf-8")).items())
 
 
 def config_from_args(
@@ -275,6 +286,14 @@ def _parse(
         parser.error("give either --namespace or --all-namespaces, not both")
     if not args.all_namespaces and not namespaces:
         parser.error("give --namespace NS (repeatable) or --all-namespaces")
+    brokers = args.kafka_config_brokers
+    if brokers is None:
+        brokers = [b.strip() for b in (_env("KAFKA_CONFIG_BROKERS", environ) or "").split(";") if b.strip()]
+    if args.kafka_config and not brokers:
+        parser.error(
+            "--kafka-config: name the brokers these credentials are for with --kafka-config-brokers "
+            "(the operator sends its credentials to no other broker)"
+        )
     config = OperatorConfig(
         namespaces=tuple(namespaces),
         all_namespaces=args.all_namespaces,
@@ -297,6 +316,8 @@ def _parse(
         peering_lifetime=args.peering_lifetime,
         kubeconfig=args.kubeconfig,
         kafka_config=_kafka_config(args.kafka_config),
+        kafka_config_brokers=tuple(brokers),
+        operator_namespace=args.operator_namespace or None,
         resync_interval=args.resync_interval,
         finalizer_timeout=args.finalizer_timeout,
     )

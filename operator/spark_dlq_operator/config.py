@@ -84,8 +84,16 @@ class OperatorConfig:
     #: A kubeconfig file; None means in-cluster, then the usual kubeconfig locations.
     kubeconfig: str | None = None
     #: Extra librdkafka settings for the operator's Kafka admin clients (``key=value`` lines):
-    #: the operator's own credentials, never the policies' secrets.
+    #: the operator's own credentials, never the policies' secrets. Used only for the brokers in
+    #: ``kafka_config_brokers``, and only while no DeadLetterPolicyClass exists (a class names the
+    #: operator's credentials for its own brokers).
     kafka_config: tuple[tuple[str, str], ...] = ()
+    #: The bootstrap servers of the brokers ``kafka_config`` is for: they become the built-in
+    #: class's broker list (policies governed by it may name only these).
+    kafka_config_brokers: tuple[str, ...] = ()
+    #: The operator's own namespace, where the Secrets a class's ``operatorSecretRef`` names live;
+    #: None: unknown (in-cluster it is read from the service account's mount).
+    operator_namespace: str | None = None
 
     #: Every policy is reconciled again this often, which repairs drift (a deleted topic, a
     #: deleted ConfigMap). A deleted SparkApplication is recreated at once.
@@ -108,3 +116,15 @@ class OperatorConfig:
     consistency_timeout: float = 30.0
     #: How many policies one resync round reconciles at a time.
     resync_concurrency: int = 8
+
+
+def client_properties(text: str) -> dict[str, str]:
+    """librdkafka ``key=value`` lines (``#`` comments and blank lines skipped): the operator's
+    ``--kafka-config`` file, or the Secret a class's ``operatorSecretRef`` names."""
+    pairs: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            pairs[key.strip()] = value.strip()
+    return pairs

@@ -19,18 +19,26 @@ from typing import Any
 
 import kopf
 
-from dlq_engine.model import PolicyError, parse_policy
-from spark_dlq_operator import kubeapi, reconcile, redrive_render, redrives, render
+from dlq_engine.model import PolicyError
+from spark_dlq_operator import kubeapi, policy_class, reconcile, redrive_render, redrives, render
+from spark_dlq_operator.classes import ClassCatalog, own_namespace
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.metrics import MetricsServer
 from spark_dlq_operator.reconcile import Services
 from spark_dlq_operator.resync import Resync
-from spark_dlq_operator.topics import AdminProvisioner, PulsarProvisioner, StrimziProvisioner
+from spark_dlq_operator.topics import (
+    AdminProvisioner,
+    PulsarProvisioner,
+    StrimziProvisioner,
+)
 
 POLICY = (render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
 APPLICATION = (render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
 REDRIVE = (render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
+POLICY_CLASS = (render.POLICY_GROUP, render.POLICY_VERSION, policy_class.CLASS_PLURAL)
+
+logger = logging.getLogger(__name__)
 
 
 def _services(memo: kopf.Memo) -> Services:
@@ -70,16 +78,27 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.startup(registry=registry, id="start")
     async def start(memo: kopf.Memo, **_: Any) -> None:
         api = kubeapi.KubeApi(await kubeapi.load_configuration(config.kubeconfig))
+        classes = ClassCatalog(api, config)
+        classes.set_operator_namespace(config.operator_namespace or own_namespace())
         services = Services(
             config=config,
             api=api,
             events=EventRecorder(api, instance=socket.gethostname()),
-            admin=AdminProvisioner(timeout=config.kafka_timeout, extra_config=dict(config.kafka_config)),
+            # No operator-wide credentials: each call passes the policy's class's for its broker.
+            admin=AdminProvisioner(timeout=config.kafka_timeout),
             strimzi=StrimziProvisioner(api),
             pulsar=PulsarProvisioner(timeout=config.kafka_timeout),
+            class_catalog=classes,
         )
+        try:
+            await classes.refresh()  # says so when the built-in class governs
+        except (kubeapi.ApiError, OSError) as error:  # governing lists them again before it starts
+            logger.warning("could not list the DeadLetterPolicyClasses yet: %s", error)
+        resync = Resync(services)
+        await resync.index_topics()
         memo["metrics"] = MetricsServer(config.metrics_port) if config.metrics_port else None
-        memo["resync"] = asyncio.create_task(Resync(services).run_forever(), name="spark-dlq resync")
+        memo["resyncer"] = resync
+        memo["resync"] = asyncio.create_task(resync.run_forever(), name="spark-dlq resync")
         memo["services"] = services
 
     @kopf.on.cleanup(registry=registry, id="stop")
@@ -103,20 +122,21 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         services = _services(memo)
         owner = reconcile.owner_of(body)
         try:
-            policy = parse_policy(dict(body))
+            governed = await services.classes.govern(dict(body))
         except PolicyError as error:
-            await reconcile.report_invalid(
-                services, owner, generation=_generation(body), issues=error.issues, trigger=str(reason)
+            await reconcile.report_refused(
+                services, owner, generation=_generation(body), error=error, trigger=str(reason)
             )
             raise kopf.PermanentError(f"invalid policy: {error}") from None
         try:
             await reconcile.reconcile(
                 services,
-                policy,
+                governed.policy,
                 owner=owner,
                 generation=_generation(body),
                 trigger=str(reason),
                 seen=reconcile.Seen(policy=body, created=_new(body, reason)),
+                fit=governed.fit,
             )
         except reconcile.TopicsNotReady as error:
             delay = error.delay * min(2**retry, 8) if error.backoff else error.delay
@@ -130,10 +150,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         services = _services(memo)
         owner = reconcile.owner_of(body)
         try:
-            policy = parse_policy(dict(body))
+            policy = (await services.classes.govern(dict(body))).policy
         except PolicyError as error:
             await services.events.warn(
-                owner, "CleanupSkipped", f"the policy is invalid, so its topics are unknown and kept: {error}"
+                owner,
+                "CleanupSkipped",
+                f"the policy is invalid or refused by its class, so its topics are unknown and kept: {error}",
             )
             return
         since = body.get("metadata", {}).get("deletionTimestamp")
@@ -141,9 +163,22 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             datetime.datetime.fromisoformat(since) if since else datetime.datetime.now(datetime.UTC)
         )
         try:
-            await reconcile.clean_up(services, policy, owner=owner, deleting_since=deleting_since)
+            await reconcile.clean_up(
+                services, policy, owner=owner, deleting_since=deleting_since, status=body.get("status")
+            )
         except reconcile.CleanupPending as error:
             raise kopf.TemporaryError(str(error), delay=error.delay) from None
+        services.claims.release(f"{owner.namespace}/{owner.name}", uid=owner.uid)
+
+    @kopf.on.event(*POLICY, registry=registry, id="topic-claims")
+    async def policy_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        """A deleted policy's topics are free at once (the resync would free them later)."""
+        if event["type"] != "DELETED":
+            return
+        metadata = event["object"].get("metadata") or {}
+        _services(memo).claims.release(
+            f"{metadata.get('namespace')}/{metadata.get('name')}", uid=metadata.get("uid")
+        )
 
     @kopf.on.event(
         *APPLICATION,
@@ -170,6 +205,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 app.get("metadata", {}).get("name"),
                 error,
             )
+
+    @kopf.on.event(*POLICY_CLASS, registry=registry, id="policy-class")
+    async def class_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        resync = memo.get("resyncer")
+        if isinstance(resync, Resync):
+            await resync.class_changed(str(event["type"]), dict(event["object"]))
 
     @kopf.on.resume(*REDRIVE, registry=registry, id="redrive")
     @kopf.on.create(*REDRIVE, registry=registry, id="redrive")

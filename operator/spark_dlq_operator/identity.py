@@ -17,11 +17,13 @@ operator writes, all owned by the policy and labelled like its other objects:
   the service account to the platform's ClusterRole for drivers (``--spark-driver-cluster-role``:
   what Spark's driver does with its executor pods, nothing else).
 
-When a platform team names one existing service account for the Spark pods
-(``SparkIdentity.service_account``: the class's ``pods.serviceAccountName``, or the operator's
-``--spark-service-account``), no service account is made and both bindings name that one: every
-policy's driver running as it may then write every such policy's Lease in the namespace, a
-weaker isolation that docs/security-rbac.md states.
+What the platform decides about that identity is the pods' fit the class gives
+(``governance.PodFit``): when it names one existing service account for the Spark pods (the
+class's ``pods.serviceAccountName``, else the operator's ``--spark-service-account``:
+``render.shared_service_account``), no service account is made and both bindings name that one:
+every policy's driver running as it may then write every such policy's Lease in the namespace,
+a weaker isolation that docs/security-rbac.md states. The class's
+``pods.serviceAccountAnnotations`` go on the per-policy service account only.
 
 Pure functions: the manifests, and whether a SparkApplication's identity is the one wanted.
 """
@@ -29,11 +31,11 @@ Pure functions: the manifests, and whether a SparkApplication's identity is the 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import PodFit
 from spark_dlq_operator.render import Manifest, Owner
 
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
@@ -41,28 +43,6 @@ COORDINATION_GROUP: Final = "coordination.k8s.io"
 #: What the driver may do to its own Lease: read it, patch the heartbeat in, and replace it with
 #: its ``resourceVersion`` (what a holder writing the Lease's spec does).
 LEASE_VERBS: Final = ("get", "update", "patch")
-
-
-@dataclass(frozen=True, slots=True)
-class SparkIdentity:
-    """What the platform decides about the identity of a policy's Spark pods."""
-
-    #: An existing service account for every policy's Spark pods; empty: one per policy.
-    service_account: str = ""
-    #: Annotations on the per-policy service account (a cloud identity, for the checkpoints).
-    service_account_annotations: Mapping[str, str] = field(default_factory=dict)
-    #: Whether executors get a service-account token (they never need one to run).
-    executor_token: bool = False
-
-
-def identity_of(config: OperatorConfig) -> SparkIdentity:
-    """The identity the operator's own configuration gives every policy."""
-    return SparkIdentity(service_account=config.spark_service_account)
-
-
-def service_account_of(policy_name: str, identity: SparkIdentity) -> str:
-    """The service account a policy's Spark pods run as."""
-    return identity.service_account or render.service_account_name(policy_name)
 
 
 def _metadata(name: str, namespace: str, policy_name: str, owner: Owner) -> dict[str, Any]:
@@ -75,19 +55,19 @@ def _metadata(name: str, namespace: str, policy_name: str, owner: Owner) -> dict
 
 
 def manifests(
-    policy_name: str, *, namespace: str, owner: Owner, identity: SparkIdentity, driver_cluster_role: str
+    policy_name: str, *, namespace: str, owner: Owner, fit: PodFit, config: OperatorConfig
 ) -> list[Manifest]:
     """The objects that give a policy's Spark pods their identity, in the order they are
     created: the service account (unless a shared one is named), the Lease, the Role on it,
-    and the two RoleBindings."""
-    account = service_account_of(policy_name, identity)
+    and the two RoleBindings (the second to ``config.spark_driver_cluster_role``)."""
+    account = render.spark_service_account(policy_name, fit, config)
     lease = render.lease_name(policy_name)
     subjects = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     objects: list[Manifest] = []
-    if not identity.service_account:
+    if not render.shared_service_account(fit, config):
         metadata = _metadata(account, namespace, policy_name, owner)
-        if identity.service_account_annotations:
-            metadata["annotations"] = dict(sorted(identity.service_account_annotations.items()))
+        if fit.service_account_annotations:
+            metadata["annotations"] = dict(sorted(fit.service_account_annotations.items()))
         objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata})
     objects += [
         {
@@ -120,7 +100,11 @@ def manifests(
             "apiVersion": f"{RBAC_GROUP}/v1",
             "kind": "RoleBinding",
             "metadata": _metadata(render.service_account_name(policy_name), namespace, policy_name, owner),
-            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": driver_cluster_role},
+            "roleRef": {
+                "apiGroup": RBAC_GROUP,
+                "kind": "ClusterRole",
+                "name": config.spark_driver_cluster_role,
+            },
             "subjects": subjects,
         },
     ]

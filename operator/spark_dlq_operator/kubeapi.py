@@ -21,6 +21,7 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from spark_dlq_operator import metrics, redrive_render, render
+from spark_dlq_operator.policy_class import CLASS_PLURAL
 
 Obj = dict[str, Any]
 
@@ -39,7 +40,8 @@ class ApiError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ResourceType:
-    """A namespaced resource type: ``group`` is empty for the core API."""
+    """A resource type: ``group`` is empty for the core API; a cluster-scoped one (and a
+    namespace itself) is addressed with namespace None."""
 
     group: str
     version: str
@@ -65,6 +67,11 @@ SERVICE_ACCOUNTS: Final = ResourceType("", "v1", "serviceaccounts")
 LEASES: Final = ResourceType("coordination.k8s.io", "v1", "leases")
 ROLES: Final = ResourceType("rbac.authorization.k8s.io", "v1", "roles")
 ROLE_BINDINGS: Final = ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings")
+#: Cluster-scoped: addressed with namespace None.
+POLICY_CLASSES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, CLASS_PLURAL)
+NAMESPACES: Final = ResourceType("", "v1", "namespaces")
+#: Only the Secrets a class names, in the operator's own namespace.
+SECRETS: Final = ResourceType("", "v1", "secrets")
 KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "kopfpeerings")
 CLUSTER_KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "clusterkopfpeerings")
 

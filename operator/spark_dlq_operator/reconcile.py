@@ -24,11 +24,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash, parse_policy
+from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash
 from dlq_engine.model.topics import broker_topic_name
-from spark_dlq_operator import accounts, identity, metrics, render
+from spark_dlq_operator import accounts, identity, metrics, render, topic_claims, topic_ownership
+from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
+from spark_dlq_operator.governance import PodFit
 from spark_dlq_operator.kubeapi import (
     CONFIG_MAPS,
     PODS,
@@ -38,7 +40,10 @@ from spark_dlq_operator.kubeapi import (
     KubeApi,
     Obj,
 )
+from spark_dlq_operator.policy_class import ClassRefusal
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
+from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
     AdminProvisioner,
     BrokerUnavailable,
@@ -58,7 +63,7 @@ _WARNING_REASONS: Final = frozenset(
         "StrimziClusterMissing",
         "Conflict",
         "Failed",
-        "InvalidSpec",
+        *Reason,
         "KafkaTopicError",
         "StrimziNotServed",
         "SparkApplicationRefused",
@@ -66,7 +71,8 @@ _WARNING_REASONS: Final = frozenset(
         "NotPickedUp",
         "EngineStalled",
         "DriverPending",
-        "IdentityRefused",
+        Reason.IDENTITY_REFUSED,
+        topic_claims.TOPIC_IN_USE,
     }
 )
 
@@ -101,6 +107,8 @@ class Services:
     strimzi: StrimziProvisioner
     #: For policies with broker type pulsar (no client is opened until one is provisioned).
     pulsar: PulsarProvisioner = field(default_factory=lambda: PulsarProvisioner(timeout=10.0))
+    #: Which policy uses which retry and dead-letter topic (``topic_claims``).
+    claims: TopicClaims = field(default_factory=TopicClaims)
     #: One lock per policy (by uid): kopf's handlers, the resync and the SparkApplication
     #: watcher never reconcile the same policy at once. Unused locks are collected.
     _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
@@ -109,6 +117,9 @@ class Services:
     #: The last SparkApplication state (and the JobRunning reason it gave) mapped onto each
     #: policy, by (namespace, name) of the application.
     job_states: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+
+    #: The DeadLetterPolicyClasses (built from ``api`` and ``config`` when not given).
+    class_catalog: ClassCatalog | None = None
 
     #: Follow-up checks of SparkApplications, by (namespace, name): one pending at a time.
     _timers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
@@ -142,6 +153,12 @@ class Services:
 
         task = asyncio.get_running_loop().create_task(later(), name=f"follow-up {key[0]}/{key[1]}")
         self._timers[key] = task
+
+    @property
+    def classes(self) -> ClassCatalog:
+        if self.class_catalog is None:
+            self.class_catalog = ClassCatalog(self.api, self.config)
+        return self.class_catalog
 
     def lock(self, uid: str) -> asyncio.Lock:
         lock = self._locks.get(uid)
@@ -288,15 +305,36 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
 
 
 async def report_invalid(
-    services: Services, owner: Owner, *, generation: int, issues: Sequence[Issue], trigger: str
+    services: Services,
+    owner: Owner,
+    *,
+    generation: int,
+    issues: Sequence[Issue],
+    trigger: str,
+    reason: Reason = Reason.INVALID_SPEC,
 ) -> None:
-    """Phase Invalid and Ready False (InvalidSpec) naming every problem. A running job is left
-    running with its last valid configuration."""
+    """Phase Invalid and Ready False (``reason``: InvalidSpec, or why the policy's class refuses
+    it) naming every problem. Nothing is created for it; a running job is left running with its
+    last valid configuration."""
     with metrics.observe(trigger) as outcome:
-        outcome.result, outcome.reason = "invalid", "InvalidSpec"
+        outcome.result, outcome.reason = "invalid", reason
         lines = [str(issue) for issue in issues]
         async with services.lock(owner.uid):
-            await write_status(services, owner, lambda _: Observation(generation=generation, invalid=lines))
+            await write_status(
+                services,
+                owner,
+                lambda _: Observation(generation=generation, invalid=lines, invalid_reason=reason),
+            )
+
+
+async def report_refused(
+    services: Services, owner: Owner, *, generation: int, error: PolicyError, trigger: str
+) -> None:
+    """``report_invalid`` for a policy ``governance.govern`` (or the model) refused."""
+    reason = error.reason if isinstance(error, ClassRefusal) else Reason.INVALID_SPEC
+    await report_invalid(
+        services, owner, generation=generation, issues=error.issues, trigger=trigger, reason=reason
+    )
 
 
 # --- the reconcile -----------------------------------------------------------------------------
@@ -309,13 +347,15 @@ async def reconcile(
     owner: Owner,
     generation: int,
     trigger: str,
+    fit: PodFit,
     seen: Seen | None = None,
 ) -> None:
-    """Bring the policy's objects to its spec and write its status. Raises TopicsNotReady."""
+    """Bring the policy's objects to its spec and write its status. ``policy`` and ``fit`` are
+    the policy as its class lets it run (``governance.Governed``). Raises TopicsNotReady."""
     async with services.lock(owner.uid):
         with metrics.observe(trigger) as outcome:
             try:
-                await _reconcile(services, policy, owner=owner, generation=generation, seen=seen)
+                await _reconcile(services, policy, owner=owner, generation=generation, seen=seen, fit=fit)
             except TopicsNotReady as error:
                 outcome.result, outcome.reason = "waiting", error.condition.reason
                 raise
@@ -333,11 +373,25 @@ class _Job:
 
 
 async def _reconcile(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, seen: Seen | None
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    generation: int,
+    seen: Seen | None,
+    fit: PodFit,
 ) -> None:
     listed = seen is not None and seen.listed
-    if seen is not None and listed and await _listing_is_stale(services, policy, owner=owner, seen=seen):
+    if (
+        seen is not None
+        and listed
+        and await _listing_is_stale(services, policy, owner=owner, seen=seen, fit=fit)
+    ):
         return
+    body = seen.policy if seen is not None else await services.api.get(POLICIES, owner.namespace, owner.name)
+    if body is None or body["metadata"].get("uid") != owner.uid:
+        return
+    await _claim_topics(services, policy, owner=owner, generation=generation, body=body)
     known_config_map, known_application = _known_before(services, policy, seen)
     config_map = (
         known_config_map.obj
@@ -345,16 +399,20 @@ async def _reconcile(
         else await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
     )
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
-    topics = await _provision_topics(
-        services, policy, owner=owner, generation=generation, provisioner=provisioner
+    topics, owned = await _provision_topics(
+        services,
+        policy,
+        owner=owner,
+        generation=generation,
+        provisioner=provisioner,
+        status=body.get("status"),
     )
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
-    spark_identity = identity.identity_of(services.config)
-    blocked = await _ensure_identity(services, policy, spark_identity, owner=owner, seen=seen)
+    blocked = await _ensure_identity(services, policy, owner=owner, seen=seen, fit=fit)
     job = (
         _Job(blocked)
         if blocked is not None
-        else await _ensure_application(services, policy, spark_identity, owner=owner, known=known_application)
+        else await _ensure_application(services, policy, owner=owner, known=known_application, fit=fit)
     )
     digest = config_hash(policy)
 
@@ -384,6 +442,7 @@ async def _reconcile(
             config_hash=digest,
             restarted=restarted,
             ordering_off=policy.source.ordering != "key",
+            owned_topics=owned,
         )
 
     written = await write_status(
@@ -399,7 +458,7 @@ async def _reconcile(
 
 
 async def _listing_is_stale(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen, fit: PodFit
 ) -> bool:
     """Whether a resync's listed policy is older than the policy now, when the ConfigMap or the
     SparkApplication would be written from it. The lists are taken one after another and the
@@ -413,7 +472,7 @@ async def _listing_is_stale(
         due = due or (app is not None and _managed(app))
     else:
         annotations = (app or {}).get("metadata", {}).get("annotations") or {}
-        account = identity.service_account_of(policy.name, identity.identity_of(services.config))
+        account = render.spark_service_account(policy.name, fit, services.config)
         due = (
             due
             or app is None
@@ -460,21 +519,60 @@ async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, conf
     return "strimzi" if await services.strimzi.served() else "admin"
 
 
+def admin_credentials(services: Services, policy: DeadLetterPolicy) -> Mapping[str, str]:
+    """The operator's own librdkafka settings for the policy's broker: what its class names
+    for it, none for a broker no class lists. Raises BrokerUnavailable when they cannot be read
+    (the condition names the Secret)."""
+    try:
+        return services.classes.admin_config(policy)
+    except CredentialsUnavailable as error:
+        raise BrokerUnavailable(str(error)) from None
+
+
+async def _claim_topics(
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, body: Mapping[str, Any]
+) -> None:
+    """Refuse the policy (TopicInUse; nothing is created for it) when another policy keeps
+    one of its retry and dead-letter topics (``topic_claims``)."""
+    refused = services.claims.claim(topic_claims.claim_of(policy, body))
+    if refused is None:
+        return
+    condition = ConditionState("False", topic_claims.TOPIC_IN_USE, refused.message)
+    await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+    raise TopicsNotReady(condition, delay=services.config.topics_retry_delay, backoff=True)
+
+
 async def _provision_topics(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, provisioner: str | None
-) -> ConditionState:
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    generation: int,
+    provisioner: str | None,
+    status: Mapping[str, Any] | None,
+) -> tuple[ConditionState, list[topic_ownership.OwnedTopic]]:
+    """Provision the topics; TopicsReady, and the ``status.ownedTopics`` entries this found
+    (written at once, before anything else can fail: ``topic_ownership``)."""
     config = services.config
     if provisioner is None:
         return ConditionState(
             "True", "NotManaged", "spec.topics.create is false: the operator does not provision the topics"
-        )
+        ), []
+    owned = topic_ownership.owned_here(policy, status)
     try:
         if provisioner == "strimzi":
-            report = await services.strimzi.ensure(policy, owner=owner)
+            report = await services.strimzi.ensure(
+                policy,
+                owner=owner,
+                owned=owned,
+                on_cluster=lambda: services.admin.existing(
+                    policy, credentials=admin_credentials(services, policy)
+                ),
+            )
         elif provisioner == PulsarProvisioner.name:
-            report = await services.pulsar.ensure(policy)
+            report = await services.pulsar.ensure(policy, owner=owner, owned=owned)
         else:
-            report = await services.admin.ensure(policy)
+            report = await services.admin.ensure(policy, credentials=admin_credentials(services, policy))
     except BrokerUnavailable as error:
         condition = ConditionState("False", "BrokerUnavailable", str(error))
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
@@ -485,13 +583,26 @@ async def _provision_topics(
         raise TopicsNotReady(condition, delay=config.topics_retry_delay, backoff=True) from None
     for name in report.created:
         await services.events.info(owner, "TopicCreated", f"created topic {name!r} ({provisioner})")
-    condition = ConditionState("True" if report.ready else "False", report.reason, report.message)
+    found = topic_ownership.entries(policy, report.owned)
+    if any(entry["name"] not in owned for entry in found):
+        services.claims.record_owned(
+            f"{owner.namespace}/{owner.name}", ((entry["broker"], entry["name"]) for entry in found)
+        )
+        await write_status(services, owner, lambda _: Observation(owned_topics=found))
+    message = report.message
+    borrowed = topic_ownership.borrowed(policy, {*owned, *report.owned})
+    if report.ready and policy.topics.delete_with_policy and borrowed:
+        message += (
+            "; kept when the policy is deleted (the operator did not create them for it): "
+            + ", ".join(repr(name) for name in borrowed)
+        )
+    condition = ConditionState("True" if report.ready else "False", report.reason, message)
     if not report.ready:
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
         waiting = report.reason == "WaitingForStrimzi"
         delay = config.strimzi_poll_delay if waiting else config.topics_retry_delay
         raise TopicsNotReady(condition, delay=delay, backoff=report.reason == "StrimziNotServed")
-    return condition
+    return condition, found
 
 
 async def _write_topics_problem(
@@ -550,10 +661,10 @@ async def _ensure_config_map(
 async def _ensure_identity(
     services: Services,
     policy: DeadLetterPolicy,
-    spark_identity: identity.SparkIdentity,
     *,
     owner: Owner,
     seen: Seen | None,
+    fit: PodFit,
 ) -> ConditionState | None:
     """The Spark pods' service account, Lease, Role and RoleBindings (``accounts.ensure``). A
     resync whose lists show the policy's Lease leaves them be: it repairs them when the Lease is
@@ -570,8 +681,8 @@ async def _ensure_identity(
         services.events,
         policy_name=policy.name,
         owner=owner,
-        spark_identity=spark_identity,
-        driver_cluster_role=services.config.spark_driver_cluster_role,
+        fit=fit,
+        config=services.config,
         created=seen is not None and seen.created,
     )
 
@@ -582,12 +693,7 @@ def _managed(app: Obj) -> bool:
 
 
 async def _ensure_application(
-    services: Services,
-    policy: DeadLetterPolicy,
-    spark_identity: identity.SparkIdentity,
-    *,
-    owner: Owner,
-    known: Known | None = None,
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, fit: PodFit, known: Known | None = None
 ) -> _Job:
     api = services.api
     name = render.application_name(policy.name)
@@ -605,13 +711,7 @@ async def _ensure_application(
                 "ConfigMap, the topics and the checkpoint are kept",
             )
         return _Job(render.JOB_SUSPENDED)
-    desired = render.spark_application(
-        policy,
-        config=services.config,
-        owner=owner,
-        service_account=identity.service_account_of(policy.name, spark_identity),
-        executor_token=spark_identity.executor_token,
-    )
+    desired = render.spark_application(policy, config=services.config, owner=owner, fit=fit)
     submitted = (
         render.unwatched(policy.namespace, services.config.spark_job_namespaces) or render.JOB_SUBMITTED
     )
@@ -923,9 +1023,10 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
     if body is None or body["metadata"].get("uid") != owner.uid or body["metadata"].get("deletionTimestamp"):
         return
     try:
-        policy = parse_policy(body)
+        governed = await services.classes.govern(body)
     except PolicyError:
         return
+    policy = governed.policy
     if policy.suspend:
         return
     await services.events.warn(
@@ -940,6 +1041,8 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
             owner=owner,
             generation=int(body["metadata"].get("generation", 0)),
             trigger="drift",
+            fit=governed.fit,
+            seen=Seen(policy=body),
         )
     except TopicsNotReady as error:
         logger.info("policy %s/%s: %s", owner.namespace, owner.name, error)
@@ -956,38 +1059,62 @@ def needs_cleanup(spec: Mapping[str, Any]) -> bool:
 
 
 async def clean_up(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, deleting_since: datetime.datetime
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    deleting_since: datetime.datetime,
+    status: Mapping[str, Any] | None = None,
 ) -> None:
-    """Delete the policy's topics. Raises CleanupPending while it may still succeed; after
+    """Delete the topics the operator created for the policy (its ``status``'s record) that no
+    other policy uses; the others are kept, named in a Warning event ``TopicsKept`` with why
+    (``topic_ownership.deletion``). Raises CleanupPending while it may still succeed; after
     ``finalizer_timeout`` it gives up with a Warning event, so deletion never blocks forever."""
     config = services.config
+    key = f"{owner.namespace}/{owner.name}"
+    plan = topic_ownership.deletion(
+        policy, status, used_by=lambda broker, name: services.claims.user_of((broker, name), besides=key)
+    )
     elapsed = (datetime.datetime.now(datetime.UTC) - deleting_since).total_seconds()
-    names = f"{policy.retry_topic!r} and {policy.dead_letter_topic!r}"
-    if elapsed >= config.finalizer_timeout:
+    names = " and ".join(repr(name) for name in plan.delete)
+    if plan.delete and elapsed >= config.finalizer_timeout:
         await services.events.warn(
             owner,
             "CleanupAbandoned",
             f"gave up deleting topics {names} after {config.finalizer_timeout:.0f}s; "
             "they are kept and must be deleted by hand",
         )
+        await _report_kept(services, owner, plan)
         return
-    try:
-        config_map = await services.api.get(
-            CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+    deleted: list[str] = []
+    if plan.delete:
+        try:
+            config_map = await services.api.get(
+                CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+            )
+            provisioner = await resolve_provisioner(services, policy, config_map)
+            if provisioner == "strimzi":
+                deleted = await services.strimzi.delete(policy, plan.delete, owner=owner)
+            elif provisioner == PulsarProvisioner.name:
+                deleted = await services.pulsar.delete(policy, plan.delete)
+            else:
+                deleted = await services.admin.delete(
+                    policy, plan.delete, credentials=admin_credentials(services, policy)
+                )
+        except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
+            delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
+            raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
+        message = (
+            f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)"
+            if deleted
+            else f"topics {names} were already gone"
         )
-        provisioner = await resolve_provisioner(services, policy, config_map)
-        if provisioner == "strimzi":
-            deleted = await services.strimzi.delete(policy)
-        elif provisioner == PulsarProvisioner.name:
-            deleted = await services.pulsar.delete(policy)
-        else:
-            deleted = await services.admin.delete(policy)
-    except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
-        delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
-        raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
-    message = (
-        f"deleted topics {deleted} with the policy (spec.topics.deleteWithPolicy)"
-        if deleted
-        else f"topics {names} were already gone"
-    )
-    await services.events.info(owner, "TopicsDeleted", message)
+        await services.events.info(owner, "TopicsDeleted", message)
+    await _report_kept(services, owner, plan)
+
+
+async def _report_kept(services: Services, owner: Owner, plan: topic_ownership.Deletion) -> None:
+    if plan.kept:
+        message = plan.kept_message()
+        logger.warning("policy %s/%s deleted: %s", owner.namespace, owner.name, message)
+        await services.events.warn(owner, "TopicsKept", message)

@@ -13,8 +13,9 @@ import yaml
 
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to_document
-from spark_dlq_operator import identity, render
+from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import NO_FIT, PodFit
 
 REDRIVE_PLURAL: Final = "deadletterredrives"
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
@@ -75,19 +76,18 @@ def config_map(redrive: DeadLetterRedrive, *, owner: render.Owner) -> render.Man
 
 
 def spark_application(
-    redrive: DeadLetterRedrive, policy: DeadLetterPolicy, *, config: OperatorConfig, owner: render.Owner
+    redrive: DeadLetterRedrive,
+    policy: DeadLetterPolicy,
+    *,
+    config: OperatorConfig,
+    owner: render.Owner,
+    fit: PodFit = NO_FIT,
 ) -> render.Manifest:
     """The policy's own SparkApplication made into a batch job: the same image, Spark settings,
-    service account, volumes (the policy's ConfigMap, the checkpoint volume, the Kafka client secret) plus the
-    redrive's ConfigMap, running ``dlq-engine redrive`` and resubmitted a few times on failure."""
-    spark_identity = identity.identity_of(config)
-    app = render.spark_application(
-        policy,
-        config=config,
-        owner=owner,
-        service_account=identity.service_account_of(policy.name, spark_identity),
-        executor_token=spark_identity.executor_token,
-    )
+    pods' fit (``policy`` and ``fit`` as its class governs it), volumes (the policy's ConfigMap,
+    the checkpoint volume, the Kafka client secret) plus the redrive's ConfigMap, running
+    ``dlq-engine redrive`` and resubmitted a few times on failure."""
+    app = render.spark_application(policy, config=config, owner=owner, fit=fit)
     own_labels = labels(redrive)
     app["metadata"] = {
         "name": application_name(redrive.name),

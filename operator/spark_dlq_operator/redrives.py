@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from dlq_engine.model import PolicyError, parse_policy
+from dlq_engine.model import PolicyError
 from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, parse_redrive
 from spark_dlq_operator import redrive_render as rr
 from spark_dlq_operator.kubeapi import (
@@ -97,12 +97,18 @@ async def _start(
         )
         return PENDING_RECHECK
     try:
-        policy = parse_policy(policy_body)
+        # The redrive runs as its policy does: its class's image, pods' fit and storage.
+        governed = await services.classes.govern(policy_body)
     except PolicyError as error:
         await _write(
-            services, body, "Pending", "PolicyInvalid", f"DeadLetterPolicy {policy_name} is invalid: {error}"
+            services,
+            body,
+            "Pending",
+            "PolicyInvalid",
+            f"DeadLetterPolicy {policy_name} is invalid or refused by its class: {error}",
         )
         return PENDING_RECHECK
+    policy = governed.policy
     if policy.is_pulsar:
         await _write(
             services,
@@ -132,7 +138,8 @@ async def _start(
     await api.create(CONFIG_MAPS, rr.config_map(redrive, owner=owner))
     try:
         await api.create(
-            SPARK_APPLICATIONS, rr.spark_application(redrive, policy, config=services.config, owner=owner)
+            SPARK_APPLICATIONS,
+            rr.spark_application(redrive, policy, config=services.config, owner=owner, fit=governed.fit),
         )
     except ApiError as error:
         if error.status not in (400, 403, 422):

@@ -22,9 +22,13 @@ from typing import Any, Final, Literal, TypedDict, TypeGuard
 import yaml
 
 from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
-from dlq_engine.model.policy import KAFKA_CLIENT_DIR
+from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
 from dlq_engine.model.topics import TopicWant
+from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import NO_FIT, PodFit
+from spark_dlq_operator.reasons import INVALID, Reason
+from spark_dlq_operator.topic_ownership import OwnedTopic
 
 Manifest = dict[str, Any]
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -202,16 +206,43 @@ def service_account_name(policy_name: str) -> str:
     return f"{application_name(policy_name)}-spark"
 
 
+def shared_service_account(fit: PodFit, config: OperatorConfig) -> str:
+    """The one existing service account every governed policy's Spark pods share, empty for one
+    per policy (made by the operator). The class's ``pods.serviceAccountName`` wins over the
+    operator's ``--spark-service-account``: the platform team owns both, and the class is the
+    narrower choice (docs/security-rbac.md: sharing is the weaker isolation)."""
+    return fit.service_account or config.spark_service_account
+
+
+def spark_service_account(policy_name: str, fit: PodFit, config: OperatorConfig) -> str:
+    """The service account a policy's Spark pods run as."""
+    return shared_service_account(fit, config) or service_account_name(policy_name)
+
+
 def lease_name(policy_name: str) -> str:
     """The policy's Lease (``coordination.k8s.io``): its driver's heartbeat."""
     return f"{application_name(policy_name)}-heartbeat"
 
 
 def checkpoint_location(policy: DeadLetterPolicy, config: OperatorConfig) -> str:
-    """``spec.spark.checkpointLocation``, else ``<checkpoint-base>/<namespace>/<name>``."""
+    """``spec.spark.checkpointLocation`` (in a cluster: where the policy's class puts it), else
+    ``<checkpoint-base>/<namespace>/<name>``."""
     if policy.spark.checkpoint_location:
         return policy.spark.checkpoint_location
     return f"{config.checkpoint_base.rstrip('/')}/{policy.namespace}/{policy.name}"
+
+
+def checkpoint_volume(
+    policy: DeadLetterPolicy, fit: PodFit, config: OperatorConfig
+) -> tuple[str, str] | None:
+    """``(claim, mount path)`` of the shared volume the policy's checkpoint is on, None when it is
+    on an object store: the class's claim at its base, else the operator's claim when the class
+    keeps the operator's base."""
+    base = (fit.checkpoint_base or config.checkpoint_base).rstrip("/")
+    claim = fit.checkpoint_claim or ("" if fit.checkpoint_base else config.checkpoint_claim or "")
+    if not claim or not checkpoint_location(policy, config).startswith(f"{base}/"):
+        return None
+    return claim, base
 
 
 # --- ConfigMap and SparkApplication ------------------------------------------------------------
@@ -249,12 +280,7 @@ def config_map(
 
 
 def spark_application(
-    policy: DeadLetterPolicy,
-    *,
-    config: OperatorConfig,
-    owner: Owner,
-    service_account: str | None = None,
-    executor_token: bool = False,
+    policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, fit: PodFit = NO_FIT
 ) -> Manifest:
     """SparkApplication ``application_name(P)`` running ``dlq-engine run -f`` on the mounted policy.
 
@@ -270,7 +296,10 @@ def spark_application(
     executors' pod templates (``spec.driver.template``, ``spec.executor.template``), which
     spark-submit itself applies: the spark-operator's mutating webhook, which is the only way
     its ``volumes``/``securityContext`` fields reach the pods, need not run for the engine to
-    find its policy and to pass restricted Pod Security.
+    find its policy and to pass restricted Pod Security. ``policy`` is the policy as its class
+    lets it run (``governance.Governed.policy``): its ``spark.pod`` goes into both templates;
+    ``fit`` is what else the class gives the pods (service account, pull secrets, checkpoint
+    volume).
     """
     digest = config_hash(policy)
     own_labels = labels(policy.name)
@@ -280,19 +309,20 @@ def spark_application(
     mounts: list[dict[str, Any]] = [
         {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
     ]
-    if config.checkpoint_claim and not policy.spark.checkpoint_location:
+    shared = checkpoint_volume(policy, fit, config)
+    if shared is not None:
         # The driver writes offsets and commits, the executors the retry stage's state: every
         # Spark pod mounts the shared volume the checkpoints live on.
-        volumes.append(
-            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": config.checkpoint_claim}}
-        )
-        mounts.append({"name": "checkpoints", "mountPath": config.checkpoint_base})
+        claim, base = shared
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": "checkpoints", "mountPath": base})
     if policy.broker.secret_ref is not None:
         # Only the secret's name: the operator never reads or copies a secret.
         volumes.append({"name": "kafka-client", "secret": {"secretName": policy.broker.secret_ref.name}})
         mounts.append({"name": "kafka-client", "mountPath": KAFKA_CLIENT_DIR, "readOnly": True})
     driver, executor = policy.spark.driver, policy.spark.executor
-    return {
+    pod = policy.spark.pod
+    application: Manifest = {
         "apiVersion": f"{SPARK_GROUP}/{SPARK_VERSION_API}",
         "kind": SPARK_KIND,
         "metadata": {
@@ -325,9 +355,7 @@ def spark_application(
             "driver": {
                 "cores": driver.cores,
                 "memory": driver.memory,
-                "serviceAccount": service_account
-                or config.spark_service_account
-                or service_account_name(policy.name),
+                "serviceAccount": spark_service_account(policy.name, fit, config),
                 "labels": dict(own_labels),
                 "annotations": {CONFIG_HASH_ANNOTATION: digest},
                 "template": pod_template(
@@ -336,6 +364,7 @@ def spark_application(
                     mounts=mounts,
                     ports=[{"name": ENGINE_METRICS_PORT_NAME, "containerPort": ENGINE_METRICS_PORT}],
                     env=[{"name": "SPARK_DLQ_METRICS_PORT", "value": str(ENGINE_METRICS_PORT)}],
+                    pod=pod,
                 ),
             },
             "executor": {
@@ -344,11 +373,21 @@ def spark_application(
                 "memory": executor.memory,
                 "labels": dict(own_labels),
                 "template": pod_template(
-                    EXECUTOR_CONTAINER, volumes=volumes, mounts=mounts, service_account_token=executor_token
+                    EXECUTOR_CONTAINER,
+                    volumes=volumes,
+                    mounts=mounts,
+                    pod=pod,
+                    service_account_token=fit.executor_service_account_token,
                 ),
             },
         },
     }
+    if fit.image_pull_secrets:
+        application["spec"]["imagePullSecrets"] = list(fit.image_pull_secrets)
+    return application
+
+
+_NO_POD: Final = PodSettings()
 
 
 def pod_template(
@@ -358,12 +397,15 @@ def pod_template(
     mounts: Sequence[Mapping[str, Any]],
     ports: Sequence[Mapping[str, Any]] = (),
     env: Sequence[Mapping[str, Any]] = (),
+    pod: PodSettings = _NO_POD,
     service_account_token: bool | None = None,
 ) -> Manifest:
     """A Spark pod template: the volumes, their mounts in the Spark container (named as Spark
-    names it), its extra ports and environment (Spark adds its own to them), the restricted
-    Pod Security contexts, and ``automountServiceAccountToken`` when ``service_account_token``
-    is given (None: the service account's own setting)."""
+    names it), its extra ports and environment (Spark adds its own to them), the restricted Pod
+    Security contexts, the pods' fit (node selector, tolerations, affinity, priority class,
+    labels and annotations; the operator's own labels are Spark's to set and win), and
+    ``automountServiceAccountToken`` when ``service_account_token`` is given (None: the service
+    account's own setting)."""
     spark_container: dict[str, Any] = {
         "name": container,
         "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
@@ -380,7 +422,22 @@ def pod_template(
     }
     if service_account_token is not None:
         spec["automountServiceAccountToken"] = service_account_token
-    return {"spec": spec}
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = [dict(t) for t in pod.tolerations]
+    if pod.affinity:
+        spec["affinity"] = copy.deepcopy(dict(pod.affinity))
+    if pod.priority_class_name:
+        spec["priorityClassName"] = pod.priority_class_name
+    template: Manifest = {"spec": spec}
+    labels_ = {k: v for k, v in pod.labels.items() if k not in (MANAGED_BY_LABEL, POLICY_LABEL)}
+    metadata = {
+        key: dict(value) for key, value in (("labels", labels_), ("annotations", pod.annotations)) if value
+    }
+    if metadata:
+        template["metadata"] = metadata
+    return template
 
 
 def restart_policy(config: OperatorConfig) -> dict[str, Any]:
@@ -414,13 +471,19 @@ def strimzi_namespace(policy: DeadLetterPolicy) -> str:
 
 
 def kafka_topic(
-    policy: DeadLetterPolicy, want: TopicWant, *, owner: Owner | None, version: str = STRIMZI_VERSIONS[0]
+    policy: DeadLetterPolicy,
+    want: TopicWant,
+    *,
+    owner: Owner | None,
+    uid: str,
+    version: str = STRIMZI_VERSIONS[0],
 ) -> Manifest:
     """A Strimzi KafkaTopic for ``want`` (``kafka.strimzi.io/<version>``), in the Kafka cluster's
-    namespace.
+    namespace, annotated with the uid of the policy it is created for (``uid``).
 
-    ``owner`` is given only when the KafkaTopic is in the policy's namespace and the topics go
-    with the policy (``deleteWithPolicy``): a garbage-collected KafkaTopic deletes its topic.
+    ``owner`` is given only when the KafkaTopic is in the policy's namespace, the topics go
+    with the policy (``deleteWithPolicy``) and the operator created the topic for it: a
+    garbage-collected KafkaTopic deletes its topic.
     """
     spec: dict[str, Any] = {"topicName": want.name}
     if want.partitions:
@@ -436,6 +499,7 @@ def kafka_topic(
             **labels(policy.name),
             POLICY_NAMESPACE_LABEL: label_value(policy.namespace),
         },
+        "annotations": {topic_ownership.POLICY_UID_KEY: uid},
     }
     if owner is not None:
         metadata["ownerReferences"] = [owner.reference()]
@@ -786,8 +850,10 @@ class Observation:
     """What one reconcile (or one SparkApplication event) learnt; None leaves a field as is."""
 
     generation: int | None = None
-    #: Set when the spec failed the model's validation: the problems, one per line.
+    #: Set when the spec failed the model's validation, or its class refused it: the problems,
+    #: one per line, and the reason.
     invalid: Sequence[str] | None = None
+    invalid_reason: Reason = Reason.INVALID_SPEC
     topics: ConditionState | None = None
     job: ConditionState | None = None
     retry_topic: str | None = None
@@ -801,6 +867,8 @@ class Observation:
     #: does not order by key (any ``status.ordering`` goes).
     ordering: OrderingStatus | None = None
     ordering_off: bool = False
+    #: Topics the operator created for the policy: added to ``status.ownedTopics``.
+    owned_topics: Sequence[OwnedTopic] = ()
 
 
 def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -> dict[str, Any]:
@@ -837,11 +905,9 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
         put("TopicsReady", observation.topics)
     if observation.job is not None:
         put("JobRunning", observation.job)
-    still_invalid = (
-        observation.generation is None and conditions.get("Ready", {}).get("reason") == "InvalidSpec"
-    )
+    still_invalid = observation.generation is None and conditions.get("Ready", {}).get("reason") in INVALID
     if observation.invalid is not None:
-        put("Ready", ConditionState("False", "InvalidSpec", "\n".join(observation.invalid)))
+        put("Ready", ConditionState("False", observation.invalid_reason, "\n".join(observation.invalid)))
     elif not still_invalid:
         put("Ready", _ready(conditions))
 
@@ -859,6 +925,8 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     ):
         if value is not None:
             status[key] = value
+    if observation.owned_topics:
+        status["ownedTopics"] = topic_ownership.merged(status.get("ownedTopics"), observation.owned_topics)
     if observation.ordering is not None:
         status["ordering"] = dict(observation.ordering)
     elif observation.ordering_off:
@@ -887,7 +955,7 @@ def phase(conditions: Mapping[str, Condition]) -> Phase:
     ready = conditions.get("Ready", {})
     topics = conditions.get("TopicsReady", {})
     job = conditions.get("JobRunning", {})
-    if ready.get("reason") == "InvalidSpec":
+    if ready.get("reason") in INVALID:
         return "Invalid"
     if job.get("reason") == "Suspended":
         return "Suspended"

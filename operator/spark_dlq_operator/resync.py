@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from dlq_engine.model import PolicyError, parse_policy
+from dlq_engine.model import PolicyError
 from spark_dlq_operator import metrics, reconcile, render
 from spark_dlq_operator.kubeapi import (
     CLUSTER_KOPF_PEERINGS,
@@ -31,6 +31,7 @@ from spark_dlq_operator.kubeapi import (
     LEASES,
     POLICIES,
     SPARK_APPLICATIONS,
+    ApiError,
     Obj,
 )
 from spark_dlq_operator.reconcile import Services
@@ -56,31 +57,56 @@ class Resync:
             except Exception:  # logged; one failed round must not end the resync for good
                 logger.exception("resync round failed")
 
-    async def round(self) -> int:
-        """One pass over all policies; how many were reconciled."""
+    def _scopes(self) -> list[str | None]:
+        config = self._services.config
+        return [None] if config.all_namespaces else list(config.namespaces)
+
+    async def index_topics(self) -> None:
+        """Fill the topic index (``topic_claims``) from a listing of every watched policy, before
+        the first reconcile: which policy keeps a topic must not depend on which policy kopf
+        happens to resume first. A failed listing is logged; the first round fills it then."""
+        claims = self._services.claims
+        listed_at = claims.now()
+        try:
+            bodies: list[Obj] = []
+            for scope in self._scopes():
+                bodies.extend(await self._services.api.list(POLICIES, scope))
+        except (ApiError, OSError) as error:
+            logger.warning("could not list the policies to index their topics: %s", error)
+            return
+        claims.rebuild(bodies, listed_at=listed_at, parse=self._services.classes.effective_policy)
+
+    async def round(self, *, which: Callable[[Obj], bool] | None = None) -> int:
+        """One pass over all policies (``which``: reconcile only those it selects, without
+        listing the classes again); how many were reconciled."""
         services = self._services
         if services.config.peering and not await self._active():
+            await self.index_topics()  # a standby takes over with an index of now
             return 0
+        if which is None:
+            await services.classes.refresh()
         # Three lists per namespace instead of three reads per policy.
-        scopes: list[str | None] = (
-            [None] if services.config.all_namespaces else list(services.config.namespaces)
-        )
         selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
         leases: dict[tuple[str, str], Obj] = {}
-        for scope in scopes:
+        listed_at = services.claims.now()
+        for scope in self._scopes():
             bodies.extend(await services.api.list(POLICIES, scope))
             config_maps.update(_by_key(await services.api.list(CONFIG_MAPS, scope, label_selector=selector)))
             applications.update(
                 _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
             )
             leases.update(_by_key(await services.api.list(LEASES, scope, label_selector=selector)))
+        services.claims.rebuild(bodies, listed_at=listed_at, parse=services.classes.effective_policy)
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
-        metrics.POLICY_STATES.keep_only(
-            metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies
-        )
+        if which is None:
+            metrics.POLICY_STATES.keep_only(
+                metrics.policy_label(b["metadata"]["namespace"], b["metadata"]["name"]) for b in bodies
+            )
+        else:
+            bodies = [b for b in bodies if which(b)]
         metrics.RESYNC_PENDING.set(len(bodies))
 
         async def one(body: Obj) -> bool:
@@ -104,8 +130,28 @@ class Resync:
                     metrics.RESYNC_PENDING.dec()
 
         done = await asyncio.gather(*(one(body) for body in bodies))
-        self.rounds += 1
+        if which is None:
+            self.rounds += 1
         return sum(done)
+
+    async def class_changed(self, event: str, obj: Mapping[str, Any]) -> int:
+        """A DeadLetterPolicyClass watch event (``DELETED`` or another): reconcile the policies
+        the class governs (those naming it, and those naming none when it is or was the default,
+        or when the built-in class starts or stops governing them); how many were reconciled. A
+        policy waiting for a class that did not exist is among them."""
+        classes = self._services.classes
+        name = str((obj.get("metadata") or {}).get("name"))
+        was_default, had_classes = name in classes.default_names(), bool(classes.classes)
+        changed = classes.remove(name) if event == "DELETED" else classes.update(obj)
+        if not changed:
+            return 0
+        default = was_default or name in classes.default_names() or had_classes != bool(classes.classes)
+
+        def governed_by_it(policy: Obj) -> bool:
+            named = (policy.get("spec") or {}).get("className")
+            return named == name or (not named and default)
+
+        return await self.round(which=governed_by_it)
 
     async def _reconcile(self, body: Obj, seen: reconcile.Seen) -> bool:
         metadata = body["metadata"]
@@ -114,15 +160,24 @@ class Resync:
         owner = reconcile.owner_of(body)
         generation = int(metadata.get("generation", 0))
         try:
-            policy = parse_policy(body)
+            governed = await self._services.classes.govern(body)
         except PolicyError as error:
-            await reconcile.report_invalid(
-                self._services, owner, generation=generation, issues=error.issues, trigger="resync"
+            await reconcile.report_refused(
+                self._services, owner, generation=generation, error=error, trigger="resync"
             )
+            return False
+        except Exception:  # logged; one policy's failure must not stop the others
+            logger.exception("resync of %s/%s failed", owner.namespace, owner.name)
             return False
         try:
             await reconcile.reconcile(
-                self._services, policy, owner=owner, generation=generation, trigger="resync", seen=seen
+                self._services,
+                governed.policy,
+                owner=owner,
+                generation=generation,
+                trigger="resync",
+                seen=seen,
+                fit=governed.fit,
             )
         except reconcile.TopicsNotReady as error:
             logger.info("resync of %s/%s: %s", owner.namespace, owner.name, error)

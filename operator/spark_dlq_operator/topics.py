@@ -10,6 +10,14 @@ pulsar) creates the topics through Pulsar's admin REST API, partitioned like the
 the durable subscriptions that keep what they hold from Pulsar's retention. All report a
 ``TopicsReport`` that the reconcile turns into the ``TopicsReady`` condition; an unreachable
 broker is an exception, ``BrokerUnavailable``, so the reconcile can retry with backoff.
+
+Topics are owned, not borrowed (``topic_ownership``): each report names the topics the
+operator created for the policy (``owned``), and only those get what only an owner may do:
+Pulsar's subscriptions, a KafkaTopic's spec and owner reference, deletion. A topic that exists
+is used as it is. A KafkaTopic takes over a topic of its name that the cluster already has
+(Strimzi's topic operator adopts it, puts the KafkaTopic's config on it and deletes it with
+the KafkaTopic), so the ``strimzi`` provisioner creates one only for a topic that no other
+KafkaTopic names and the cluster does not have (asked through the Admin API).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -29,9 +37,10 @@ from confluent_kafka.cimpl import NewTopic
 
 from dlq_engine.model import DeadLetterPolicy
 from dlq_engine.model.policy import pulsar_topic
-from dlq_engine.model.topics import PulsarSubscriptionWant, pulsar_subscriptions, wanted_topics
+from dlq_engine.model.topics import PulsarSubscriptionWant, TopicWant, pulsar_subscriptions, wanted_topics
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
+from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -63,24 +72,45 @@ class TopicsReport:
     created: tuple[str, ...] = ()
     #: Human-readable drift findings (an existing topic with fewer partitions than wanted).
     drift: tuple[str, ...] = field(default=())
+    #: The topics the operator created for this policy, as far as this provisioning knows: the
+    #: ones created now, and those the broker says were created for it (a Pulsar topic's
+    #: property, a KafkaTopic's annotation). Named as the policy's broker names them.
+    owned: tuple[str, ...] = ()
+
+
+#: librdkafka settings for the operator's admin client on one broker (its identity there), or
+#: None: no settings of its own beyond the operator-wide ones.
+Credentials = Mapping[str, str] | None
 
 
 class AdminProvisioner:
-    """Creates missing topics through the Kafka Admin API; deletes them on request."""
+    """Creates missing topics through the Kafka Admin API; deletes the ones it is told to.
+
+    The operator's identity on a broker is ``extra_config`` (operator-wide) overlaid with the
+    ``credentials`` a call passes for that broker (a class's operator Secret); one client per
+    broker and identity. ``client_factory`` builds a client from its librdkafka settings."""
 
     name: Final = "admin"
 
-    def __init__(self, *, timeout: float, extra_config: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        extra_config: Mapping[str, str] | None = None,
+        client_factory: Callable[[dict[str, Any]], Any] = AdminClient,
+    ) -> None:
         self._timeout = timeout
         self._extra = dict(extra_config or {})
-        self._clients: dict[str, AdminClient] = {}
+        self._factory = client_factory
+        self._clients: dict[tuple[str, tuple[tuple[str, str], ...]], AdminClient] = {}
 
     def close(self) -> None:
         """Drop the clients (librdkafka closes a client when it is garbage-collected)."""
         self._clients.clear()
 
-    def _client(self, bootstrap_servers: str) -> AdminClient:
-        client = self._clients.get(bootstrap_servers)
+    def _client(self, bootstrap_servers: str, credentials: Credentials = None) -> AdminClient:
+        key = (bootstrap_servers, tuple(sorted((credentials or {}).items())))
+        client = self._clients.get(key)
         if client is None:
             conf: dict[str, Any] = {
                 "bootstrap.servers": bootstrap_servers,
@@ -88,8 +118,9 @@ class AdminProvisioner:
                 "socket.connection.setup.timeout.ms": int(self._timeout * 1000),
                 "logger": logging.getLogger(f"{__name__}.librdkafka"),
                 **self._extra,
+                **(credentials or {}),
             }
-            client = self._clients[bootstrap_servers] = AdminClient(conf)
+            client = self._clients[key] = self._factory(conf)
         return client
 
     async def _run(self, admin: AdminClient, call: Callable[[], T]) -> T:
@@ -99,9 +130,10 @@ class AdminProvisioner:
         finally:
             admin.poll(0)
 
-    async def _partitions(self, policy: DeadLetterPolicy) -> dict[str, int]:
-        """Every topic of the cluster and its partition count."""
-        admin = self._client(policy.broker.bootstrap_servers)
+    async def existing(self, policy: DeadLetterPolicy, *, credentials: Credentials = None) -> dict[str, int]:
+        """Every topic of the policy's cluster (that the operator may describe) and its
+        partition count."""
+        admin = self._client(policy.broker.bootstrap_servers, credentials)
         try:
             metadata = await self._run(admin, lambda: admin.list_topics(timeout=self._timeout))
         except KafkaException as error:
@@ -110,8 +142,10 @@ class AdminProvisioner:
             ) from None
         return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
 
-    async def ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
-        partitions = await self._partitions(policy)
+    async def ensure(self, policy: DeadLetterPolicy, *, credentials: Credentials = None) -> TopicsReport:
+        """Create the missing topics; ``owned`` is what this call created (an existing topic,
+        and a create answered TOPIC_ALREADY_EXISTS, are someone's, maybe this policy's)."""
+        partitions = await self.existing(policy, credentials=credentials)
         source_partitions = partitions.get(policy.source.topic)
         if not policy.topics.partitions and source_partitions is None:
             return TopicsReport(
@@ -125,7 +159,7 @@ class AdminProvisioner:
         created: list[str] = []
         problems: list[str] = []
         if missing:
-            admin = self._client(policy.broker.bootstrap_servers)
+            admin = self._client(policy.broker.bootstrap_servers, credentials)
             new = [
                 NewTopic(
                     w.name,
@@ -150,7 +184,9 @@ class AdminProvisioner:
                 except TimeoutError:
                     raise BrokerUnavailable(f"creating topic {name!r} timed out") from None
         if problems:
-            return TopicsReport(False, "CreateFailed", "; ".join(problems), created=tuple(created))
+            return TopicsReport(
+                False, "CreateFailed", "; ".join(problems), created=tuple(created), owned=tuple(created)
+            )
         drift = tuple(
             f"topic {w.name!r} has {partitions[w.name]} partitions, {w.partitions} wanted "
             "(the operator never changes an existing topic's partitions)"
@@ -160,15 +196,21 @@ class AdminProvisioner:
         message = f"topics {wants[0].name!r} and {wants[1].name!r} exist"
         if drift:
             message += "; drift: " + "; ".join(drift)
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=drift)
+        return TopicsReport(
+            True, "TopicsReady", message, created=tuple(created), drift=drift, owned=tuple(created)
+        )
 
-    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
-        """Delete the retry and dead-letter topics; the names that were deleted."""
-        admin = self._client(policy.broker.bootstrap_servers)
-        names = [policy.retry_topic, policy.dead_letter_topic]
+    async def delete(
+        self, policy: DeadLetterPolicy, names: Sequence[str], *, credentials: Credentials = None
+    ) -> list[str]:
+        """Delete the topics ``names`` on the policy's cluster (the ones the operator created for
+        it: ``topic_ownership.deletion``); the names that were deleted."""
+        if not names:
+            return []
+        admin = self._client(policy.broker.bootstrap_servers, credentials)
         try:
             futures = admin.delete_topics(
-                names, request_timeout=self._timeout, operation_timeout=self._timeout
+                list(names), request_timeout=self._timeout, operation_timeout=self._timeout
             )
         except KafkaException as error:
             raise BrokerUnavailable(_describe(error)) from None
@@ -197,14 +239,23 @@ _EARLIEST: Final = {"ledgerId": -1, "entryId": -1}
 _NOT_FOUND: Final = object()
 _EXISTS: Final = object()
 _JSON: Final = {"Content-Type": "application/json"}
+#: The content type under which Pulsar's admin API takes a partitioned topic's partitions with
+#: its properties (``PartitionedTopicMetadata``).
+_PARTITIONED_METADATA: Final = "application/vnd.partitioned-topic-metadata+json"
 
 
 class PulsarProvisioner:
     """Creates a Pulsar policy's retry and dead-letter topics through the admin REST API, with
     as many partitions as the source (none when the source has none, or ``topics.partitions``),
-    and the durable subscriptions of ``pulsar_subscriptions``. Never changes an existing topic:
-    a partition count other than wanted is reported as drift. Creating what exists (409) is
-    success, so a retried or repeated reconcile converges."""
+    and, on the topics it created for the policy, the durable subscriptions of
+    ``pulsar_subscriptions``. Never changes an existing topic: a partition count other than
+    wanted is reported as drift. Creating what exists (409) is success, so a retried or
+    repeated reconcile converges.
+
+    A topic is created with the property ``sparkdlq.io/policy-uid`` (the policy's uid): a topic
+    that carries it was created for that policy, even when the operator stopped before it
+    recorded so. A topic without it is someone else's: no subscription is added to it (a
+    subscription that never acknowledges would keep everything written to that topic)."""
 
     name: Final = "pulsar"
 
@@ -217,7 +268,15 @@ class PulsarProvisioner:
             await self._session.close()
             self._session = None
 
-    async def _call(self, policy: DeadLetterPolicy, method: str, path: str, body: Any = None) -> Any:
+    async def _call(
+        self,
+        policy: DeadLetterPolicy,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = _JSON["Content-Type"],
+    ) -> Any:
         """One admin call; its JSON answer (None when empty), ``_NOT_FOUND`` for a 404 and
         ``_EXISTS`` for a 409. Another 4xx raises ``_Refused``; no answer, or a 5xx (the broker
         cannot now: starting, no bookie), raises ``BrokerUnavailable``."""
@@ -226,9 +285,12 @@ class PulsarProvisioner:
         base = policy.broker.admin_url.rstrip("/")
         url = f"{base}/admin/v2/{path}"
         call = f"{method} {url}"
+        data = None if body is None else json.dumps(body)
         try:
             # Pulsar answers 415 to a PUT without a JSON content type, even one with no body.
-            async with self._session.request(method, url, json=body, headers=_JSON) as answer:
+            async with self._session.request(
+                method, url, data=data, headers={"Content-Type": content_type}
+            ) as answer:
                 status, text, phrase = answer.status, await answer.text(), answer.reason or ""
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             raise BrokerUnavailable(
@@ -251,13 +313,45 @@ class PulsarProvisioner:
         found = await self._call(policy, "GET", f"{pulsar_topic(name).rest_path}/partitions")
         return None if found is _NOT_FOUND else int(found.get("partitions", 0))
 
-    async def ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+    async def _created_for(self, policy: DeadLetterPolicy, name: str) -> str | None:
+        """The uid of the policy the topic was created for (its property), or None."""
+        found = await self._call(policy, "GET", f"{pulsar_topic(name).rest_path}/properties")
+        if not isinstance(found, Mapping):
+            return None
+        uid = found.get(POLICY_UID_KEY)
+        return str(uid) if uid else None
+
+    async def _create(self, policy: DeadLetterPolicy, name: str, partitions: int, uid: str) -> bool:
+        """Create the topic with the owner's property; False when it exists already."""
+        topic = pulsar_topic(name)
+        properties = {POLICY_UID_KEY: uid}
+        if partitions:
+            answer = await self._call(
+                policy,
+                "PUT",
+                f"{topic.rest_path}/partitions",
+                {"partitions": partitions, "properties": properties},
+                content_type=_PARTITIONED_METADATA,
+            )
+        else:
+            answer = await self._call(policy, "PUT", topic.rest_path, properties)
+        if answer is _NOT_FOUND:  # the namespace (a topic's own 404 is "not found" too)
+            raise _Refused(f"creating {topic.full_name!r}: its tenant or namespace does not exist")
+        return answer is not _EXISTS
+
+    async def ensure(
+        self, policy: DeadLetterPolicy, *, owner: render.Owner, owned: Collection[str] = ()
+    ) -> TopicsReport:
+        """Create what is missing; ``owned``: the topics (full names) recorded as created for
+        the policy."""
         try:
-            return await self._ensure(policy)
+            return await self._ensure(policy, owner=owner, owned=owned)
         except _Refused as error:
             return TopicsReport(False, "CreateFailed", f"Pulsar's admin API refused {error}")
 
-    async def _ensure(self, policy: DeadLetterPolicy) -> TopicsReport:
+    async def _ensure(
+        self, policy: DeadLetterPolicy, *, owner: render.Owner, owned: Collection[str]
+    ) -> TopicsReport:
         source_partitions = await self._partitions(policy, policy.source.topic)
         if not policy.topics.partitions and source_partitions is None:
             return TopicsReport(
@@ -268,50 +362,59 @@ class PulsarProvisioner:
             )
         wants = wanted_topics(policy, source_partitions=source_partitions)
         created: list[str] = []
+        mine: list[str] = []
         drift: list[str] = []
         for want in wants:
             topic = pulsar_topic(want.name)
             wanted = want.partitions or 0
             found = await self._partitions(policy, want.name)
             if found is None:
-                if wanted:
-                    answer = await self._call(policy, "PUT", f"{topic.rest_path}/partitions", wanted)
-                else:
-                    answer = await self._call(policy, "PUT", topic.rest_path)
-                if answer is _NOT_FOUND:  # the namespace (a topic's own 404 is "not found" too)
-                    raise _Refused(f"creating {topic.full_name!r}: its tenant or namespace does not exist")
-                if answer is not _EXISTS:
+                if await self._create(policy, want.name, wanted, owner.uid):
                     created.append(topic.full_name)
+                    mine.append(topic.full_name)
                 found = await self._partitions(policy, want.name)
+            if topic.full_name not in mine and (
+                topic.full_name in owned or await self._created_for(policy, want.name) == owner.uid
+            ):
+                mine.append(topic.full_name)
             if found is not None and found != wanted:
                 drift.append(
                     f"topic {topic.full_name!r} has {_pulsar_partitions(found)}, {_pulsar_partitions(wanted)} "
                     "wanted (the operator never changes an existing topic's partitions)"
                 )
-        for sub in pulsar_subscriptions(policy):
+        subscribed = [s for s in pulsar_subscriptions(policy) if pulsar_topic(s.topic).full_name in mine]
+        for sub in subscribed:
             await self._subscribe(policy, sub)
         names = " and ".join(repr(pulsar_topic(w.name).full_name) for w in wants)
-        kept = ", ".join(
-            f"{s.subscription!r} on {pulsar_topic(s.topic).full_name!r}" for s in pulsar_subscriptions(policy)
-        )
-        message = f"topics {names} exist; durable subscriptions {kept}"
+        message = f"topics {names} exist"
+        if subscribed:
+            kept = ", ".join(f"{s.subscription!r} on {pulsar_topic(s.topic).full_name!r}" for s in subscribed)
+            message += f"; durable subscriptions {kept}"
+        others = [pulsar_topic(w.name).full_name for w in wants if pulsar_topic(w.name).full_name not in mine]
+        if others:
+            message += (
+                "; no subscription on " + " and ".join(repr(n) for n in others) + ": the operator did not "
+                "create it for this policy"
+            )
         if drift:
             message += "; drift: " + "; ".join(drift)
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created), drift=tuple(drift))
+        return TopicsReport(
+            True, "TopicsReady", message, created=tuple(created), drift=tuple(drift), owned=tuple(mine)
+        )
 
     async def _subscribe(self, policy: DeadLetterPolicy, sub: PulsarSubscriptionWant) -> None:
-        """A durable subscription from the earliest message (a topic that existed before keeps
-        what it already holds too); one that exists is left where it is."""
+        """A durable subscription from the earliest message; one that exists is left where it is."""
         topic = pulsar_topic(sub.topic)
         path = f"{topic.rest_path}/subscription/{sub.subscription}"
         if await self._call(policy, "PUT", path, _EARLIEST) is _NOT_FOUND:
             raise _Refused(f"subscribing {sub.subscription!r} to {topic.full_name!r}: the topic is gone")
 
-    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
-        """Delete the retry and dead-letter topics with their subscriptions (``force``); the
-        names that were deleted. A refusal is raised as ``BrokerUnavailable`` (retried)."""
+    async def delete(self, policy: DeadLetterPolicy, names: Sequence[str]) -> list[str]:
+        """Delete the topics ``names`` (full names: the ones the operator created for the policy)
+        with their subscriptions (``force``); the names that were deleted. A refusal is raised
+        as ``BrokerUnavailable`` (retried)."""
         deleted: list[str] = []
-        for name in (policy.retry_topic, policy.dead_letter_topic):
+        for name in names:
             topic = pulsar_topic(name)
             try:
                 found = await self._partitions(policy, name)
@@ -400,7 +503,17 @@ class StrimziProvisioner:
         if error.status == 404:
             self._version = None
 
-    async def ensure(self, policy: DeadLetterPolicy, *, owner: render.Owner) -> TopicsReport:
+    async def ensure(
+        self,
+        policy: DeadLetterPolicy,
+        *,
+        owner: render.Owner,
+        on_cluster: Callable[[], Awaitable[Collection[str]]],
+        owned: Collection[str] = (),
+    ) -> TopicsReport:
+        """Write the policy's KafkaTopics. ``owned``: the topics recorded as created for the
+        policy; ``on_cluster``: the topics the Kafka cluster has (asked only before a KafkaTopic
+        would be created for a topic not in ``owned``)."""
         if not policy.topics.strimzi.cluster:
             return TopicsReport(
                 False,
@@ -413,89 +526,164 @@ class StrimziProvisioner:
         except StrimziNotServed as error:
             return TopicsReport(False, "StrimziNotServed", str(error))
         try:
-            return await self._ensure(policy, owner=owner, kind=kind)
+            return await self._ensure(policy, owner=owner, kind=kind, on_cluster=on_cluster, owned=owned)
         except ApiError as error:
             self._forget_version(error)
             raise
 
     async def _ensure(
-        self, policy: DeadLetterPolicy, *, owner: render.Owner, kind: ResourceType
+        self,
+        policy: DeadLetterPolicy,
+        *,
+        owner: render.Owner,
+        kind: ResourceType,
+        on_cluster: Callable[[], Awaitable[Collection[str]]],
+        owned: Collection[str],
     ) -> TopicsReport:
         namespace = render.strimzi_namespace(policy)
+        listed: list[Obj] | None = None
         source_partitions = None
         if not policy.topics.partitions:
-            source_partitions = await self._source_partitions(kind, namespace, policy.source.topic)
-        owned = owner if namespace == policy.namespace and policy.topics.delete_with_policy else None
+            listed = await self._api.list(kind, namespace)
+            source_partitions = _partitions_of(listed, policy.source.topic)
+        in_cluster: Collection[str] | None = None
         created: list[str] = []
+        mine: list[str] = []
         waiting: list[str] = []
         notes: list[str] = []
         for want in wanted_topics(policy, source_partitions=source_partitions):
-            desired = render.kafka_topic(policy, want, owner=owned, version=kind.version)
-            name = desired["metadata"]["name"]
+            name = render.kafka_topic_name(want.name)
             current = await self._api.get(kind, namespace, name)
             if current is None:
-                current, made = await self._api.create(kind, desired)
-                if made:
-                    created.append(want.name)
-            if (current.get("spec") or {}).get("topicName", name) != want.name:
+                if listed is None:
+                    listed = await self._api.list(kind, namespace)
+                other = _naming(listed, want.name)
+                if other is not None:
+                    current = other
+                else:
+                    if want.name not in owned:
+                        if in_cluster is None:
+                            in_cluster = await on_cluster()
+                        if want.name in in_cluster:
+                            notes.append(
+                                f"topic {want.name!r} exists in the Kafka cluster without a KafkaTopic and is "
+                                "used as it is (a KafkaTopic would take it over)"
+                            )
+                            continue
+                    desired = self._desired(policy, want, owner=owner, kind=kind, mine=True)
+                    current, made = await self._api.create(kind, desired)
+                    if made:
+                        created.append(want.name)
+            kafka_topic_name = current["metadata"]["name"]
+            if (current.get("spec") or {}).get("topicName", kafka_topic_name) != want.name:
                 return TopicsReport(
                     False,
                     "Conflict",
-                    f"KafkaTopic {namespace}/{name} exists for another "
+                    f"KafkaTopic {namespace}/{kafka_topic_name} exists for another "
                     f"topic ({current['spec'].get('topicName')!r})",
                     created=tuple(created),
+                    owned=tuple(mine),
                 )
-            if _ours(current, policy):
+            ours = _ours(current, policy)
+            creator = _creator(current)
+            if ours and creator == owner.uid:
+                mine.append(want.name)
+            if ours and creator in (None, owner.uid):
+                desired = self._desired(policy, want, owner=owner, kind=kind, mine=want.name in mine)
                 patch = _kafka_topic_patch(current, desired)
                 if patch:
-                    current = await self._api.patch(kind, namespace, name, patch)
+                    current = await self._api.patch(kind, namespace, kafka_topic_name, patch)
+            elif ours:
+                notes.append(
+                    f"KafkaTopic {namespace}/{kafka_topic_name} was created for an earlier policy of this name "
+                    "and is used as it is"
+                )
             else:
-                notes.append(f"KafkaTopic {namespace}/{name} is managed outside spark-dlq and used as it is")
+                notes.append(
+                    f"KafkaTopic {namespace}/{kafka_topic_name} is managed outside spark-dlq and used as it is"
+                )
             ready, why = render.strimzi_ready(current)
             if not ready:
-                waiting.append(f"KafkaTopic {namespace}/{name}: {why}")
+                waiting.append(f"KafkaTopic {namespace}/{kafka_topic_name}: {why}")
         if waiting:
-            return TopicsReport(False, "WaitingForStrimzi", "; ".join(waiting), created=tuple(created))
-        message = "; ".join(["Strimzi reports both KafkaTopics Ready", *notes])
+            return TopicsReport(
+                False, "WaitingForStrimzi", "; ".join(waiting), created=tuple(created), owned=tuple(mine)
+            )
+        message = "; ".join(["Strimzi reports the KafkaTopics Ready", *notes])
         if not policy.topics.partitions and source_partitions is None:
             message += "; the source topic has no KafkaTopic here, so the broker's default partitions apply"
-        return TopicsReport(True, "TopicsReady", message, created=tuple(created))
+        return TopicsReport(True, "TopicsReady", message, created=tuple(created), owned=tuple(mine))
 
-    async def _source_partitions(self, kind: ResourceType, namespace: str, topic: str) -> int | None:
-        for item in await self._api.list(kind, namespace):
-            spec = item.get("spec") or {}
-            if spec.get("topicName", item["metadata"]["name"]) == topic and spec.get("partitions"):
-                return int(spec["partitions"])
-        return None
+    @staticmethod
+    def _desired(
+        policy: DeadLetterPolicy, want: TopicWant, *, owner: render.Owner, kind: ResourceType, mine: bool
+    ) -> Obj:
+        """The KafkaTopic as the operator writes it; an owner reference (garbage collection
+        deletes the topic with the policy) only on one it created for this policy."""
+        namespace = render.strimzi_namespace(policy)
+        collect = mine and namespace == policy.namespace and policy.topics.delete_with_policy
+        return render.kafka_topic(
+            policy, want, owner=owner if collect else None, uid=owner.uid, version=kind.version
+        )
 
-    async def delete(self, policy: DeadLetterPolicy) -> list[str]:
-        """Delete this policy's KafkaTopics (Strimzi then deletes the topics); the topics whose
+    async def delete(
+        self, policy: DeadLetterPolicy, names: Sequence[str], *, owner: render.Owner
+    ) -> list[str]:
+        """Delete the KafkaTopics of the topics ``names`` (Strimzi then deletes the topics), each
+        only when it is this policy's (its labels and its creator's uid); the topics whose
         KafkaTopic was deleted. Raises StrimziNotServed when no KafkaTopic version is served:
         then nothing is known about the topics, and they must not be reported gone."""
         kind = await self._kind()
         namespace = render.strimzi_namespace(policy)
         deleted: list[str] = []
         try:
-            for want in wanted_topics(policy, source_partitions=None):
-                name = render.kafka_topic_name(want.name)
+            for topic in names:
+                name = render.kafka_topic_name(topic)
                 current = await self._api.get(kind, namespace, name)
                 if (
                     current is not None
                     and _ours(current, policy)
+                    and _creator(current) == owner.uid
+                    and (current.get("spec") or {}).get("topicName", name) == topic
                     and await self._api.delete(kind, namespace, name)
                 ):
-                    deleted.append(want.name)
+                    deleted.append(topic)
         except ApiError as error:
             self._forget_version(error)
             raise
         return deleted
 
 
+def _partitions_of(kafka_topics: Sequence[Obj], topic: str) -> int | None:
+    """The partitions a KafkaTopic of ``topic`` asks for, if one does."""
+    found = _naming(kafka_topics, topic)
+    spec = (found or {}).get("spec") or {}
+    return int(spec["partitions"]) if spec.get("partitions") else None
+
+
+def _naming(kafka_topics: Sequence[Obj], topic: str) -> Obj | None:
+    """The KafkaTopic whose topic is ``topic`` (its ``spec.topicName``, else its name)."""
+    for item in kafka_topics:
+        spec = item.get("spec") or {}
+        if spec.get("topicName", item["metadata"]["name"]) == topic:
+            return item
+    return None
+
+
 def _ours(kafka_topic: Obj, policy: DeadLetterPolicy) -> bool:
+    """Labelled as this policy's (by namespace and name: any incarnation of it)."""
     found = (kafka_topic.get("metadata") or {}).get("labels") or {}
     return found.get(render.POLICY_LABEL) == render.label_value(policy.name) and found.get(
         render.POLICY_NAMESPACE_LABEL
     ) == render.label_value(policy.namespace)
+
+
+def _creator(kafka_topic: Obj) -> str | None:
+    """The uid of the policy the operator created the KafkaTopic for (None: created before the
+    operator recorded it, or not by the operator)."""
+    annotations = (kafka_topic.get("metadata") or {}).get("annotations") or {}
+    uid = annotations.get(POLICY_UID_KEY)
+    return str(uid) if uid else None
 
 
 def _kafka_topic_patch(current: Obj, desired: Obj) -> dict[str, Any]:

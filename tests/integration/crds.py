@@ -20,8 +20,10 @@ from kubernetes.client.exceptions import ApiException
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 DEADLETTERPOLICY_CRD = CRD_DIR / "sparkdlq.io_deadletterpolicies.yaml"
 DEADLETTERREDRIVE_CRD = CRD_DIR / "sparkdlq.io_deadletterredrives.yaml"
-#: Every CRD of the project, as a user installs them.
-PROJECT_CRDS = (DEADLETTERPOLICY_CRD, DEADLETTERREDRIVE_CRD)
+DEADLETTERPOLICYCLASS_CRD = CRD_DIR / "sparkdlq.io_deadletterpolicyclasses.yaml"
+#: Every CRD of the project, as a user installs them (the class CRD with no class object: the
+#: operator then governs policies by its built-in class, as the chart's default class would).
+PROJECT_CRDS = (DEADLETTERPOLICY_CRD, DEADLETTERREDRIVE_CRD, DEADLETTERPOLICYCLASS_CRD)
 
 
 def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -113,8 +113,12 @@ CASES: list[Any] = [
         lambda ns: {
             "topics": {
                 "strimzi": {"enabled": True, "namespaces": [ns("kafka")]},
-                "kafkaConfig": {"secretName": "kafka-admin"},
-            }
+            },
+            "defaultClass": {
+                "brokers": [
+                    {"bootstrapServers": "kafka.kafka:9092", "operatorSecretRef": {"name": "kafka-admin"}}
+                ]
+            },
         },
         id="strimzi",
     ),
@@ -161,6 +165,51 @@ CASES: list[Any] = [
             }
         },
         id="scheduling-and-env",
+    ),
+    pytest.param(
+        lambda ns: {
+            "defaultClass": {
+                "name": unique("gold"),
+                "namespaceSelector": {"matchLabels": {"team": "billing"}},
+                "defaults": {
+                    "retry": {"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "5s"}},
+                    "topics": {"deadLetterConfig": {"retention.ms": "2592000000"}},
+                    "spark": {"trigger": "2s", "executor": {"instances": 2}},
+                },
+                "brokers": [
+                    {
+                        "bootstrapServers": "kafka.kafka:9092",
+                        "operatorSecretRef": {"name": "op-kafka"},
+                        "engineSecretName": "kafka-client",
+                    }
+                ],
+                "images": {"default": "registry/spark-dlq:1", "allowed": ["registry/team-*"]},
+                "sparkConf": {"fixed": {"spark.driver.extraJavaOptions": "-Dx=1"}},
+                "limits": {"maxRedeliverCount": 10, "minTrigger": "1s", "executor": {"maxInstances": 4}},
+                "storage": {"checkpointBase": "s3a://cp", "deadLetterTableBase": "s3a://tables"},
+                "pods": {
+                    "imagePullSecrets": [{"name": "registry"}],
+                    "nodeSelector": {"pool": "spark"},
+                    "tolerations": [{"key": "spark", "operator": "Exists", "effect": "NoSchedule"}],
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 10,
+                                    "podAffinityTerm": {
+                                        "labelSelector": {"matchLabels": {"spark-role": "driver"}},
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                    "labels": {"cost": "dlq"},
+                    "policyMayOverride": ["labels", "tolerations"],
+                },
+            }
+        },
+        id="a-default-class-with-every-section",
     ),
 ]
 

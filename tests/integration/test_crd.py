@@ -18,8 +18,18 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dlq_engine.model import PolicyError, parse_policy, to_spec
-from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES
 from spark_dlq_devtools.paths import kubernetes_bin
+from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import govern
+from spark_dlq_operator.policy_class import (
+    BUILT_IN_CLASS,
+    DEFAULTABLE,
+    NEVER_CHECKPOINT,
+    NEVER_TABLE_PATH,
+    ClassRefusal,
+    forbidden,
+    never_allowed_message,
+)
 
 GROUP = "sparkdlq.io"
 VERSION = "v1alpha1"
@@ -85,15 +95,21 @@ def refusal(error: ApiException) -> tuple[list[tuple[str, str]], str]:
 
 def crd_defaults_of(document: dict[str, Any]) -> dict[str, Any]:
     """The spec the CRD should store for ``document``: the model's spec, except that the retry
-    and dead-letter topics stay as written (the CRD defaults them to "", the model derives them)."""
+    and dead-letter topics stay as written (the CRD defaults them to "", the model derives them),
+    and that the fields a class may default stay unset unless written (the class, else the
+    model, fills them in)."""
     spec = to_spec(parse_policy(document))
     for section in ("retry", "deadLetter"):
         spec[section]["topic"] = (document["spec"].get(section) or {}).get("topic") or ""
-    # The model leaves headerProfiles out at its default (config hashes of older policies stay);
-    # the CRD stores the default.
-    spec["deadLetter"].setdefault("headerProfiles", list(DEFAULT_HEADER_PROFILES))
-    # Likewise broker.type at kafka.
+    # The model leaves broker.type out at kafka; the CRD stores it.
     spec["broker"].setdefault("type", "kafka")
+    for path in DEFAULTABLE:
+        *parents, last = path.split(".")
+        node, written = spec, document["spec"]
+        for key in parents:
+            node, written = node[key], (written or {}).get(key) or {}
+        if last not in written:
+            node.pop(last, None)
     return spec
 
 
@@ -121,7 +137,6 @@ def with_kafka_type(spec: dict[str, Any]) -> dict[str, Any]:
         pytest.param(
             {"retry": None, "spark": {"driver": None}, "output": {"topic": None}}, id="null-sections"
         ),
-        pytest.param({"deadLetter": {"table": {"path": "/data/dead-letters"}}}, id="table-format-default"),
     ],
 )
 def test_defaults_match_the_model(kube_api: Any, namespace: str, patch: dict[str, Any]) -> None:
@@ -191,7 +206,7 @@ def full_spec() -> dict[str, Any]:
         "spark": {
             "image": "registry.example/spark-dlq:1.0",
             "trigger": "10s",
-            "checkpointLocation": "s3a://checkpoints/orders-billing",
+            "checkpointLocation": "",
             "driver": {"cores": 2, "memory": "2g"},
             "executor": {"instances": 4, "cores": 2, "memory": "4g"},
             "sparkConf": {"spark.sql.shuffle.partitions": "8"},
@@ -254,19 +269,13 @@ def test_retry_rules_are_kept_and_a_class_in_two_rules_is_refused(kube_api: Any,
     assert create(kube_api, bare)["spec"]["retry"]["rules"] == [{"errors": ["TimeoutError"]}]
 
 
-def test_dead_letter_table_is_kept(kube_api: Any, namespace: str) -> None:
-    spec = full_spec()
-    spec["deadLetter"] = {
-        **spec["deadLetter"],
-        "strategy": "topic",
-        "table": {"format": "parquet", "path": "s3a://bucket/dead-letters/orders"},
-    }
-    document = {**minimal(namespace), "spec": spec}
+def test_dead_letter_table_is_kept_without_a_path(kube_api: Any, namespace: str) -> None:
+    """The policy's class gives the path (governance.govern)."""
+    document = with_spec(minimal(namespace), {"deadLetter": {"table": {}}})
 
     stored = create(kube_api, document)
 
-    assert to_spec(parse_policy(document)) == document["spec"]
-    assert stored["spec"] == with_kafka_type(document["spec"])
+    assert stored["spec"]["deadLetter"]["table"] == {"format": "delta"}
 
 
 def test_unquoted_topic_config_numbers_are_accepted(kube_api: Any, namespace: str) -> None:
@@ -361,12 +370,6 @@ INVALID = [
         'Invalid value: "5 seconds": spec.retry.backoff.delay in body should match '
         "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+$|^0$'",
         id="delay-not-a-duration",
-    ),
-    pytest.param(
-        {"retry": {"backoff": {"delay": "20m"}}},
-        "spec.retry.backoff.maxDelay",
-        'Invalid value: "object": must not be shorter than delay',
-        id="default-max-delay-shorter-than-delay",
     ),
     pytest.param(
         {"retry": {"backoff": {"delay": "1d2h", "maxDelay": "1d1h"}}},
@@ -517,12 +520,6 @@ INVALID = [
         id="dead-letter-table-with-strategy-ignore",
     ),
     pytest.param(
-        {"deadLetter": {"table": {"format": "delta"}}},
-        "spec.deadLetter.table.path",
-        "Required value",
-        id="dead-letter-table-without-path",
-    ),
-    pytest.param(
         {"deadLetter": {"table": {"path": " /data/dl"}}},
         "spec.deadLetter.table.path",
         'Invalid value: "string": must not start or end with white space',
@@ -633,6 +630,18 @@ INVALID = [
 ]
 
 
+def test_a_delay_beyond_a_default_max_delay_is_left_to_the_operator(kube_api: Any, namespace: str) -> None:
+    """maxDelay has no CRD default (the policy's class may give one), so the API server cannot
+    compare a delay with it; the operator does, with the class's defaults merged in."""
+    document = with_spec(minimal(namespace), {"retry": {"backoff": {"delay": "20m"}}})
+    create(kube_api, document)
+    with pytest.raises(PolicyError) as refused:
+        govern(document, BUILT_IN_CLASS, config=OperatorConfig())
+    assert [str(i) for i in refused.value.issues] == [
+        "spec.retry.backoff.maxDelay: must not be shorter than delay (20m), got 10m"
+    ]
+
+
 @pytest.mark.parametrize(("patch", "field", "message"), INVALID)
 def test_invalid_policy_is_refused_naming_the_field(
     kube_api: Any,
@@ -654,6 +663,94 @@ def test_invalid_policy_is_refused_naming_the_field(
         parse_policy(document)
     assert any(issue.path.startswith(field) for issue in model_refused.value.issues), (
         f"the model does not refuse {field}: {model_refused.value}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What no class can allow: refused at admission, and by the operator (an object stored under an
+# older CRD), with the same words
+
+
+def refused_by_the_operator(document: dict[str, Any]) -> list[str]:
+    """What ``govern`` says of ``document`` under the built-in class (the model itself takes the
+    fields: ``dlq-engine run -f`` on a laptop reads them)."""
+    parse_policy(document)
+    with pytest.raises(ClassRefusal) as refused:
+        govern(document, BUILT_IN_CLASS, config=OperatorConfig())
+    return [str(issue) for issue in refused.value.issues]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.kubernetes.driver.volumes.hostPath.root.options.path",
+        "spark.kubernetes.authenticate.driver.serviceAccountName",
+        "spark.kubernetes.namespace",
+        "spark.jars.packages",
+        "spark.executorEnv.JAVA_TOOL_OPTIONS",
+    ],
+)
+def test_spark_conf_keys_no_class_can_allow_are_refused_naming_the_key(
+    kube_api: Any, namespace: str, key: str
+) -> None:
+    document = with_spec(
+        minimal(namespace), {"spark": {"sparkConf": {"spark.sql.shuffle.partitions": "4", key: "x"}}}
+    )
+    group = forbidden(key)
+    assert group is not None
+
+    with pytest.raises(ApiException) as refused:
+        create(kube_api, document)
+
+    assert refused.value.status == 422
+    causes, _ = refusal(refused.value)
+    assert causes == [("spec.spark.sparkConf", f"Forbidden: {key} {never_allowed_message(group)}")]
+    assert refused_by_the_operator(document) == [
+        f"spec.spark.sparkConf.{key}: {never_allowed_message(group)}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("patch", "field", "message"),
+    [
+        pytest.param(
+            {"spark": {"checkpointLocation": "s3a://checkpoints/other-team/their-policy"}},
+            "spec.spark.checkpointLocation",
+            NEVER_CHECKPOINT,
+            id="checkpoint",
+        ),
+        pytest.param(
+            {"deadLetter": {"table": {"path": "s3a://tables/other-team/their-policy"}}},
+            "spec.deadLetter.table.path",
+            NEVER_TABLE_PATH,
+            id="table",
+        ),
+    ],
+)
+def test_free_paths_are_refused(
+    kube_api: Any, namespace: str, patch: dict[str, Any], field: str, message: str
+) -> None:
+    document = with_spec(minimal(namespace), patch)
+
+    with pytest.raises(ApiException) as refused:
+        create(kube_api, document)
+
+    assert (field, f"Forbidden: {message}") in refusal(refused.value)[0]
+    assert f"{field}: {message}" in refused_by_the_operator(document)
+
+
+def test_a_policy_may_leave_its_broker_to_its_class(kube_api: Any, namespace: str) -> None:
+    document = minimal(namespace)
+    del document["spec"]["broker"]
+    document["spec"]["className"] = "standard"
+    document["spec"]["spark"] = {"pod": {"labels": {"team": "billing"}}}
+
+    stored = create(kube_api, document)
+
+    assert "broker" not in stored["spec"]
+    assert (stored["spec"]["className"], stored["spec"]["spark"]["pod"]) == (
+        "standard",
+        {"labels": {"team": "billing"}},
     )
 
 
@@ -1131,3 +1228,90 @@ def test_unknown_status_fields_are_pruned(kube_api: Any, namespace: str) -> None
     )
 
     assert patched["status"] == {"phase": "Running"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The DeadLetterPolicyClass CRD
+
+
+def create_class(api: Any, document: dict[str, Any]) -> dict[str, Any]:
+    created: dict[str, Any] = client.CustomObjectsApi(api).create_cluster_custom_object(
+        GROUP, VERSION, "deadletterpolicyclasses", document, field_validation="Strict"
+    )
+    return created
+
+
+@pytest.fixture
+def class_name(kube_api: Any) -> Any:
+    """A unique class name; the class (cluster-scoped) is deleted after the test."""
+    from tests.conftest import unique
+
+    name = unique("class")
+    yield name
+    try:
+        client.CustomObjectsApi(kube_api).delete_cluster_custom_object(
+            GROUP, VERSION, "deadletterpolicyclasses", name
+        )
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def test_a_class_with_every_field_is_stored_as_written(
+    kube_api: Any, kubeconfig: str, tmp_path: Path, class_name: str
+) -> None:
+    from spark_dlq_operator.policy_class import parse_class
+    from tests.unit.test_class_crd_schema import full_class
+
+    document = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeadLetterPolicyClass", **full_class()}
+    document["metadata"] = {"name": class_name, "annotations": {"sparkdlq.io/is-default-class": "true"}}
+
+    stored = create_class(kube_api, document)
+
+    assert stored["spec"] == document["spec"]
+    parse_class(stored)
+    header, row = kubectl(kubeconfig, tmp_path, "get", "dlpc", class_name).splitlines()
+    assert header.split() == ["NAME", "DEFAULT", "BROKERS", "AGE"]
+    assert row.split()[:3] == [class_name, "true", "kafka:9092"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "message"),
+    [
+        pytest.param(
+            {
+                "brokers": [
+                    {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "operatorSecretRef": {"name": "op"}}
+                ]
+            },
+            "spec.brokers[0]",
+            "a pulsar broker takes serviceUrl and adminUrl only (Kafka client settings)",
+            id="pulsar-broker-with-kafka-credentials",
+        ),
+        pytest.param(
+            {"sparkConf": {"fixed": {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}}},
+            "spec.sparkConf.fixed",
+            "must not set the keys the operator sets itself (master, deploy mode, namespace, service "
+            "account, image): use spec.pods and spec.images",
+            id="fixed-service-account",
+        ),
+        pytest.param(
+            {"images": {"allowed": ["registry/*/spark"]}},
+            "spec.images.allowed[0]",
+            "may hold * only at the end (a prefix)",
+            id="star-inside-an-image",
+        ),
+    ],
+)
+def test_a_bad_class_is_refused_naming_the_field(
+    kube_api: Any, class_name: str, spec: dict[str, Any], field: str, message: str
+) -> None:
+    document = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeadLetterPolicyClass",
+        "metadata": {"name": class_name},
+    }
+    with pytest.raises(ApiException) as refused:
+        create_class(kube_api, {**document, "spec": spec})
+    causes, _ = refusal(refused.value)
+    assert any(f == field and message in m for f, m in causes), causes

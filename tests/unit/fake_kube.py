@@ -6,8 +6,9 @@ Only the HTTP call (``KubeApi._call``) is replaced, so ``get``'s 404, ``create``
 of the API server's behaviour: names unique per kind and namespace, ``generateName``, a uid and a
 ``resourceVersion`` per write, 409 Conflict on a stale ``resourceVersion`` (PUT, or a merge patch
 that names one), 404 Not Found, ``generation`` bumped when ``spec`` changes, the ``status``
-subresource written only through ``/status``, label selectors of ``k=v`` pairs. Tests add
-failures (``fail``) and concurrent writers (``before``), and read every call made (``calls``).
+subresource written only through ``/status``, label selectors of ``k=v`` pairs, discovery of
+the group versions a test declares ``served``. Tests add failures (``fail``) and concurrent
+writers (``before``), and read every call made (``calls``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj
 
+_DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)$")
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
     r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?$"
@@ -56,6 +58,8 @@ class FakeKube(KubeApi):
         self._failures: list[_Failure] = []
         self._before: list[tuple[str, str, Callable[[], None]]] = []
         self._versions = itertools.count(1)
+        #: Discovery: the resources each ``group/version`` serves.
+        self.served: dict[str, list[str]] = {}
 
     async def close(self) -> None:
         return None
@@ -109,6 +113,12 @@ class FakeKube(KubeApi):
         content_type: str = "application/json",
     ) -> Obj:
         self.calls.append((method, path))
+        discovery = _DISCOVERY.match(path)
+        if method == "GET" and discovery is not None:
+            served = self.served.get(f"{discovery['group']}/{discovery['version']}")
+            if served is None:
+                raise ApiError(404, "NotFound", f"no such group version {path}")
+            return {"resources": [{"name": name} for name in served]}
         match = _PATH.match(path)
         if match is None:
             raise ApiError(404, "NotFound", f"no such path {path}")
@@ -157,7 +167,8 @@ class FakeKube(KubeApi):
         else:
             patch = {k: v for k, v in body.items() if k != "status"}
             new = merge_patch(current, patch)
-        new["metadata"] = {**current["metadata"], **new["metadata"]}
+        if method == "PUT" or sub == "status":
+            new["metadata"] = {**current["metadata"], **new["metadata"]}
         for fixed in ("uid", "creationTimestamp", "generation"):
             if fixed in current["metadata"]:
                 new["metadata"][fixed] = current["metadata"][fixed]

@@ -38,6 +38,12 @@ KUBERNETES_VALUES = {
     "operator.podSecurityContext",
     "operator.securityContext",
     "operator.affinity",
+    # The chart's DeadLetterPolicyClass: sections empty by default, described by the schema and
+    # the class CRD (the API server checks them on install).
+    "defaultClass.namespaceSelector",
+    "defaultClass.defaults",
+    "defaultClass.limits",
+    "defaultClass.pods.affinity",
 }
 
 
@@ -126,6 +132,7 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         "SPARK_DLQ_FINALIZER_TIMEOUT": "300",
         "SPARK_DLQ_STALL_TIMEOUT": "300",
         "SPARK_DLQ_PENDING_TIMEOUT": "300",
+        "SPARK_DLQ_OPERATOR_NAMESPACE": NAMESPACE,
     }
     assert "SPARK_DLQ_PEERING" not in env
     assert pod_spec(objects)["serviceAccountName"] == FULLNAME
@@ -137,6 +144,7 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         ("ClusterRole", f"{FULLNAME}-spark-driver"),
         ("ClusterRoleBinding", FULLNAME),
         ("Deployment", FULLNAME),
+        ("DeadLetterPolicyClass", "standard"),
     }
 
 
@@ -157,6 +165,7 @@ def test_env_is_what_the_operator_cli_reads() -> None:
     )
     assert config.resync_interval == 60
     assert (config.stall_timeout, config.pending_timeout) == (300, 300)
+    assert config.operator_namespace == NAMESPACE
 
 
 def test_liveness_probe_is_kopfs_endpoint() -> None:
@@ -220,13 +229,11 @@ def test_strimzi_on_grants_kafka_topics_in_the_kafka_namespace_only() -> None:
         {
             "topics": {
                 "strimzi": {"enabled": True, "namespaces": ["kafka"]},
-                "kafkaConfig": {"secretName": "kafka-admin", "key": "admin.properties"},
-            }
+            },
         }
     )
     env = env_of(one(objects, "Deployment"))
     assert env["SPARK_DLQ_PROVISIONER"] == "strimzi"
-    assert env["SPARK_DLQ_KAFKA_CONFIG"] == "/etc/spark-dlq-operator/kafka/admin.properties"
     role = one(objects, "Role", f"{FULLNAME}-kafkatopics")
     assert role["metadata"]["namespace"] == "kafka"
     assert role["rules"] == [
@@ -236,10 +243,94 @@ def test_strimzi_on_grants_kafka_topics_in_the_kafka_namespace_only() -> None:
             "verbs": ["get", "list", "create", "patch", "delete"],
         }
     ]
-    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
-    assert volumes["kafka-config"]["secret"]["secretName"] == "kafka-admin"
     for rule in one(objects, "ClusterRole", FULLNAME)["rules"]:
         assert "kafka.strimzi.io" not in rule["apiGroups"]
+
+
+# --- the default class --------------------------------------------------------------------------
+
+
+def test_the_default_class_is_the_operator_built_in_class() -> None:
+    """So a policy runs the same with the chart's class as with no class at all (CONTRACT 5)."""
+    import dataclasses
+
+    from spark_dlq_operator.policy_class import BUILT_IN_CLASS, DEFAULT_CLASS_ANNOTATION, parse_class
+
+    klass = one(render(), "DeadLetterPolicyClass", "standard")
+    assert "namespace" not in klass["metadata"]
+    assert klass["metadata"]["annotations"] == {DEFAULT_CLASS_ANNOTATION: "true"}
+    assert parse_class(klass) == dataclasses.replace(BUILT_IN_CLASS, name="standard", is_default=True)
+
+
+def test_the_default_class_takes_its_values() -> None:
+    from spark_dlq_operator.policy_class import parse_class
+
+    klass = parse_class(
+        one(
+            render(
+                {
+                    "defaultClass": {
+                        "name": "payments",
+                        "default": False,
+                        "defaults": {"retry": {"maxRedeliverCount": 3}},
+                        "brokers": [
+                            {"bootstrapServers": "kafka:9092", "operatorSecretRef": {"name": "op-kafka"}}
+                        ],
+                        "images": {"default": "registry/spark-dlq:1", "allowed": ["registry/team-*"]},
+                        "sparkConf": {"allowed": [], "fixed": {"spark.driver.extraJavaOptions": "-Dx=1"}},
+                        "limits": {"executor": {"maxInstances": 4}},
+                        "storage": {"checkpointBase": "s3a://cp", "deadLetterTableBase": "s3a://tables"},
+                        "pods": {
+                            "imagePullSecrets": [{"name": "registry"}],
+                            "tolerations": [{"key": "spark", "operator": "Exists"}],
+                            "policyMayOverride": ["labels"],
+                        },
+                    }
+                }
+            ),
+            "DeadLetterPolicyClass",
+        )
+    )
+    assert (klass.name, klass.is_default) == ("payments", False)
+    assert klass.defaults == {"retry": {"maxRedeliverCount": 3}}
+    assert klass.brokers[0].operator_secret is not None
+    assert klass.images.allowed == ("registry/team-*",)
+    assert klass.spark_conf.allowed == ()  # an empty list allows no key
+    assert klass.limits.executor.max_instances == 4
+    assert klass.storage.dead_letter_table_base == "s3a://tables"
+    assert klass.pods.image_pull_secrets == ("registry",)
+    assert klass.pods.policy_may_override == ("labels",)
+
+
+def test_no_default_class_when_asked() -> None:
+    assert not find(render({"defaultClass": {"create": False}}), "DeadLetterPolicyClass")
+
+
+def test_the_operator_reads_only_the_secrets_classes_name() -> None:
+    objects = render(
+        {
+            "defaultClass": {
+                "brokers": [{"bootstrapServers": "k:9092", "operatorSecretRef": {"name": "op-kafka"}}]
+            },
+            "operator": {"rbac": {"classSecretNames": ["other-class-kafka"]}},
+        }
+    )
+    role = one(objects, "Role", f"{FULLNAME}-class-credentials", NAMESPACE)
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["op-kafka", "other-class-kafka"],
+            "verbs": ["get"],
+        }
+    ]
+    assert not find(render(), "Role", f"{FULLNAME}-class-credentials")
+
+
+def test_the_operator_kafka_config_fails_with_how_to_move_it() -> None:
+    result = template({"topics": {"kafkaConfig": {"secretName": "kafka-admin"}}}, check=False)
+    assert result.returncode != 0
+    assert "topics.kafkaConfig is replaced by defaultClass.brokers[].operatorSecretRef" in result.stderr
 
 
 def test_provisioner_auto_is_passed_through() -> None:
@@ -488,7 +579,13 @@ def test_every_object_carries_the_release_labels() -> None:
             assert labels["app.kubernetes.io/instance"] == RELEASE, obj["kind"]
             assert labels["app.kubernetes.io/managed-by"] == "Helm"
             assert labels["app.kubernetes.io/name"] == "spark-dlq-operator"
-            assert labels["app.kubernetes.io/component"] in ("operator", "spark", "strimzi", "user-roles")
+            assert labels["app.kubernetes.io/component"] in (
+                "operator",
+                "spark",
+                "strimzi",
+                "user-roles",
+                "class",
+            )
 
 
 # --- the values schema -------------------------------------------------------------------------
@@ -578,7 +675,9 @@ def test_schema_closes_every_object() -> None:
             if extra is True:
                 # Only Kubernetes' own scheduling terms are passed through as they are: the API
                 # server validates them field by field (tests/integration/test_chart.py).
-                assert path.startswith("operator.affinity."), f"{path}: an open object"
+                assert path.startswith(("operator.affinity.", "defaultClass.pods.affinity.")), (
+                    f"{path}: an open object"
+                )
             else:
                 assert isinstance(extra, dict), f"{path}: an open object without a value schema"
         assert "type" in node, f"{path}: no type"
@@ -644,7 +743,7 @@ def test_templates_are_grouped_by_component_with_named_helpers() -> None:
     top = sorted(p.name for p in templates.iterdir() if p.is_file())
     assert top == ["NOTES.txt", "_helpers.tpl"]
     components = sorted(p.name for p in templates.iterdir() if p.is_dir())
-    assert components == ["monitoring", "operator", "spark", "strimzi"]
+    assert components == ["class", "monitoring", "operator", "spark", "strimzi"]
     for tpl in templates.rglob("*.tpl"):
         component = tpl.parent.name if tpl.parent != templates else None
         for name in re.findall(r'define "([^"]+)"', tpl.read_text()):

@@ -68,8 +68,18 @@ CASES = [
 ]
 
 
+CLASS_SECRETS = {
+    "defaultClass": {"brokers": [{"bootstrapServers": "k:9092", "operatorSecretRef": {"name": "op-kafka"}}]},
+    "operator": {"rbac": {"classSecretNames": ["other"]}},
+}
+CASES.append(pytest.param(CLASS_SECRETS, id="class-secrets"))
+
+
 def describe(grants: set[Grant]) -> list[str]:
-    return sorted(f"{g.scope}: {g.group or 'core'}/{g.resource} {g.verb}" for g in grants)
+    return sorted(
+        f"{g.scope}: {g.group or 'core'}/{g.resource}{'/' + g.name if g.name else ''} {g.verb}"
+        for g in grants
+    )
 
 
 @pytest.mark.parametrize("values", CASES)
@@ -103,12 +113,20 @@ def test_no_rbac_when_asked() -> None:
 
 
 def test_operator_never_gets_secrets_and_reads_pods_only_one_by_one() -> None:
-    """No secrets or services at all; pods only ``get``: a redrive's driver pod, by the name its
-    SparkApplication gives, for its termination message (the redrive's counts)."""
+    """No services at all; Secrets only ``get`` on those classes name, in the release namespace;
+    pods only ``get``: a redrive's driver pod, by the name its SparkApplication gives, for its
+    termination message (the redrive's counts)."""
     for case in CASES:
+        if case.values[0] is CLASS_SECRETS:
+            continue
         got = granted(render(case.values[0]), namespace=NAMESPACE, name=OPERATOR_SA)
         assert not {g for g in got if g.resource in ("secrets", "services")}, case.id
         assert {g.verb for g in got if g.resource == "pods"} == {"get"}, case.id
+    got = granted(render(CLASS_SECRETS), namespace=NAMESPACE, name=OPERATOR_SA)
+    assert {g for g in got if g.resource == "secrets"} == {
+        Grant(NAMESPACE, "", "secrets", "get", "op-kafka"),
+        Grant(NAMESPACE, "", "secrets", "get", "other"),
+    }
 
 
 def test_spark_drivers_get_a_cluster_role_with_their_executor_pods_only_bound_by_the_operator() -> None:
@@ -179,6 +197,8 @@ def test_readme_rules_are_the_ones_the_chart_knows() -> None:
         (("rbac.authorization.k8s.io",), ("clusterroles",)),
         (("apiextensions.k8s.io",), ("customresourcedefinitions",)),
         (("",), ("namespaces",)),
+        (("sparkdlq.io",), ("deadletterpolicyclasses",)),
+        (("",), ("secrets",)),
     }
     assert documented_peering_verbs() == {"get", "list", "watch", "patch"}
 

@@ -18,7 +18,6 @@ import yaml
 
 from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_spec
 from dlq_engine.model.policy import (
-    DEFAULT_HEADER_PROFILES,
     KAFKA_TOPIC_MAX_LENGTH,
     MAX_TABLE_PATH_LENGTH,
     PULSAR_ADMIN_URL_PATTERN,
@@ -36,9 +35,31 @@ from dlq_engine.model.policy import (
     Provisioner,
     StartingOffsets,
 )
+from spark_dlq_operator.policy_class import (
+    DEFAULTABLE,
+    NEVER_CHECKPOINT,
+    NEVER_TABLE_PATH,
+    forbidden_conf_rules,
+)
 from spark_dlq_operator.render import ORDERING_SAMPLE, OrderingStatus
+from spark_dlq_operator.topic_ownership import MAX_OWNED, TOPIC_KINDS, OwnedTopic
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
+#: A whole Kubernetes Affinity as a policy may write it (every field of the schema named once).
+FULL_AFFINITY: dict[str, Any] = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []},
+        "preferredDuringSchedulingIgnoredDuringExecution": [],
+    },
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [],
+        "preferredDuringSchedulingIgnoredDuringExecution": [],
+    },
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [],
+        "preferredDuringSchedulingIgnoredDuringExecution": [],
+    },
+}
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$|^0$"
 TOPIC_FIELDS = ("source.topic", "output.topic", "retry.topic", "deadLetter.topic")
 
@@ -153,7 +174,16 @@ def full() -> dict[str, Any]:
                 "driver": {"cores": 2, "memory": "2g"},
                 "executor": {"instances": 2, "cores": 2, "memory": "2g"},
                 "sparkConf": {"spark.ui.enabled": "false"},
+                "pod": {
+                    "nodeSelector": {"pool": "spark"},
+                    "tolerations": [{"key": "spark", "operator": "Exists"}],
+                    "affinity": FULL_AFFINITY,
+                    "priorityClassName": "batch",
+                    "labels": {"team": "billing"},
+                    "annotations": {"owner": "billing"},
+                },
             },
+            "className": "standard",
             "suspend": True,
             "ordering": {
                 "onDeadLetter": "block",
@@ -283,7 +313,18 @@ def test_status_schema(root: dict[str, Any]) -> None:
         "lastRestartTime",
         "lastRestartReason",
         "ordering",
+        "ownedTopics",
     }
+    # The keys of status.ownedTopics' entries and its kinds (topic_ownership.OwnedTopic).
+    owned = status["properties"]["ownedTopics"]
+    assert (
+        set(owned["items"]["properties"])
+        == set(OwnedTopic.__annotations__)
+        == set(owned["items"]["required"])
+    )
+    assert tuple(owned["items"]["properties"]["kind"]["enum"]) == TOPIC_KINDS
+    assert owned["maxItems"] == MAX_OWNED
+    assert owned["x-kubernetes-list-map-keys"] == ["broker", "name"]
     # The keys of what the operator copies from the heartbeat (render.OrderingStatus).
     ordering = status["properties"]["ordering"]
     assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
@@ -365,6 +406,8 @@ def test_schema_types_match_the_model_values(spec_schema: dict[str, Any], docume
     ],
 )
 def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Except on the fields a class may default: there the CRD sets none, so that the policy's
+    class can (the model's own default applies when neither does)."""
     document = minimal()
     for section, fields in patch.items():
         document["spec"][section] = copy.deepcopy(fields)
@@ -374,12 +417,40 @@ def test_schema_defaults_are_the_model_defaults(spec_schema: dict[str, Any], pat
     expected = to_spec(parse_policy(document))
     # The model derives these two names; the CRD leaves them empty for it to do so.
     expected["retry"]["topic"] = expected["deadLetter"]["topic"] = ""
-    # The model leaves headerProfiles out at its default, so that policies written before the
-    # field existed keep their config hash; the CRD fills in the same default.
-    expected["deadLetter"].setdefault("headerProfiles", list(DEFAULT_HEADER_PROFILES))
     # Likewise broker.type at kafka.
     expected["broker"].setdefault("type", "kafka")
+    for path in DEFAULTABLE:
+        *parents, last = path.split(".")
+        in_expected, in_defaulted = expected, defaulted
+        for key in parents:
+            in_expected, in_defaulted = in_expected[key], in_defaulted.get(key, {})
+        in_expected.pop(last, None)
+        # What the document itself sets stays.
+        if last in in_defaulted:
+            written = document["spec"]
+            for key in parents:
+                written = written.get(key, {})
+            assert last in written, path
+            in_defaulted.pop(last)
+    _drop_empty(expected)
+    _drop_empty(defaulted)
     assert defaulted == expected
+
+
+def _drop_empty(value: dict[str, Any]) -> None:
+    for key in list(value):
+        if isinstance(value[key], dict):
+            _drop_empty(value[key])
+            if not value[key] and key in ("backoff", "driver", "executor"):
+                del value[key]
+
+
+def test_the_fields_a_class_may_default_have_no_crd_default(spec_schema: dict[str, Any]) -> None:
+    for path in DEFAULTABLE:
+        assert "default" not in node(spec_schema, path), path
+        assert (
+            "Default: the policy's class's (spec.defaults), else " in node(spec_schema, path)["description"]
+        ), path
 
 
 def test_derived_topic_defaults_are_empty(spec_schema: dict[str, Any]) -> None:
@@ -424,8 +495,11 @@ def test_topic_fields_take_pulsar_names_and_the_spec_rules_narrow_them(
     assert (field["pattern"], field["maxLength"]) == (pattern, KAFKA_TOPIC_MAX_LENGTH)
     assert [r["rule"] for r in field["x-kubernetes-validations"]] == ["!self.matches('(^|/)[.][.]?$')"]
     rules = {r["rule"] for r in spec_schema["x-kubernetes-validations"] if r.get("fieldPath") == f".{path}"}
-    assert f"self.broker.type == 'pulsar' || !self.{path}.contains('/')" in rules
-    assert f"self.broker.type != 'pulsar' || !self.{path}.matches('-partition-[0-9]+$')" in rules
+    assert f"!has(self.broker) || self.broker.type == 'pulsar' || !self.{path}.contains('/')" in rules
+    assert (
+        f"!has(self.broker) || self.broker.type != 'pulsar' || !self.{path}.matches('-partition-[0-9]+$')"
+        in rules
+    )
 
 
 def crd_accepts_topic(spec_schema: dict[str, Any], broker: str, name: str) -> bool:
@@ -658,14 +732,32 @@ def test_the_dead_letter_header_rule_is_case_insensitive(spec_schema: dict[str, 
     assert not model_accepts_field("deadLetter.headers", {"DLQ.Reason": "x"})
 
 
-def test_the_table_path_is_required_and_bounded_as_in_the_model(spec_schema: dict[str, Any]) -> None:
+def test_the_table_path_is_refused_and_bounded_as_in_the_model(spec_schema: dict[str, Any]) -> None:
+    """The model still reads a path (dlq-engine run -f on a laptop; the policy's class fills it in
+    a cluster), the CRD refuses one in a policy."""
     table = node(spec_schema, "deadLetter.table")
-    assert table["required"] == ["path"]
+    assert "required" not in table
     assert "default" not in table  # no table unless one is asked for
+    [rule] = table["x-kubernetes-validations"]
+    assert (rule["rule"], rule["fieldPath"], rule["message"]) == (
+        "!has(self.path)",
+        ".path",
+        NEVER_TABLE_PATH,
+    )
     path = node(spec_schema, "deadLetter.table.path")
     assert (path["minLength"], path["maxLength"]) == (1, MAX_TABLE_PATH_LENGTH)
     assert model_accepts_field("deadLetter.table", {"path": "/" * MAX_TABLE_PATH_LENGTH})
     assert not model_accepts_field("deadLetter.table", {"path": "/" * (MAX_TABLE_PATH_LENGTH + 1)})
+
+
+def test_a_checkpoint_location_is_refused_in_a_policy(spec_schema: dict[str, Any]) -> None:
+    [rule] = node(spec_schema, "spark.checkpointLocation")["x-kubernetes-validations"]
+    assert (rule["rule"], rule["message"]) == ("self == ''", NEVER_CHECKPOINT)
+
+
+def test_spark_conf_keys_no_class_can_allow_are_refused_by_the_crd(spec_schema: dict[str, Any]) -> None:
+    rules = node(spec_schema, "spark.sparkConf")["x-kubernetes-validations"]
+    assert rules == forbidden_conf_rules()
 
 
 @pytest.mark.parametrize("value", ["/data/dl", "s3a://b/dead letters", " /data/dl", "/data/dl\t", "  "])

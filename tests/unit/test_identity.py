@@ -10,7 +10,7 @@ import pytest
 
 from spark_dlq_operator import identity, render
 from spark_dlq_operator.config import OperatorConfig
-from spark_dlq_operator.identity import SparkIdentity
+from spark_dlq_operator.governance import NO_FIT, PodFit
 from spark_dlq_operator.render import Owner
 from tests.policy_builder import policy
 
@@ -20,14 +20,11 @@ META = {"namespace": "payments", "labels": LABELS, "ownerReferences": [OWNER.ref
 ACCOUNT = [{"kind": "ServiceAccount", "name": "orders-billing-spark", "namespace": "payments"}]
 
 
-def manifests(spark_identity: SparkIdentity | None = None) -> list[dict[str, Any]]:
-    return identity.manifests(
-        "orders-billing",
-        namespace="payments",
-        owner=OWNER,
-        identity=spark_identity or SparkIdentity(),
-        driver_cluster_role="dlq-spark-driver",
-    )
+CONFIG = OperatorConfig(spark_driver_cluster_role="dlq-spark-driver")
+
+
+def manifests(fit: PodFit = NO_FIT, config: OperatorConfig = CONFIG) -> list[dict[str, Any]]:
+    return identity.manifests("orders-billing", namespace="payments", owner=OWNER, fit=fit, config=config)
 
 
 def test_a_policy_gets_an_account_a_lease_and_rights_on_that_lease_only() -> None:
@@ -80,32 +77,54 @@ def test_a_policy_gets_an_account_a_lease_and_rights_on_that_lease_only() -> Non
 def test_the_names_follow_the_application_name() -> None:
     """A policy name that is no DNS-1035 label gets the application's derived name in them."""
     [account, lease, *_] = identity.manifests(
-        "v1.orders", namespace="payments", owner=OWNER, identity=SparkIdentity(), driver_cluster_role="r"
+        "v1.orders", namespace="payments", owner=OWNER, fit=NO_FIT, config=CONFIG
     )
     app = render.application_name("v1.orders")
     assert (account["metadata"]["name"], lease["metadata"]["name"]) == (f"{app}-spark", f"{app}-heartbeat")
     assert account["metadata"]["labels"]["sparkdlq.io/policy"] == "v1.orders"
 
 
-def test_the_accounts_annotations_come_from_the_platform() -> None:
-    [account, *_] = manifests(SparkIdentity(service_account_annotations={"iam.example.com/role": "dlq"}))
+def test_the_accounts_annotations_come_from_the_class() -> None:
+    [account, *_] = manifests(PodFit(service_account_annotations={"iam.example.com/role": "dlq"}))
     assert account["metadata"]["annotations"] == {"iam.example.com/role": "dlq"}
 
 
-def test_a_shared_account_is_bound_but_not_made() -> None:
-    objects = manifests(SparkIdentity(service_account="platform-spark"))
+@pytest.mark.parametrize(
+    ("fit", "config", "shared"),
+    [
+        pytest.param(PodFit(service_account="platform-spark"), CONFIG, "platform-spark", id="class"),
+        pytest.param(
+            NO_FIT,
+            OperatorConfig(
+                spark_service_account="platform-spark", spark_driver_cluster_role="dlq-spark-driver"
+            ),
+            "platform-spark",
+            id="operator",
+        ),
+        pytest.param(
+            PodFit(service_account="class-spark"),
+            OperatorConfig(
+                spark_service_account="operator-spark", spark_driver_cluster_role="dlq-spark-driver"
+            ),
+            "class-spark",
+            id="class-wins",
+        ),
+    ],
+)
+def test_a_shared_account_is_bound_but_not_made(fit: PodFit, config: OperatorConfig, shared: str) -> None:
+    objects = manifests(PodFit(**{**_fields(fit), "service_account_annotations": {"a": "b"}}), config)
     assert [o["kind"] for o in objects] == ["Lease", "Role", "RoleBinding", "RoleBinding"]
-    shared = [{"kind": "ServiceAccount", "name": "platform-spark", "namespace": "payments"}]
-    assert [o["subjects"] for o in objects[2:]] == [shared, shared]
+    subjects = [{"kind": "ServiceAccount", "name": shared, "namespace": "payments"}]
+    assert [o["subjects"] for o in objects[2:]] == [subjects, subjects]
+    assert render.spark_service_account("orders-billing", fit, config) == shared
 
 
-def test_the_operators_configuration_names_the_shared_account() -> None:
-    assert identity.identity_of(OperatorConfig()) == SparkIdentity()
-    assert identity.identity_of(OperatorConfig(spark_service_account="s")) == SparkIdentity(
-        service_account="s"
-    )
-    assert identity.service_account_of("orders-billing", SparkIdentity()) == "orders-billing-spark"
-    assert identity.service_account_of("orders-billing", SparkIdentity(service_account="s")) == "s"
+def test_without_a_shared_account_each_policy_has_its_own() -> None:
+    assert render.spark_service_account("orders-billing", NO_FIT, CONFIG) == "orders-billing-spark"
+
+
+def _fields(fit: PodFit) -> dict[str, Any]:
+    return {f: getattr(fit, f) for f in fit.__slots__}
 
 
 def stored(desired: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -190,17 +209,19 @@ def test_a_binding_of_another_role_is_not_bent_but_named() -> None:
     assert identity.rebind(stored(manifests()[0]), manifests()[0]) is None
 
 
-CONFIG = OperatorConfig(checkpoint_base="s3a://cp")
+APP_CONFIG = OperatorConfig(checkpoint_base="s3a://cp")
 
 
 def test_a_new_account_or_executor_token_moves_the_job() -> None:
-    app = render.spark_application(policy(), config=CONFIG, owner=OWNER)
+    app = render.spark_application(policy(), config=APP_CONFIG, owner=OWNER)
     assert identity.moved(app, app) is None
     shared = render.spark_application(
-        policy(), config=CONFIG, owner=OWNER, service_account="spark-dlq-driver"
+        policy(), config=APP_CONFIG, owner=OWNER, fit=PodFit(service_account="spark-dlq-driver")
     )
     assert identity.moved(shared, app) == (
         "the Spark pods' service account changed from spark-dlq-driver to orders-billing-spark"
     )
-    token = render.spark_application(policy(), config=CONFIG, owner=OWNER, executor_token=True)
+    token = render.spark_application(
+        policy(), config=APP_CONFIG, owner=OWNER, fit=PodFit(executor_service_account_token=True)
+    )
     assert identity.moved(app, token) == "the executors' service-account token changed from False to True"

@@ -103,8 +103,36 @@ def test_peering_lifetime_defaults_to_15_and_refuses_less_than_10(capsys: pytest
 def test_kafka_config_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "kafka.properties"
     path.write_text("# the operator's own credentials\nsecurity.protocol=SASL_SSL\nsasl.mechanism = PLAIN\n")
-    config = config_from_args(["run", "-A", "--kafka-config", str(path)], environ={})
+    config = config_from_args(
+        ["run", "-A", "--kafka-config", str(path), "--kafka-config-brokers", "kafka:9092,kafka-2:9092"],
+        environ={"SPARK_DLQ_KAFKA_CONFIG_BROKERS": "ignored:9092"},
+    )
     assert config.kafka_config == (("security.protocol", "SASL_SSL"), ("sasl.mechanism", "PLAIN"))
+    assert config.kafka_config_brokers == ("kafka:9092,kafka-2:9092",)
+    from_env = config_from_args(
+        ["run", "-A"],
+        environ={
+            "SPARK_DLQ_KAFKA_CONFIG_BROKERS": "a:9092; b:9092,c:9092",
+            "SPARK_DLQ_KAFKA_CONFIG": str(path),
+        },
+    )
+    assert from_env.kafka_config_brokers == ("a:9092", "b:9092,c:9092")
+
+
+def test_kafka_config_names_the_brokers_it_is_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "kafka.properties"
+    path.write_text("security.protocol=SASL_SSL\n")
+    with pytest.raises(SystemExit):
+        config_from_args(["run", "-A", "--kafka-config", str(path)], environ={})
+    assert "--kafka-config: name the brokers these credentials are for with --kafka-config-brokers" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_operator_namespace() -> None:
+    assert config_from_args(["run", "-A"], environ={}).operator_namespace is None
+    given = config_from_args(["run", "-A"], environ={"SPARK_DLQ_OPERATOR_NAMESPACE": "spark-dlq"})
+    assert given.operator_namespace == "spark-dlq"
 
 
 @pytest.mark.parametrize(

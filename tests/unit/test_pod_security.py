@@ -127,7 +127,15 @@ CHART_VALUES: list[Any] = [
     pytest.param({}, [], id="defaults"),
     *[pytest.param({}, [path], id=path.name) for path in CI_VALUES],
     pytest.param({"operator": {"replicas": 2}}, [], id="peering"),
-    pytest.param({"topics": {"kafkaConfig": {"secretName": "kafka-admin"}}}, [], id="kafka-config-secret"),
+    pytest.param(
+        {
+            "defaultClass": {
+                "brokers": [{"bootstrapServers": "k:9092", "operatorSecretRef": {"name": "kafka-admin"}}]
+            }
+        },
+        [],
+        id="class-credentials",
+    ),
     pytest.param(
         {
             "operator": {

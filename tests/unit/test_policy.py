@@ -424,6 +424,29 @@ def _long(n: int) -> str:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
+        # -- the class and the pods' fit
+        pytest.param(
+            {"spec.className": "Gold Class"},
+            ["spec.className: must be a DeadLetterPolicyClass's name, got 'Gold Class'"],
+            id="class-name-not-a-name",
+        ),
+        pytest.param(
+            {"spec.spark.pod": {"tolerations": [{"key": "gpu", "operator": "Maybe"}]}},
+            ["spec.spark.pod.tolerations[0].operator: must be one of Exists, Equal, got 'Maybe'"],
+            id="toleration-operator",
+        ),
+        pytest.param(
+            {"spec.spark.pod": {"affinity": {"nodeAfinity": {}}}},
+            [
+                "spec.spark.pod.affinity.nodeAfinity: unknown field (one of nodeAffinity, podAffinity, podAntiAffinity)"
+            ],
+            id="affinity-typo",
+        ),
+        pytest.param(
+            {"spec.spark.pod": {"serviceAccountName": "admin"}},
+            ["spec.spark.pod.serviceAccountName: unknown field"],
+            id="pod-service-account-is-not-a-policy-field",
+        ),
         # -- apiVersion, kind, metadata
         pytest.param(
             {"apiVersion": "sparkdlq.io/v1"},
@@ -1317,7 +1340,18 @@ FULL_OVERRIDES: dict[str, Any] = {
         "driver": {"cores": 2, "memory": "2g"},
         "executor": {"instances": 4, "cores": 3, "memory": "4g"},
         "sparkConf": {"spark.sql.shuffle.partitions": 8},
+        "pod": {
+            "nodeSelector": {"pool": "streaming"},
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}
+            ],
+            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+            "priorityClassName": "high",
+            "labels": {"team": "billing"},
+            "annotations": {"owner": "billing@example.com"},
+        },
     },
+    "spec.className": "billing",
     "spec.suspend": True,
     "spec.ordering": {
         "onDeadLetter": "block",

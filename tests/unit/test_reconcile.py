@@ -17,6 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
 from spark_dlq_operator.reconcile import (
     Seen,
     Services,
@@ -85,9 +86,11 @@ class Bed:
         asyncio.run(self._reconcile(body, seen))
 
     async def _reconcile(self, body: dict[str, Any], seen: Seen | None) -> None:
+        governed = await self.services.classes.govern(body)
         await reconcile(
             self.services,
-            parse_policy(body),
+            governed.policy,
+            fit=governed.fit,
             owner=owner_of(body),
             generation=body["metadata"]["generation"],
             trigger="test",
@@ -502,6 +505,46 @@ def test_a_shared_service_account_is_bound_and_none_is_made() -> None:
         assert binding is not None
         assert binding["subjects"] == shared
     assert bed.app()["spec"]["driver"]["serviceAccount"] == "platform-spark"
+
+
+def _default_class(pods: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicyClass",
+        "metadata": {"name": "standard", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+        "spec": {"pods": pods},
+    }
+
+
+def test_the_classs_shared_service_account_wins_over_the_operators() -> None:
+    bed = Bed(OperatorConfig(namespaces=(NAMESPACE,), spark_service_account="platform-spark"))
+    bed.api.put(CLASS_PLURAL, _default_class({"serviceAccountName": "team-spark"}))
+    bed.reconcile()
+
+    found = _identity(bed)
+    assert found.pop("ServiceAccount") is None
+    shared = [{"kind": "ServiceAccount", "name": "team-spark", "namespace": NAMESPACE}]
+    for key in ("RoleBinding heartbeat", "RoleBinding spark"):
+        binding = found[key]
+        assert binding is not None
+        assert binding["subjects"] == shared
+    assert bed.app()["spec"]["driver"]["serviceAccount"] == "team-spark"
+
+
+def test_the_class_annotates_the_policys_account_and_may_give_executors_a_token() -> None:
+    bed = Bed()
+    pods = {
+        "serviceAccountAnnotations": {"iam.example.com/role": "orders"},
+        "executorServiceAccountToken": True,
+    }
+    bed.api.put(CLASS_PLURAL, _default_class(pods))
+    bed.reconcile()
+
+    account = _identity(bed)["ServiceAccount"]
+    assert account is not None
+    assert account["metadata"]["annotations"] == {"iam.example.com/role": "orders"}
+    executor = bed.app()["spec"]["executor"]["template"]["spec"]
+    assert executor["automountServiceAccountToken"] is True
 
 
 def test_an_identity_object_of_another_policy_stops_the_job_with_a_conflict(bed: Bed) -> None:

@@ -347,3 +347,30 @@ def test_a_redrive_of_a_pulsar_policy_fails_naming_why_and_starts_nothing() -> N
     assert (bed.status()["phase"], condition["reason"]) == ("Failed", "BrokerNotSupported")
     assert "spec.broker.type pulsar" in condition["message"]
     assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None
+
+
+def test_a_redrive_runs_as_its_policy_s_class_says() -> None:
+    """The class's image, pods' fit and checkpoint storage, as the policy's own job."""
+    bed = Bed()
+    bed.api.put(
+        "deadletterpolicyclasses",
+        {
+            "metadata": {"name": "standard", "annotations": {"sparkdlq.io/is-default-class": "true"}},
+            "spec": {
+                "images": {"default": "registry/team-spark-dlq:2"},
+                "storage": {"checkpointBase": "/cp", "checkpointClaim": "class-claim"},
+                "pods": {"nodeSelector": {"pool": "spark"}, "imagePullSecrets": [{"name": "registry"}]},
+            },
+        },
+    )
+    bed.api.put("deadletterpolicies", policy_document())
+    bed.add_redrive()
+    assert bed.reconcile() is None
+    app = bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive")
+    assert app is not None
+    spec = app["spec"]
+    assert (spec["image"], spec["imagePullSecrets"]) == ("registry/team-spark-dlq:2", ["registry"])
+    assert spec["arguments"][spec["arguments"].index("--checkpoint") + 1].startswith(f"/cp/{NAMESPACE}/")
+    driver = spec["driver"]["template"]["spec"]
+    assert driver["nodeSelector"] == {"pool": "spark"}
+    assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "class-claim"}} in driver["volumes"]

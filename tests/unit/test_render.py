@@ -22,6 +22,7 @@ from dlq_engine.model.topics import (
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import PodFit
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from tests.policy_builder import policy
 
@@ -232,7 +233,10 @@ def test_the_spark_pods_run_as_the_policys_own_service_account_unless_one_is_sha
     assert "serviceAccount" not in own["executor"]  # Spark gives executors the driver's
     shared = render.spark_application(policy(), config=CONFIG, owner=OWNER)["spec"]
     assert shared["driver"]["serviceAccount"] == "spark-driver"
-    named = render.spark_application(policy(), config=CONFIG, owner=OWNER, service_account="team-spark")
+    # The class's shared account wins over the operator's (render.shared_service_account).
+    named = render.spark_application(
+        policy(), config=CONFIG, owner=OWNER, fit=PodFit(service_account="team-spark")
+    )
     assert named["spec"]["driver"]["serviceAccount"] == "team-spark"
 
 
@@ -244,7 +248,9 @@ def test_executors_get_a_token_only_when_asked() -> None:
         )
 
     assert tokens(render.spark_application(policy(), config=CONFIG, owner=OWNER)) == ("unset", False)
-    asked = render.spark_application(policy(), config=CONFIG, owner=OWNER, executor_token=True)
+    asked = render.spark_application(
+        policy(), config=CONFIG, owner=OWNER, fit=PodFit(executor_service_account_token=True)
+    )
     assert tokens(asked) == ("unset", True)
 
 
@@ -389,7 +395,7 @@ def test_kafka_topic_manifest() -> None:
         }
     )
     want = TopicWant("orders-billing-DLQ", 3, 2, {"retention.ms": "5"})
-    manifest = render.kafka_topic(p, want, owner=None)
+    manifest = render.kafka_topic(p, want, owner=None, uid="uid-1")
     assert manifest["apiVersion"] == "kafka.strimzi.io/v1"
     assert manifest["kind"] == "KafkaTopic"
     assert manifest["metadata"]["namespace"] == "kafka"
@@ -399,6 +405,8 @@ def test_kafka_topic_manifest() -> None:
         **LABELS,
         "sparkdlq.io/policy-namespace": "payments",
     }
+    # The uid of the policy it was created for: what tells the operator the topic is that policy's.
+    assert manifest["metadata"]["annotations"] == {"sparkdlq.io/policy-uid": "uid-1"}
     assert "ownerReferences" not in manifest["metadata"]
     assert manifest["spec"] == {
         "topicName": "orders-billing-DLQ",
@@ -410,7 +418,7 @@ def test_kafka_topic_manifest() -> None:
 
 def test_kafka_topic_defaults_leave_partitions_and_replicas_to_the_broker() -> None:
     p = policy({"spec.topics.strimzi": {"cluster": "c"}})
-    manifest = render.kafka_topic(p, TopicWant("t", None, -1, {}), owner=OWNER)
+    manifest = render.kafka_topic(p, TopicWant("t", None, -1, {}), owner=OWNER, uid=OWNER.uid)
     assert manifest["metadata"]["namespace"] == "payments"
     assert manifest["metadata"]["ownerReferences"] == [REFERENCE]
     assert manifest["spec"] == {"topicName": "t", "config": {}}
@@ -487,7 +495,8 @@ def test_kafka_topic_is_written_in_the_version_served() -> None:
     p = policy({"spec.topics.strimzi": {"cluster": "c"}})
     want = TopicWant("t", 1, 1, {})
     assert (
-        render.kafka_topic(p, want, owner=None, version="v1beta2")["apiVersion"] == "kafka.strimzi.io/v1beta2"
+        render.kafka_topic(p, want, owner=None, uid="u", version="v1beta2")["apiVersion"]
+        == "kafka.strimzi.io/v1beta2"
     )
     assert render.STRIMZI_VERSIONS == ("v1", "v1beta2")
 

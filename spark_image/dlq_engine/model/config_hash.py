@@ -4,7 +4,9 @@ The operator puts it on the SparkApplication (metadata and spec), so a policy ch
 alters the engine restarts the job and one that does not (a label, ``suspend``, how topics are
 provisioned) leaves it running. It is computed over the normalised spec (``to_spec``: every
 default filled in), so two policies that mean the same thing hash the same however they are
-written.
+written. In a cluster the operator hashes the policy as its class governs it (class defaults
+merged, broker, image, sparkConf and paths settled, ``spark.pod`` merged): a class change that
+changes any of these restarts the job, and one that does not, does not.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 
 from dlq_engine.model.policy import DeadLetterPolicy, to_spec
 
-#: Spec fields that do not reach the engine: provisioning and the on/off switch.
-_NOT_ENGINE: tuple[str, ...] = ("topics", "suspend")
+#: Spec fields that do not reach the engine: provisioning, the on/off switch, and the class that
+#: governs the policy (what the class changes is in the governed policy itself).
+_NOT_ENGINE: tuple[str, ...] = ("topics", "suspend", "className")
 #: Fields of ``spec.broker`` only the operator reads: Pulsar's admin REST API creates the topics.
 _NOT_ENGINE_BROKER: tuple[str, ...] = ("adminUrl",)
 

@@ -13,6 +13,7 @@ what the configuration hash is computed over.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -88,6 +89,8 @@ PULSAR_ADMIN_URL_PATTERN: Final = r"^https?://[^\s]+$"
 PULSAR_KEEP_SUBSCRIPTION: Final = "spark-dlq-keep"
 _ENTRYPOINT_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _MEMORY_RE = re.compile(r"^[1-9][0-9]*[kmgtKMGT]?$")
+#: A Kubernetes object name (DNS-1123 subdomain), for ``spec.className``.
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _HEADER_PREFIX: Final = "dlq."
 #: The longest ``deadLetter.table.path`` (the CRD's maxLength).
 MAX_TABLE_PATH_LENGTH: Final = 4096
@@ -287,6 +290,41 @@ class Resources:
     instances: int = 1
 
 
+#: ``spec.spark.pod.tolerations[i].operator`` and ``.effect``: Kubernetes' own values.
+TOLERATION_OPERATORS: Final = ("Exists", "Equal")
+TOLERATION_EFFECTS: Final = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+#: The keys of ``spec.spark.pod.affinity`` (a Kubernetes ``Affinity``; the CRD checks the rest).
+AFFINITY_KINDS: Final = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+
+
+@dataclass(frozen=True, slots=True)
+class PodSettings:
+    """``spec.spark.pod``: where the driver and executor pods go and what they carry. The engine
+    never reads it; the operator puts it in the pods' templates, merged with what the policy's
+    class gives (and only as far as the class lets a policy set it)."""
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    #: Kubernetes ``Toleration`` objects, as written (``key``, ``operator``, ``value``,
+    #: ``effect``, ``tolerationSeconds``).
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    #: A Kubernetes ``Affinity`` object, as written; empty for none.
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    priority_class_name: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.node_selector
+            or self.tolerations
+            or self.affinity
+            or self.priority_class_name
+            or self.labels
+            or self.annotations
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Spark:
     image: str = ""
@@ -295,6 +333,7 @@ class Spark:
     driver: Resources = field(default_factory=Resources)
     executor: Resources = field(default_factory=Resources)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    pod: PodSettings = field(default_factory=PodSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +353,9 @@ class DeadLetterPolicy:
     spark: Spark = field(default_factory=Spark)
     suspend: bool = False
     ordering: Ordering = field(default_factory=Ordering)
+    #: ``spec.className``: the DeadLetterPolicyClass that governs the policy in a cluster (empty:
+    #: the default class). Only the operator reads it; the engine runs what the file says.
+    class_name: str = ""
 
     @property
     def qualified_name(self) -> str:
@@ -521,6 +563,12 @@ class _Fields:
                 self.fail(self.at(str(key)), f"unknown field{suffix}")
 
 
+#: The field reader, for parsers of other documents that name their problems the same way (the
+#: operator's DeadLetterPolicyClass).
+FieldReader = _Fields
+MISSING: Final = _MISSING
+
+
 def parse_policy(document: object) -> DeadLetterPolicy:
     """Parse a whole DeadLetterPolicy object (apiVersion, kind, metadata, spec).
 
@@ -612,6 +660,9 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
     spark = _parse_spark(spec.child("spark"))
     suspend = spec.boolean("suspend", False)
     ordering = _parse_ordering(spec, source)
+    class_name = spec.string("className", "")
+    if class_name and not _DNS_SUBDOMAIN_RE.match(class_name):
+        spec.fail(spec.at("className"), f"must be a DeadLetterPolicyClass's name, got {class_name!r}")
     spec.done()
 
     policy = DeadLetterPolicy(
@@ -628,6 +679,7 @@ def _parse_spec(raw: object, *, name: str, namespace: str, issues: list[Issue]) 
         spark=spark,
         suspend=suspend,
         ordering=ordering,
+        class_name=class_name,
     )
     _check_topic_names_distinct(policy, issues)
     return policy
@@ -963,11 +1015,72 @@ def _parse_spark(f: _Fields) -> Spark:
         driver=_resources(f.child("driver"), executor=False),
         executor=_resources(f.child("executor"), executor=True),
         spark_conf=f.string_map("sparkConf"),
+        pod=_parse_pod(f.child("pod")),
     )
     if spark.trigger_ms <= 0:
         f.fail(f.at("trigger"), "must be longer than 0")
     f.done()
     return spark
+
+
+def _parse_pod(f: _Fields) -> PodSettings:
+    pod = read_pod_settings(f)
+    f.done()
+    return pod
+
+
+def read_pod_settings(f: _Fields) -> PodSettings:
+    """The pod settings of the mapping ``f`` reads (``spec.spark.pod``, or a class's
+    ``spec.pods``, which has more fields: the caller checks for unknown ones)."""
+    return PodSettings(
+        node_selector=f.string_map("nodeSelector"),
+        tolerations=_tolerations(f),
+        affinity=_affinity(f),
+        priority_class_name=f.string("priorityClassName", ""),
+        labels=f.string_map("labels"),
+        annotations=f.string_map("annotations"),
+    )
+
+
+def _tolerations(pod: _Fields) -> tuple[Mapping[str, Any], ...]:
+    raw = pod.get("tolerations")
+    if raw is _MISSING:
+        return ()
+    path = pod.at("tolerations")
+    if not isinstance(raw, list):
+        pod.fail(path, f"must be a list of tolerations, got {_kind(raw)}")
+        return ()
+    found: list[Mapping[str, Any]] = []
+    for index, item in enumerate(raw):
+        t = _Fields(item, f"{path}[{index}]", pod.issues)
+        toleration: dict[str, Any] = {}
+        for key in ("key", "value"):
+            if t.get(key) is not _MISSING:
+                toleration[key] = t.string(key, "")
+        for key, allowed in (("operator", TOLERATION_OPERATORS), ("effect", TOLERATION_EFFECTS)):
+            if t.get(key) is not _MISSING:
+                toleration[key] = t.choice(key, allowed, allowed[0])
+        if t.get("tolerationSeconds") is not _MISSING:
+            toleration["tolerationSeconds"] = t.integer("tolerationSeconds", 0)
+        t.done()
+        found.append(toleration)
+    return tuple(found)
+
+
+def _affinity(pod: _Fields) -> Mapping[str, Any]:
+    raw = pod.get("affinity")
+    if raw is _MISSING:
+        return {}
+    path = pod.at("affinity")
+    if not isinstance(raw, Mapping):
+        pod.fail(path, f"must be a mapping (a Kubernetes Affinity), got {_kind(raw)}")
+        return {}
+    for key, value in raw.items():
+        if key not in AFFINITY_KINDS:
+            pod.fail(f"{path}.{key}", f"unknown field (one of {', '.join(AFFINITY_KINDS)})")
+        elif not isinstance(value, Mapping):
+            pod.fail(f"{path}.{key}", f"must be a mapping, got {_kind(value)}")
+    return copy.deepcopy(dict(raw))
 
 
 def _resources(f: _Fields, *, executor: bool) -> Resources:
@@ -1184,6 +1297,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
                 "memory": policy.spark.executor.memory,
             },
             "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
+            # Only when set, so that policies without it keep their config hash.
+            **({"pod": pod_spec(policy.spark.pod)} if not policy.spark.pod.empty else {}),
         },
         "suspend": policy.suspend,
         # Only with source.ordering key (the only case it is read).
@@ -1191,7 +1306,22 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
     }
     if policy.broker.secret_ref is not None:
         spec["broker"]["secretRef"] = {"name": policy.broker.secret_ref.name}
+    if policy.class_name:
+        spec["className"] = policy.class_name
     return spec
+
+
+def pod_spec(pod: PodSettings) -> dict[str, Any]:
+    """``spec.spark.pod`` with the fields that are set, in the CRD's names."""
+    fields: dict[str, Any] = {
+        "nodeSelector": dict(sorted(pod.node_selector.items())),
+        "tolerations": [dict(t) for t in pod.tolerations],
+        "affinity": copy.deepcopy(dict(pod.affinity)),
+        "priorityClassName": pod.priority_class_name,
+        "labels": dict(sorted(pod.labels.items())),
+        "annotations": dict(sorted(pod.annotations.items())),
+    }
+    return {key: value for key, value in fields.items() if value}
 
 
 def _broker_spec(broker: Broker) -> dict[str, Any]:

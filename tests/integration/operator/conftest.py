@@ -297,14 +297,21 @@ def topic_partitions(admin: Any, topic: str) -> int | None:
     return len(found.partitions)
 
 
-def policy_document(namespace: str, name: str, *, source: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
-    """A policy for ``source`` on ``bootstrap``, with spec sections given as keyword arguments."""
+def policy_document(
+    namespace: str, name: str, *, source: str, bootstrap: str, source_subscription: str = "", **spec: Any
+) -> dict[str, Any]:
+    """A policy for ``source`` on ``bootstrap``, with spec sections given as keyword arguments.
+    ``source_subscription`` (default ``billing``) names its default retry and dead-letter
+    topics: policies on one source need their own (a retry or dead-letter topic is one
+    policy's)."""
     where = {
         "metadata.namespace": namespace,
         "metadata.name": name,
         "spec.source.topic": source,
         "spec.broker.bootstrapServers": bootstrap,
     }
+    if source_subscription:
+        where["spec.source.subscription"] = source_subscription
     return policy_builder.policy_document(where, **spec)
 
 

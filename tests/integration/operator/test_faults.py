@@ -86,8 +86,12 @@ def test_operator_killed_mid_reconcile_converges_without_duplicates(
     it has written the first object of 50 new policies (enough that it cannot finish them all between two polls); a second process finishes the work."""
     source = make_topic("orders")
     names = [f"p{i:02d}" for i in range(50)]
-    for name in names:
-        cluster.create_policy(policy_document(namespace, name, source=source, bootstrap=bootstrap_servers))
+    for name in names:  # each with topics of its own: a retry or dead-letter topic is one policy's
+        cluster.create_policy(
+            policy_document(
+                namespace, name, source=source, bootstrap=bootstrap_servers, source_subscription=name
+            )
+        )
     argv = [
         str(Path(sys.executable).parent / "dlq-operator"),
         "run",

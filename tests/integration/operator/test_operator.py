@@ -15,9 +15,11 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 from kubernetes import client
+from prometheus_client import REGISTRY
 
 from dlq_engine.model import config_hash, parse_policy, to_document
 from dlq_engine.model.documents import load_policy_text
@@ -271,7 +273,14 @@ def test_change_outside_the_engine_config_does_not_touch_the_job(
         app, config_map = cluster.application("billing"), cluster.config_map("billing-policy")
         return app["metadata"]["resourceVersion"], config_map.metadata.resource_version
 
-    with no_change(versions, settle=2.5):  # also across one resync
+    def resync_reconciles() -> float:
+        # The operator runs in this process: its counter of resync rounds' reconciles.
+        found = REGISTRY.get_sample_value(
+            "spark_dlq_operator_reconciles_total", {"trigger": "resync", "result": "ok"}
+        )
+        return found or 0.0
+
+    with no_change(versions, settle=0):
         cluster.patch_policy(
             "billing",
             {
@@ -280,6 +289,9 @@ def test_change_outside_the_engine_config_does_not_touch_the_job(
             },
         )
         wait_for(lambda: handled("payments"), what="kopf to handle the change")
+        # Also across one resync round that reconciles the changed policy (a counter, not a sleep).
+        after = resync_reconciles()
+        wait_for(lambda: resync_reconciles() > after, what="a resync round after the change")
     assert cluster.status("billing")["restartCount"] == 0
 
 
@@ -460,6 +472,7 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
     kube_api: Any,
     bootstrap_servers: str,
     kafka_admin: AdminClient,
+    make_topic: Callable[..., str],
 ) -> None:
     from kubernetes import client
 
@@ -503,6 +516,8 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
         "config": {"retention.ms": "86400000"},
     }
     assert "ownerReferences" not in retry["metadata"]  # another namespace: no owner references
+    uid = cluster.policy("billing")["metadata"]["uid"]
+    assert retry["metadata"]["annotations"] == {"sparkdlq.io/policy-uid": uid}
 
     wait_for(
         lambda: cluster.condition("billing", "TopicsReady").get("reason") == "WaitingForStrimzi",
@@ -520,13 +535,70 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
     # Never both: nothing went through the Admin API.
     assert topic_partitions(kafka_admin, "Orders_EU-billing-RETRY") is None
 
+    assert [t["name"] for t in cluster.status("billing")["ownedTopics"]] == [
+        "Orders_EU-billing-RETRY",
+        "Orders_EU-billing-DLQ",
+    ]
+
+    # A policy naming topics that are not its own: one another team's KafkaTopic manages (under
+    # another name), one the Kafka cluster has without a KafkaTopic. The operator creates no
+    # KafkaTopic for either (one would take the topic over), changes neither, deletes neither.
+    group, version, plural = "kafka.strimzi.io", "v1", "kafkatopics"
+    foreign_spec = {"topicName": "Ledger_EU", "partitions": 1, "config": {"retention.ms": "-1"}}
+    cluster.objects.create_namespaced_custom_object(
+        group,
+        version,
+        kafka_namespace,
+        plural,
+        {
+            "apiVersion": f"{group}/{version}",
+            "kind": "KafkaTopic",
+            "metadata": {"name": "team-b-ledger", "labels": {"strimzi.io/cluster": "my-cluster"}},
+            "spec": foreign_spec,
+        },
+    )
+    cluster.set_kafka_topic_ready(kafka_namespace, "team-b-ledger")
+    unmanaged = make_topic("audit-retry")
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "audit",
+            source="Orders_EU",
+            bootstrap=bootstrap_servers,
+            retry={"topic": unmanaged},
+            deadLetter={"topic": "Ledger_EU"},
+            topics={
+                "provisioner": "strimzi",
+                "partitions": 4,
+                "deleteWithPolicy": True,
+                "strimzi": {"namespace": kafka_namespace, "cluster": "my-cluster"},
+            },
+        )
+    )
+    wait_for(lambda: cluster.application("audit"), what="the borrowing policy's SparkApplication")
+    message = cluster.condition("audit", "TopicsReady")["message"]
+    assert (
+        f"KafkaTopic {kafka_namespace}/team-b-ledger is managed outside spark-dlq and used as it is"
+        in message
+    )
+    assert (
+        f"topic {unmanaged!r} exists in the Kafka cluster without a KafkaTopic and is used as it is"
+        in message
+    )
+    assert "ownedTopics" not in cluster.status("audit")
+    cluster.delete_policy("audit")
+    wait_for(lambda: cluster.policy("audit") is None, what="the borrowing policy to go")
+    assert cluster.kafka_topic(kafka_namespace, "team-b-ledger")["spec"] == foreign_spec  # type: ignore[index]
+    assert topic_partitions(kafka_admin, unmanaged) == 1
+    assert "TopicsKept" in cluster.event_reasons("audit")
+
     # Topics go with the policy only when asked; then a finalizer deletes the KafkaTopics in the
     # other namespace, where no owner reference can reach.
     cluster.patch_policy("billing", {"spec": {"topics": {"deleteWithPolicy": True}}})
     wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, what="the policy to go")
-    assert cluster.kafka_topics(kafka_namespace) == []
+    assert [t["metadata"]["name"] for t in cluster.kafka_topics(kafka_namespace)] == ["team-b-ledger"]
 
 
 def test_an_older_strimzi_serving_only_v1beta2_gets_v1beta2_kafka_topics(
@@ -562,7 +634,7 @@ def test_strimzi_not_served_is_reported_and_the_finalizer_never_claims_the_topic
     namespace: str,
     bootstrap_servers: str,
 ) -> None:
-    start_operator(finalizer_timeout=3.0)
+    start_operator(finalizer_timeout=1.5)
     cluster.create_policy(
         policy_document(
             namespace,
@@ -583,6 +655,7 @@ def test_strimzi_not_served_is_reported_and_the_finalizer_never_claims_the_topic
 
     cluster.patch_policy("billing", {"spec": {"topics": {"deleteWithPolicy": True}}})
     wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
+    record_owned(cluster, "billing", bootstrap_servers, "orders-billing-DLQ")
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, timeout=60, what="the policy to go")
     reasons = cluster.event_reasons("billing")
@@ -625,15 +698,20 @@ def test_drift_is_repaired(
     assert len(cluster.applications()) == 1
 
 
-def test_deleting_a_policy_keeps_its_topics_unless_asked(
+def test_deleting_a_policy_deletes_only_the_topics_it_created_and_only_when_asked(
     operator: RunningOperator,
     cluster: Cluster,
     namespace: str,
     make_topic: Callable[..., str],
     bootstrap_servers: str,
     kafka_admin: AdminClient,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Issue 26's attacks on topics: a policy naming an existing topic it did not create as its
+    dead-letter topic, with deleteWithPolicy, runs, and deleting it keeps that topic; a policy
+    naming another policy's dead-letter topic is refused and gets nothing."""
     source = make_topic("orders")
+    ledger = make_topic("ledger", partitions=2)  # another team's topic
     cluster.create_policy(policy_document(namespace, "kept", source=source, bootstrap=bootstrap_servers))
     cluster.create_policy(
         policy_document(
@@ -642,7 +720,7 @@ def test_deleting_a_policy_keeps_its_topics_unless_asked(
             source=source,
             bootstrap=bootstrap_servers,
             retry={"topic": f"{source}-gone-RETRY"},
-            deadLetter={"topic": f"{source}-gone-DLQ"},
+            deadLetter={"topic": ledger},
             topics={"deleteWithPolicy": True},
         )
     )
@@ -652,21 +730,66 @@ def test_deleting_a_policy_keeps_its_topics_unless_asked(
         what="the finalizer of the policy whose topics go with it",
     )
     assert not cluster.policy("kept")["metadata"].get("finalizers")
+    cluster.set_application_state("gone", "RUNNING")
+    wait_for(converged(cluster, "gone", "Running"), what="the borrowing policy Running")
+    assert cluster.status("gone")["ownedTopics"] == [
+        {"broker": bootstrap_servers, "name": f"{source}-gone-RETRY", "kind": "retry"}
+    ]
+    assert cluster.condition("gone", "TopicsReady")["message"].endswith(
+        f"; kept when the policy is deleted (the operator did not create them for it): {ledger!r}"
+    )
+
+    # Another policy naming kept's dead-letter topic (another subscription, so its retry topic
+    # is its own): refused, naming kept; nothing is created for it.
+    cluster.create_policy(
+        policy_document(
+            namespace,
+            "sharer",
+            source=source,
+            bootstrap=bootstrap_servers,
+            deadLetter={"topic": f"{source}-billing-DLQ"},
+            retry={"topic": f"{source}-sharer-RETRY"},
+        )
+    )
+    refused = wait_for(
+        lambda: (c := cluster.condition("sharer", "TopicsReady")).get("reason") == "TopicInUse" and c,
+        what="TopicsReady TopicInUse",
+    )
+    assert refused["status"] == "False"
+    assert refused["message"] == (
+        f"spec.deadLetter.topic: topic '{source}-billing-DLQ' on broker '{bootstrap_servers}' is the "
+        f"dead-letter topic of DeadLetterPolicy {namespace}/kept, which keeps it (the operator created it "
+        "for that policy): a retry or dead-letter topic belongs to one policy; name another"
+    )
+    assert cluster.status("sharer")["phase"] == "Provisioning"
+    assert cluster.application("sharer") is None
+    assert cluster.config_map("sharer-policy") is None
+    assert topic_partitions(kafka_admin, f"{source}-sharer-RETRY") is None
+    wait_for(lambda: "TopicInUse" in cluster.event_reasons("sharer"), what="the TopicInUse event")
 
     cluster.delete_policy("kept")
     assert cluster.policy("kept") is None  # no finalizer: gone at once
     cluster.delete_policy("gone")
     wait_for(lambda: cluster.policy("gone") is None, what="the policy with deleteWithPolicy to go")
-    wait_for(lambda: topic_partitions(kafka_admin, f"{source}-gone-DLQ") is None, what="its topics deleted")
-    assert topic_partitions(kafka_admin, f"{source}-gone-RETRY") is None
+    wait_for(
+        lambda: topic_partitions(kafka_admin, f"{source}-gone-RETRY") is None, what="its retry topic deleted"
+    )
+    assert topic_partitions(kafka_admin, ledger) == 2  # kept: not created for it
+    [kept] = [e.message for e in cluster.events("gone") if e.reason == "TopicsKept"]
+    assert kept.startswith(f"topic {ledger!r} kept: the operator did not create it for this policy")
+    assert any(kept in r.getMessage() for r in caplog.records), "the operator's log names the kept topic"
     assert topic_partitions(kafka_admin, f"{source}-billing-DLQ") == 1
     assert topic_partitions(kafka_admin, f"{source}-billing-RETRY") == 1
+
+    # kept is gone: the refused policy gets its turn (kopf's retry or the resync).
+    wait_for(lambda: cluster.application("sharer"), timeout=30, what="the refused policy's application")
+    assert cluster.condition("sharer", "TopicsReady")["status"] == "True"
 
 
 def test_finalizer_gives_up_when_the_broker_is_gone(
     start_operator: Callable[..., RunningOperator], cluster: Cluster, namespace: str
 ) -> None:
-    start_operator(finalizer_timeout=3.0, kafka_timeout=1.0)
+    start_operator(finalizer_timeout=1.5, kafka_timeout=1.0)
     closed = f"127.0.0.1:{free_port()}"
     cluster.create_policy(
         policy_document(
@@ -674,7 +797,20 @@ def test_finalizer_gives_up_when_the_broker_is_gone(
         )
     )
     wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
+    record_owned(cluster, "billing", closed, "orders-billing-DLQ")
 
     cluster.delete_policy("billing")
     wait_for(lambda: cluster.policy("billing") is None, timeout=30, what="deletion despite the broker")
     wait_for(lambda: "CleanupAbandoned" in cluster.event_reasons("billing"), what="the event")
+
+
+def record_owned(cluster: Cluster, name: str, broker: str, topic: str) -> None:
+    """Write what an earlier run of the operator would have recorded: it created ``topic``."""
+    cluster.objects.patch_namespaced_custom_object_status(
+        "sparkdlq.io",
+        "v1alpha1",
+        cluster.namespace,
+        "deadletterpolicies",
+        name,
+        {"status": {"ownedTopics": [{"broker": broker, "name": topic, "kind": "deadLetter"}]}},
+    )

@@ -102,22 +102,25 @@ def test_pulsar_policy_gets_topics_partitioned_like_the_source_and_durable_subsc
     ]
 
 
-def test_existing_pulsar_topics_are_kept_and_a_non_partitioned_source_gives_non_partitioned_topics(
+def test_an_existing_pulsar_topic_is_used_as_it_is_and_a_non_partitioned_source_gives_non_partitioned_topics(
     operator: RunningOperator,
     cluster: Cluster,
     namespace: str,
     pulsar: PulsarBroker,
     make_pulsar_topic: Callable[..., str],
 ) -> None:
-    """A DLQ topic that already holds messages keeps them: the subscription starts at its earliest."""
+    """A dead-letter topic that exists is used as it is: the operator adds no subscription to it
+    (one that never acknowledges would keep whatever its owner writes there)."""
     source = make_pulsar_topic("orders")
     dead = pulsar.create_topic(f"{source}-billing-DLQ")
-    pulsar.produce(dead, [(None, b"older dead letter")] * 4)
     cluster.create_policy(pulsar_policy(namespace, "billing", source=source, pulsar=pulsar))
 
     wait_for(lambda: cluster.application("billing"), timeout=60, what="the SparkApplication")
     assert (partitions(pulsar, f"{source}-billing-RETRY"), partitions(pulsar, dead)) == (0, 0)
-    assert pulsar.backlog(dead, PULSAR_KEEP_SUBSCRIPTION) == 4
+    assert pulsar.subscriptions(dead) == []
+    assert cluster.condition("billing", "TopicsReady")["message"].endswith(
+        f"no subscription on {full_topic(dead)!r}: the operator did not create it for this policy"
+    )
     created = [e.message for e in cluster.events("billing") if e.reason == "TopicCreated"]
     assert created == [f"created topic 'persistent://public/default/{source}-billing-RETRY' (pulsar)"]
 
@@ -215,14 +218,18 @@ def test_pulsar_source_missing_is_reported(
     )
 
 
-def test_deleting_a_pulsar_policy_deletes_its_topics_only_when_asked(
+def test_deleting_a_pulsar_policy_deletes_only_the_topics_it_created_and_only_when_asked(
     operator: RunningOperator,
     cluster: Cluster,
     namespace: str,
     pulsar: PulsarBroker,
     make_pulsar_topic: Callable[..., str],
 ) -> None:
+    """As on Kafka: an existing topic named as dead-letter topic is used without the operator's
+    never-acknowledging subscription and kept; another policy's dead-letter topic, even named
+    fully qualified, is refused."""
     source = make_pulsar_topic("orders", partitions=2)
+    ledger = make_pulsar_topic("ledger", partitions=2)  # another team's topic
     cluster.create_policy(pulsar_policy(namespace, "kept", source=source, pulsar=pulsar))
     cluster.create_policy(
         pulsar_policy(
@@ -231,17 +238,41 @@ def test_deleting_a_pulsar_policy_deletes_its_topics_only_when_asked(
             source=source,
             pulsar=pulsar,
             retry={"topic": f"{source}-gone-RETRY"},
-            deadLetter={"topic": f"{source}-gone-DLQ"},
+            deadLetter={"topic": ledger},
             topics={"deleteWithPolicy": True},
         )
     )
     wait_for(lambda: cluster.application("kept") and cluster.application("gone"), what="both applications")
-    assert partitions(pulsar, f"{source}-gone-DLQ") == 2
+    assert partitions(pulsar, f"{source}-gone-RETRY") == 2
+    assert pulsar.subscriptions(f"{source}-gone-RETRY") == ["billing"]
+    assert pulsar.subscriptions(ledger) == []  # no spark-dlq-keep on a topic it did not create
+    assert [t["name"] for t in cluster.status("gone")["ownedTopics"]] == [full_topic(f"{source}-gone-RETRY")]
+
+    cluster.create_policy(
+        pulsar_policy(
+            namespace,
+            "sharer",
+            source=source,
+            pulsar=pulsar,
+            retry={"topic": f"{source}-sharer-RETRY"},
+            deadLetter={"topic": full_topic(f"{source}-billing-DLQ")},
+        )
+    )
+    refused = wait_for(
+        lambda: (c := cluster.condition("sharer", "TopicsReady")).get("reason") == "TopicInUse" and c,
+        what="TopicsReady TopicInUse",
+    )
+    assert refused["message"].startswith(
+        f"spec.deadLetter.topic: topic {full_topic(f'{source}-billing-DLQ')!r} on broker "
+        f"{pulsar.service_url.lower()!r} is the dead-letter topic of DeadLetterPolicy {namespace}/kept"
+    )
+    assert partitions(pulsar, f"{source}-sharer-RETRY") is None
 
     cluster.delete_policy("kept")
     cluster.delete_policy("gone")
     wait_for(lambda: cluster.policy("gone") is None, what="the policy with deleteWithPolicy to go")
-    assert partitions(pulsar, f"{source}-gone-DLQ") is None
     assert partitions(pulsar, f"{source}-gone-RETRY") is None
+    assert partitions(pulsar, ledger) == 2
+    assert "TopicsKept" in cluster.event_reasons("gone")
     assert partitions(pulsar, f"{source}-billing-DLQ") == 2
     assert pulsar.subscriptions(f"{source}-billing-DLQ") == [PULSAR_KEEP_SUBSCRIPTION]

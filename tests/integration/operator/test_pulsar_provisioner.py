@@ -1,5 +1,7 @@
 """The Pulsar provisioner alone against a real standalone Pulsar (no Kubernetes): what it
-creates, that doing it again changes nothing, and how it answers a broker that is not there."""
+creates, that doing it again changes nothing, how it marks and recognises the topics it created
+for a policy (the ``sparkdlq.io/policy-uid`` property, partitioned or not), and how it answers a
+broker that is not there."""
 
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ import pytest
 from dlq_engine.model import parse_policy
 from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy
 from spark_dlq_devtools.processes import free_port
-from spark_dlq_devtools.pulsar import PulsarBroker
+from spark_dlq_devtools.pulsar import PulsarBroker, full_topic
+from spark_dlq_operator.render import Owner
 from spark_dlq_operator.topics import BrokerUnavailable, PulsarProvisioner, TopicsReport
 from tests.integration.operator.test_pulsar import partitions
 from tests.policy_builder import policy_document
 
 T = TypeVar("T")
+OWNER = Owner(name="orders-billing", namespace="payments", uid="11111111-2222-3333-4444-555555555555")
 
 
 def pulsar_policy(pulsar: PulsarBroker, source: str, **overrides: object) -> DeadLetterPolicy:
@@ -38,12 +42,16 @@ def with_provisioner(call: Callable[[PulsarProvisioner], Awaitable[T]]) -> T:
     return asyncio.run(run())
 
 
-def ensure(policy: DeadLetterPolicy) -> TopicsReport:
-    return with_provisioner(lambda p: p.ensure(policy))
+def ensure(policy: DeadLetterPolicy, owner: Owner = OWNER) -> TopicsReport:
+    return with_provisioner(lambda p: p.ensure(policy, owner=owner))
 
 
-def delete(policy: DeadLetterPolicy) -> list[str]:
-    return with_provisioner(lambda p: p.delete(policy))
+def delete(policy: DeadLetterPolicy, names: list[str]) -> list[str]:
+    return with_provisioner(lambda p: p.delete(policy, names))
+
+
+def properties(pulsar: PulsarBroker, name: str) -> dict[str, str]:
+    return dict(pulsar.admin("GET", f"/admin/v2/{full_topic(name).replace('://', '/')}/properties"))
 
 
 def test_ensure_creates_once_and_converges(
@@ -57,8 +65,15 @@ def test_ensure_creates_once_and_converges(
     second = ensure(policy)
 
     assert (first.ready, first.reason) == (True, "TopicsReady")
-    assert first.created == (f"{full}-billing-RETRY", f"{full}-billing-DLQ")
-    assert (second.ready, second.created, second.message) == (True, (), first.message)
+    assert first.created == first.owned == (f"{full}-billing-RETRY", f"{full}-billing-DLQ")
+    # Created for the policy, and marked so: found again without a record of it.
+    assert properties(pulsar, f"{source}-billing-DLQ") == {"sparkdlq.io/policy-uid": OWNER.uid}
+    assert (second.ready, second.created, second.owned, second.message) == (
+        True,
+        (),
+        first.owned,
+        first.message,
+    )
     assert pulsar.subscriptions(f"{source}-billing-RETRY") == ["billing"]
     assert pulsar.subscriptions(f"{source}-billing-DLQ") == [PULSAR_KEEP_SUBSCRIPTION]
 
@@ -77,14 +92,14 @@ def test_delete_removes_both_topics_and_then_finds_them_gone(
 ) -> None:
     source = make_pulsar_topic("orders", partitions=2)
     policy = pulsar_policy(pulsar, source)
-    ensure(policy)
+    names = list(ensure(policy).owned)
     pulsar.produce(f"{source}-billing-DLQ", [(None, b"x")])
 
-    assert delete(policy) == [
+    assert delete(policy, names) == [
         f"persistent://public/default/{source}-billing-RETRY",
         f"persistent://public/default/{source}-billing-DLQ",
     ]
-    assert delete(policy) == []
+    assert delete(policy, names) == []
 
 
 def test_an_admin_url_nothing_listens_on_is_broker_unavailable(pulsar: PulsarBroker) -> None:
@@ -107,6 +122,12 @@ def test_a_non_partitioned_source_gives_non_partitioned_topics(
     pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str]
 ) -> None:
     source = make_pulsar_topic("orders")
-    report = ensure(pulsar_policy(pulsar, source))
+    policy = pulsar_policy(pulsar, source)
+    report = ensure(policy)
     assert (report.ready, len(report.created)) == (True, 2)
     assert partitions(pulsar, f"{source}-billing-RETRY") == partitions(pulsar, f"{source}-billing-DLQ") == 0
+    assert properties(pulsar, f"{source}-billing-RETRY") == {"sparkdlq.io/policy-uid": OWNER.uid}
+    # Another policy object of the same name (created again: a new uid) owns none of them.
+    again = ensure(policy, Owner(name=OWNER.name, namespace=OWNER.namespace, uid="another-uid"))
+    assert (again.ready, again.owned) == (True, ())
+    assert "the operator did not create it for this policy" in again.message

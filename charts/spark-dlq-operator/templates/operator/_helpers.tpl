@@ -108,6 +108,29 @@ cluster-wide, each watched namespace's Role otherwise. */}}
   verbs: [bind]
 {{- end -}}
 
+{{/* The DeadLetterPolicyClasses (cluster-scoped): listed and watched, never written; and the
+labels of a policy's namespace, for a class's namespaceSelector. Whatever the operator watches. */}}
+{{- define "spark-dlq-operator.operator.classRules" -}}
+- apiGroups: [sparkdlq.io]
+  resources: [deadletterpolicyclasses]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
+{{- end -}}
+
+{{/* The Secrets in the release namespace that classes name as the operator's credentials for a
+broker (operatorSecretRef): the chart's class's, and operator.rbac.classSecretNames. JSON. */}}
+{{- define "spark-dlq-operator.operator.classSecrets" -}}
+{{- $names := list -}}
+{{- if .Values.defaultClass.create -}}
+{{- range .Values.defaultClass.brokers -}}
+{{- with .operatorSecretRef }}{{ $names = append $names .name }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (concat $names .Values.operator.rbac.classSecretNames | uniq) -}}
+{{- end -}}
+
 {{/* What kopf reads cluster-wide: CRDs coming and going (always), and namespaces coming and
 going (only when it watches a list of namespaces: cluster-wide it does not look at them). */}}
 {{- define "spark-dlq-operator.operator.scanningRules" -}}

@@ -1,0 +1,419 @@
+"""A policy as its class lets it run: each rule of ``govern`` and each refusal's message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dlq_engine.model import PolicyError, config_hash, parse_policy
+from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import Governed, govern
+from spark_dlq_operator.policy_class import BUILT_IN_CLASS, ClassRefusal, PolicyClass, parse_class
+from spark_dlq_operator.reasons import Reason
+from tests.policy_builder import DELETE, policy_document
+
+CONFIG = OperatorConfig(spark_image="spark-dlq:1")
+
+
+def klass(**spec: Any) -> PolicyClass:
+    return parse_class({"metadata": {"name": "standard"}, "spec": spec})
+
+
+def governed(cls: PolicyClass = BUILT_IN_CLASS, overrides: dict[str, Any] | None = None) -> Governed:
+    return govern(policy_document(overrides), cls, config=CONFIG)
+
+
+def refused(cls: PolicyClass, overrides: dict[str, Any]) -> list[str]:
+    with pytest.raises(ClassRefusal) as refusal:
+        governed(cls, overrides)
+    assert refusal.value.reason is Reason.CLASS_VIOLATION
+    return [str(issue) for issue in refusal.value.issues]
+
+
+def test_the_built_in_class_runs_a_policy_as_written() -> None:
+    """Compatibility: the same effective policy, so the same configuration hash, as before."""
+    document = policy_document({"spec.spark.sparkConf": {"spark.kubernetes.driver.request.cores": "300m"}})
+    result = govern(document, BUILT_IN_CLASS, config=CONFIG)
+    assert result.policy == parse_policy(document)
+    assert config_hash(result.policy) == config_hash(parse_policy(document))
+    assert (result.class_name, result.broker) == ("built-in", None)
+
+
+# --- defaults ------------------------------------------------------------------------------------
+
+
+def test_class_defaults_apply_under_the_policy() -> None:
+    cls = klass(
+        defaults={
+            "retry": {"maxRedeliverCount": 3, "backoff": {"delay": "5s"}},
+            "topics": {"retryConfig": {"retention.ms": "1000", "segment.ms": "60000"}},
+            "spark": {"trigger": "10s", "executor": {"instances": 2}},
+        }
+    )
+    policy = governed(
+        cls, {"spec.retry.maxRedeliverCount": 7, "spec.topics.retryConfig": {"retention.ms": "2000"}}
+    ).policy
+    assert policy.retry.max_redeliver_count == 7  # the policy's
+    assert policy.retry.backoff.delay_ms == 5000  # the class's
+    assert policy.retry.backoff.max_delay_ms == 600_000  # the model's
+    assert policy.topics.retry_config == {"retention.ms": "2000", "segment.ms": "60000"}
+    assert (policy.spark.trigger_ms, policy.spark.executor.instances) == (10_000, 2)
+
+
+def test_a_list_in_the_policy_replaces_the_class_default() -> None:
+    cls = klass(defaults={"retry": {"nonRetryableErrors": ["ValueError"]}})
+    assert governed(cls).policy.retry.non_retryable_errors == ("ValueError",)
+    replaced = governed(cls, {"spec.retry.nonRetryableErrors": ["KeyError"]})
+    assert replaced.policy.retry.non_retryable_errors == ("KeyError",)
+
+
+# --- brokers -------------------------------------------------------------------------------------
+
+BROKERS = klass(
+    brokers=[
+        {"bootstrapServers": "kafka-a:9092,kafka-b:9092", "operatorSecretRef": {"name": "op"}},
+        {"bootstrapServers": "other:9092", "engineSecretName": "kafka-client"},
+        {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"},
+    ]
+)
+
+
+def test_a_policy_without_a_broker_gets_the_class_first_broker() -> None:
+    result = governed(BROKERS, {"spec.broker": DELETE})
+    assert result.policy.broker.bootstrap_servers == "kafka-a:9092,kafka-b:9092"
+    assert result.broker is not None
+    assert result.broker.operator_secret is not None
+    assert result.broker.operator_secret.name == "op"
+
+
+def test_a_named_broker_must_be_listed_in_any_order() -> None:
+    result = governed(BROKERS, {"spec.broker.bootstrapServers": " kafka-b:9092, kafka-a:9092"})
+    assert result.broker is BROKERS.brokers[0]
+    assert refused(BROKERS, {"spec.broker.bootstrapServers": "evil:9092"}) == [
+        "spec.broker.bootstrapServers: 'evil:9092' is not allowed by class 'standard' "
+        "(spec.brokers: kafka-a:9092,kafka-b:9092, other:9092, pulsar://p:6650)"
+    ]
+
+
+def test_the_engine_secret_of_a_listed_broker() -> None:
+    filled = governed(BROKERS, {"spec.broker.bootstrapServers": "other:9092"})
+    assert filled.policy.broker.secret_ref is not None
+    assert filled.policy.broker.secret_ref.name == "kafka-client"
+    assert refused(
+        BROKERS, {"spec.broker": {"bootstrapServers": "other:9092", "secretRef": {"name": "mine"}}}
+    ) == [
+        "spec.broker.secretRef.name: 'mine' is not allowed by class 'standard' "
+        "(spec.brokers[1].engineSecretName: kafka-client)"
+    ]
+
+
+def test_a_pulsar_broker_gets_the_class_admin_url() -> None:
+    pulsar = {
+        "spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://p:6650"},
+        "spec.topics.create": False,
+    }
+    assert governed(BROKERS, pulsar).policy.broker.admin_url == "http://p:8080"
+    pulsar["spec.broker"] = {
+        "type": "pulsar",
+        "serviceUrl": "pulsar://p:6650",
+        "adminUrl": "http://evil:8080",
+    }
+    assert refused(BROKERS, pulsar) == [
+        "spec.broker.adminUrl: 'http://evil:8080' is not allowed by class 'standard' "
+        "(spec.brokers[2].adminUrl: http://p:8080)"
+    ]
+
+
+def test_a_class_without_brokers_takes_any_and_gives_no_operator_credentials() -> None:
+    assert governed(klass(), {"spec.broker.bootstrapServers": "anywhere:9092"}).broker is None
+    assert refused(klass(), {"spec.broker": DELETE}) == [
+        "spec.broker: is required: class 'standard' lists no brokers (spec.brokers) to take it from"
+    ]
+
+
+# --- images --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("images", "asked", "runs"),
+    [
+        pytest.param({}, "", "", id="operator-default"),
+        pytest.param({}, "spark-dlq:1", "spark-dlq:1", id="operator-default-named"),
+        pytest.param({"default": "team:2"}, "", "team:2", id="class-default"),
+        pytest.param(
+            {"allowed": ["registry/spark-dlq:3"]}, "registry/spark-dlq:3", "registry/spark-dlq:3", id="exact"
+        ),
+        pytest.param({"allowed": ["registry/team-*"]}, "registry/team-a:1", "registry/team-a:1", id="prefix"),
+    ],
+)
+def test_images_the_class_allows(images: dict[str, Any], asked: str, runs: str) -> None:
+    assert governed(klass(images=images), {"spec.spark.image": asked}).policy.spark.image == runs
+
+
+@pytest.mark.parametrize(
+    ("images", "message"),
+    [
+        pytest.param(
+            {"allowed": ["spark-dlq:*"]},
+            "spec.spark.image: 'evil:1' is not allowed by class 'standard' (spec.images.allowed: spark-dlq:*)",
+            id="allow-list",
+        ),
+        pytest.param(
+            {},
+            "spec.spark.image: 'evil:1' is not allowed by class 'standard' (spec.images.allowed is empty: only "
+            "the default image spark-dlq:1)",
+            id="default-only",
+        ),
+    ],
+)
+def test_an_image_outside_the_class(images: dict[str, Any], message: str) -> None:
+    assert refused(klass(images=images), {"spec.spark.image": "evil:1"}) == [message]
+
+
+# --- sparkConf -----------------------------------------------------------------------------------
+
+
+def test_spark_conf_allowed_keys_pass_and_fixed_keys_are_added() -> None:
+    cls = klass(sparkConf={"allowed": ["spark.sql.*"], "fixed": {"spark.driver.extraJavaOptions": "-Dp=1"}})
+    conf = governed(
+        cls, {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "4"}}
+    ).policy.spark.spark_conf
+    assert conf == {"spark.sql.shuffle.partitions": "4", "spark.driver.extraJavaOptions": "-Dp=1"}
+
+
+def test_a_key_outside_the_allow_list() -> None:
+    cls = klass(sparkConf={"allowed": ["spark.sql.shuffle.partitions"]})
+    assert refused(cls, {"spec.spark.sparkConf": {"spark.ui.enabled": "false"}}) == [
+        "spec.spark.sparkConf.spark.ui.enabled: is not allowed by class 'standard' "
+        "(spec.sparkConf.allowed: spark.sql.shuffle.partitions)"
+    ]
+
+
+def test_a_fixed_key_keeps_the_class_value() -> None:
+    cls = klass(sparkConf={"allowed": ["spark.*"], "fixed": {"spark.sql.shuffle.partitions": "8"}})
+    assert governed(cls, {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "8"}})
+    assert refused(cls, {"spec.spark.sparkConf": {"spark.sql.shuffle.partitions": "2"}}) == [
+        "spec.spark.sparkConf.spark.sql.shuffle.partitions: is set by class 'standard' "
+        "(spec.sparkConf.fixed: spark.sql.shuffle.partitions=8)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("spark.kubernetes.namespace", "the operator submits every job in cluster mode"),
+        (
+            "spark.kubernetes.authenticate.driver.serviceAccountName",
+            "the Spark pods' service account comes from the policy's class",
+        ),
+        (
+            "spark.kubernetes.driver.volumes.hostPath.root.options.path",
+            "volumes and secrets are mounted by the operator",
+        ),
+        ("spark.jars.packages", "code comes from the engine image"),
+        (
+            "spark.driver.extraJavaOptions",
+            "JVM options, class paths and the pods' environment are the platform's",
+        ),
+    ],
+)
+def test_keys_no_class_can_allow_are_refused_even_by_spark_star(key: str, instead: str) -> None:
+    [message] = refused(klass(sparkConf={"allowed": ["spark.*"]}), {"spec.spark.sparkConf": {key: "x"}})
+    assert message.startswith(f"spec.spark.sparkConf.{key}: is never allowed in a policy: {instead}")
+
+
+# --- storage -------------------------------------------------------------------------------------
+
+
+def test_checkpoints_and_tables_live_under_the_class_bases() -> None:
+    cls = klass(storage={"checkpointBase": "s3a://cp/", "deadLetterTableBase": "s3a://tables"})
+    policy = governed(cls, {"spec.deadLetter.table": {"format": "parquet"}}).policy
+    assert policy.spark.checkpoint_location == "s3a://cp/payments/orders-billing"
+    assert policy.dead_letter.table is not None
+    assert (policy.dead_letter.table.path, policy.dead_letter.table.format) == (
+        "s3a://tables/payments/orders-billing",
+        "parquet",
+    )
+
+
+def test_without_a_class_base_the_operator_base_applies() -> None:
+    assert governed(klass()).policy.spark.checkpoint_location == ""
+
+
+def test_a_table_in_a_class_without_tables() -> None:
+    assert refused(klass(), {"spec.deadLetter.table": {"format": "delta"}}) == [
+        "spec.deadLetter.table: is not allowed by class 'standard' (spec.storage.deadLetterTableBase is "
+        "empty: the class keeps no dead-letter tables)"
+    ]
+
+
+def test_free_paths_are_never_allowed() -> None:
+    cls = klass(storage={"deadLetterTableBase": "s3a://tables"})
+    assert refused(
+        cls,
+        {"spec.spark.checkpointLocation": "s3a://b/other", "spec.deadLetter.table": {"path": "s3a://b/t"}},
+    ) == [
+        "spec.spark.checkpointLocation: is never allowed in a policy: the policy's class decides where "
+        "checkpoints live (<checkpointBase>/<namespace>/<name>, DeadLetterPolicyClass "
+        "spec.storage.checkpointBase)",
+        "spec.deadLetter.table.path: is never allowed in a policy: the policy's class decides where "
+        "dead-letter tables live (<deadLetterTableBase>/<namespace>/<name>, DeadLetterPolicyClass "
+        "spec.storage.deadLetterTableBase)",
+    ]
+
+
+# --- limits --------------------------------------------------------------------------------------
+
+LIMITS = klass(
+    defaults={"retry": {"maxRedeliverCount": 5}},
+    limits={
+        "maxRedeliverCount": 10,
+        "minTrigger": "1s",
+        "driver": {"maxCores": 2, "maxMemory": "2g"},
+        "executor": {"maxInstances": 4, "maxCores": 2, "maxMemory": "4g"},
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        pytest.param(
+            {"spec.retry.maxRedeliverCount": 11},
+            "spec.retry.maxRedeliverCount: 11 is more than class 'standard' allows (spec.limits.maxRedeliverCount: 10)",
+            id="redeliveries",
+        ),
+        pytest.param(
+            {"spec.retry.rules": [{"errors": ["E"], "maxRedeliverCount": 50}]},
+            "spec.retry.rules[0].maxRedeliverCount: 50 is more than class 'standard' allows "
+            "(spec.limits.maxRedeliverCount: 10)",
+            id="rule-redeliveries",
+        ),
+        pytest.param(
+            {"spec.spark.trigger": "500ms"},
+            "spec.spark.trigger: 500ms is shorter than class 'standard' allows (spec.limits.minTrigger: 1s)",
+            id="trigger",
+        ),
+        pytest.param(
+            {"spec.spark.driver.cores": 3},
+            "spec.spark.driver.cores: 3 is more than class 'standard' allows (spec.limits.driver.maxCores: 2)",
+            id="driver-cores",
+        ),
+        pytest.param(
+            {"spec.spark.driver.memory": "3g"},
+            "spec.spark.driver.memory: 3g is more than class 'standard' allows (spec.limits.driver.maxMemory: 2g)",
+            id="driver-memory",
+        ),
+        pytest.param(
+            {"spec.spark.executor.instances": 5},
+            "spec.spark.executor.instances: 5 is more than class 'standard' allows "
+            "(spec.limits.executor.maxInstances: 4)",
+            id="executors",
+        ),
+        pytest.param(
+            {"spec.spark.executor.cores": 3},
+            "spec.spark.executor.cores: 3 is more than class 'standard' allows (spec.limits.executor.maxCores: 2)",
+            id="executor-cores",
+        ),
+        pytest.param(
+            {"spec.spark.executor.memory": "4097m"},
+            "spec.spark.executor.memory: 4097m is more than class 'standard' allows "
+            "(spec.limits.executor.maxMemory: 4g)",
+            id="executor-memory",
+        ),
+    ],
+)
+def test_limits(overrides: dict[str, Any], message: str) -> None:
+    assert refused(LIMITS, overrides) == [message]
+
+
+def test_within_limits() -> None:
+    governed(LIMITS, {"spec.retry.maxRedeliverCount": 10, "spec.spark.executor.memory": "4096m"})
+
+
+# --- the pods ------------------------------------------------------------------------------------
+
+PODS = klass(
+    pods={
+        "serviceAccountName": "spark",
+        "imagePullSecrets": [{"name": "registry"}],
+        "nodeSelector": {"pool": "spark", "zone": "a"},
+        "tolerations": [{"key": "spark", "operator": "Exists"}],
+        "priorityClassName": "batch",
+        "labels": {"cost-center": "platform"},
+        "annotations": {"owner": "platform"},
+        "policyMayOverride": ["nodeSelector", "tolerations", "labels", "annotations"],
+    },
+    storage={"checkpointBase": "/cp", "checkpointClaim": "checkpoints"},
+)
+
+
+def test_the_pods_fit_merges_the_policy_where_the_class_allows() -> None:
+    result = governed(
+        PODS,
+        {
+            "spec.spark.pod": {
+                "nodeSelector": {"zone": "b"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "labels": {"team": "billing", "cost-center": "billing"},
+            }
+        },
+    )
+    pod = result.policy.spark.pod
+    assert pod.node_selector == {"pool": "spark", "zone": "b"}
+    assert pod.tolerations == (
+        {"key": "spark", "operator": "Exists"},
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+    )
+    assert pod.labels == {"team": "billing", "cost-center": "platform"}  # the class's keys win
+    assert (pod.priority_class_name, pod.annotations) == ("batch", {"owner": "platform"})
+    assert result.fit.service_account == "spark"
+    assert result.fit.image_pull_secrets == ("registry",)
+    assert (result.fit.checkpoint_claim, result.fit.checkpoint_base) == ("checkpoints", "/cp")
+
+
+def test_pod_fields_the_class_does_not_let_a_policy_set() -> None:
+    assert refused(
+        PODS, {"spec.spark.pod": {"priorityClassName": "critical", "affinity": {"nodeAffinity": {}}}}
+    ) == [
+        "spec.spark.pod.affinity: is not allowed by class 'standard' (spec.pods.policyMayOverride: nodeSelector, "
+        "tolerations, labels, annotations)",
+        "spec.spark.pod.priorityClassName: is not allowed by class 'standard' (spec.pods.policyMayOverride: "
+        "nodeSelector, tolerations, labels, annotations)",
+    ]
+    assert refused(klass(), {"spec.spark.pod": {"labels": {"a": "b"}}}) == [
+        "spec.spark.pod.labels: is not allowed by class 'standard' (spec.pods.policyMayOverride is empty)"
+    ]
+
+
+# --- everything at once --------------------------------------------------------------------------
+
+
+def test_every_problem_is_named_at_once() -> None:
+    found = refused(
+        klass(),
+        {
+            "spec.spark.image": "evil:1",
+            "spec.spark.sparkConf": {"spark.ui.enabled": "false", "spark.master": "x"},
+        },
+    )
+    assert [line.split(":")[0] for line in found] == [
+        "spec.spark.sparkConf.spark.master",
+        "spec.spark.image",
+        "spec.spark.sparkConf.spark.ui.enabled",
+    ]
+
+
+def test_an_invalid_policy_is_the_model_s_refusal() -> None:
+    with pytest.raises(PolicyError) as invalid:
+        governed(klass(), {"spec.retry.backoff.jitter": 2})
+    assert not isinstance(invalid.value, ClassRefusal)
+    assert [i.path for i in invalid.value.issues] == ["spec.retry.backoff.jitter"]
+
+
+def test_a_null_section_still_gets_the_class_paths() -> None:
+    cls = klass(storage={"checkpointBase": "/cp"})
+    assert (
+        governed(cls, {"spec.spark": None}).policy.spark.checkpoint_location == "/cp/payments/orders-billing"
+    )
