@@ -39,7 +39,7 @@ from spark_dlq_devtools.paths import work_dir
 from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.spark import submit_env
 from spark_dlq_operator.render import DRIVER_SPARK_CONF
-from tests.chart import CHART, helm, one, render
+from tests.chart import CHART, CLUSTER_SCOPED, helm, one, render
 from tests.conftest import unique
 from tests.integration.operator.conftest import (
     Cluster,
@@ -60,9 +60,6 @@ def documented_rules() -> list[dict[str, Any]]:
     return list(yaml.safe_load(block.group(1))["rules"])
 
 
-#: The rules about cluster-scoped resources (kopf's scanning), which need a ClusterRole whatever
-#: the operator watches.
-CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
 
 
 @dataclasses.dataclass(frozen=True)
