@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -37,8 +36,6 @@ from kubernetes.client.exceptions import ApiException
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.paths import work_dir
 from spark_dlq_devtools.processes import Service, free_port
-from spark_dlq_devtools.spark import submit_env
-from spark_dlq_operator.render import DRIVER_SPARK_CONF
 from tests.chart import CHART, CLUSTER_SCOPED, helm, one, render
 from tests.conftest import unique
 from tests.integration.operator.conftest import (
@@ -58,8 +55,6 @@ def documented_rules() -> list[dict[str, Any]]:
     block = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert block is not None, "operator/README.md has no yaml block under ## RBAC"
     return list(yaml.safe_load(block.group(1))["rules"])
-
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -549,72 +544,3 @@ def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_polic
     assert not [v for v in ("update", "patch") if may(v, "pods", namespace)]
     assert not [r for r in ("services", "persistentvolumeclaims") if may("create", r, namespace)]
     assert not may("create", "pods", "default")
-
-    # A real Spark 4.0 driver as this account, with the operator's Spark settings: it starts its
-    # executor pods, deletes them when it stops, and is refused nothing on the way.
-    cluster.core.create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {"name": "payroll-driver"},
-            "spec": {"automountServiceAccountToken": False, "containers": [{"name": "driver", "image": "x"}]},
-        },
-    )
-    (folder / "token").write_text(token)
-    arguments = [kube.server, namespace, str(folder / "token"), str(kube.pki / "ca.crt")]
-    spark = subprocess.Popen(
-        [sys.executable, "-c", SPARK_DRIVER, *arguments, json.dumps(dict(DRIVER_SPARK_CONF))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=_spark_env(),
-    )
-    try:
-
-        def executors() -> list[Any]:
-            return list(
-                cluster.core.list_namespaced_pod(namespace, label_selector="spark-role=executor").items
-            )
-
-        wait_for(lambda: len(executors()) == 2 or spark.poll() is not None, timeout=120, what="executor pods")
-        output, _ = spark.communicate("stop\n", timeout=120)
-    finally:
-        if spark.poll() is None:
-            spark.kill()
-    assert spark.returncode == 0, output[-3000:]
-    assert executors() == []
-    refused = [line for line in output.splitlines() if "Forbidden" in line or "forbidden" in line]
-    assert not refused, refused[:3]
-
-
-#: A Spark driver in client mode against the API server (arguments: server, namespace, token file,
-#: CA, extra Spark settings as JSON): two executors asked for, stopped on a line on stdin.
-SPARK_DRIVER = """
-import json, sys
-from pyspark.sql import SparkSession
-server, namespace, token, ca, conf = sys.argv[1:6]
-builder = (
-    SparkSession.builder.master("k8s://" + server)
-    .config("spark.kubernetes.namespace", namespace)
-    .config("spark.kubernetes.authenticate.oauthTokenFile", token)
-    .config("spark.kubernetes.authenticate.caCertFile", ca)
-    .config("spark.kubernetes.driver.pod.name", "payroll-driver")
-    .config("spark.kubernetes.container.image", "registry.test/spark-dlq:test")
-    .config("spark.executor.instances", "2")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.ui.enabled", "false")
-    # Do not wait (30 s) for executors to register: none can, no node runs them.
-    .config("spark.scheduler.minRegisteredResourcesRatio", "0")
-)
-for key, value in json.loads(conf).items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
-sys.stdin.readline()
-spark.stop()
-"""
-
-
-def _spark_env() -> dict[str, str]:
-    env = submit_env()
-    env.pop("PYSPARK_SUBMIT_ARGS")  # no jars needed: Spark's own Kubernetes backend
-    return env
