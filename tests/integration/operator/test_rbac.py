@@ -479,8 +479,12 @@ def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_polic
     namespace = chart_operator.namespace
     cluster = Cluster(kube_api, namespace)
     source = make_topic("orders")  # one topic, known to the broker by the time the second reads it
-    for name in ("payroll", "shipping"):
-        cluster.create_policy(policy_document(namespace, name, source=source, bootstrap=bootstrap_servers))
+    for name in ("payroll", "shipping"):  # each its own subscription: a retry topic is one policy's
+        cluster.create_policy(
+            policy_document(
+                namespace, name, source=source, bootstrap=bootstrap_servers, source_subscription=name
+            )
+        )
     for name in ("payroll", "shipping"):  # the identity is written before the SparkApplication
         app = wait_for(lambda name=name: cluster.application(name), what=f"{name}'s SparkApplication")
         assert app["spec"]["driver"]["serviceAccount"] == f"{name}-spark"
