@@ -40,9 +40,12 @@ class PodFit:
     """What the class gives the Spark pods beyond the policy itself (``spec.spark.pod`` of the
     governed policy holds the merged nodeSelector, tolerations, affinity, priority class,
     labels and annotations). These are not in the configuration hash: like the operator's own
-    defaults, a change reaches a running job at its next configuration change."""
+    defaults, a change reaches a running job at its next configuration change, except a change
+    of the pods' service account or of the executors' token, which restarts it at once
+    (``identity.moved``: who the pods are is not left to a later change)."""
 
-    #: Empty: the service account the operator gives the policy.
+    #: A shared service account (the class's ``pods.serviceAccountName``); empty: the operator's
+    #: ``--spark-service-account``, else one per policy (``render.shared_service_account``).
     service_account: str = ""
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)
     executor_service_account_token: bool = False
