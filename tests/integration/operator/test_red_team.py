@@ -547,6 +547,7 @@ def parse_policy_yaml(text: str) -> dict[str, Any]:
         filter_corpus.CASES["java-method"].param("java-method"),
         filter_corpus.CASES["read-files"].param("read-files"),
         filter_corpus.CASES["scalar-subquery"].param("subquery-reading-a-file"),
+        filter_corpus.ok("attempts > 1").param("allowed-the-control"),
     ],
 )
 def test_a_redrive_filter_that_calls_java_or_reads_files_fails_before_anything_runs(
@@ -562,9 +563,14 @@ def test_a_redrive_filter_that_calls_java_or_reads_files_fails_before_anything_r
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "DeadLetterRedrive",
             "metadata": {"name": name},
-            "spec": {"policyRef": {"name": payroll}, "selection": {"filter": case.text}},
+            "spec": {"policyRef": {"name": payroll}, "selection": {"filter": case.text}, "dryRun": True},
         },
     )
+    if case.problem is None:  # the control: the check does not refuse everything
+        wait_for(
+            lambda: bed.admin_a.application(f"{name}-redrive"), what="the allowed redrive's SparkApplication"
+        )
+        return
 
     def status() -> dict[str, Any]:
         found = bed.objects().get_namespaced_custom_object(GROUP, VERSION, bed.team_a, REDRIVES, name)
