@@ -31,9 +31,17 @@ NAMESPACE = "spark-dlq"
 
 #: Resources the operator reads cluster-wide whatever it watches (kopf's scanning, the classes).
 CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces", "deadletterpolicyclasses"})
-#: The Spark drivers' rights in each namespace where policies run (the spark-operator chart's).
-DRIVER_RESOURCES = frozenset({"pods", "services", "configmaps"})
-DRIVER_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
+#: What a Spark driver needs for its executors, with the operator's Spark settings (the chart's
+#: ClusterRole for drivers; docs/security-rbac.md).
+DRIVER_RULES = (
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"],
+    },
+)
+#: The name the README's RBAC block gives the drivers' ClusterRole (the operator's default).
+README_DRIVER_CLUSTER_ROLE = "spark-dlq-spark-driver"
 
 
 class Grant(NamedTuple):
@@ -197,6 +205,12 @@ def documented_peering_verbs() -> set[str]:
     return {verb.strip() for verb in found.group(1).split(",")}
 
 
+def driver_cluster_role(values: Mapping[str, Any], *, release: str = RELEASE) -> str:
+    """The drivers' ClusterRole the chart names for ``values``."""
+    rbac = (values.get("spark") or {}).get("rbac") or {}
+    return str(rbac.get("clusterRoleName") or f"{release}-spark-dlq-operator-spark-driver")
+
+
 def class_secrets(values: Mapping[str, Any]) -> list[str]:
     """The Secrets the operator may read: the chart's class's ``operatorSecretRef``s, and
     ``operator.rbac.classSecretNames``."""
@@ -210,9 +224,11 @@ def class_secrets(values: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> set[Grant]:
+def needed(
+    values: Mapping[str, Any], *, release_namespace: str = NAMESPACE, release: str = RELEASE
+) -> set[Grant]:
     """The grants the operator needs when installed with ``values`` (only the keys that matter:
-    operator.replicas, operator.watch, topics.strimzi, the Secrets classes name)."""
+    operator.replicas, operator.watch, topics.strimzi, spark.rbac, the Secrets classes name)."""
     operator = values.get("operator") or {}
     watch = operator.get("watch") or {}
     all_namespaces = watch.get("allNamespaces", True)
@@ -222,6 +238,8 @@ def needed(values: Mapping[str, Any], *, release_namespace: str = NAMESPACE) -> 
 
     grants: set[Grant] = set()
     for rule in documented_rules():
+        if rule.get("resourceNames") == [README_DRIVER_CLUSTER_ROLE]:
+            rule = {**rule, "resourceNames": [driver_cluster_role(values, release=release)]}
         if rule["resources"] == ["secrets"]:
             # Only the Secrets classes name, only in the operator's namespace (resourceNames).
             for name in class_secrets(values):

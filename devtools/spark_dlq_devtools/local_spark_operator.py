@@ -15,6 +15,11 @@ knows nothing about spark-dlq: it maps what a pod would have onto local files.
   Nothing else of the template applies (no ports, no environment: drivers share this machine).
 - ``sparkConf`` becomes ``--conf``; ``driver.memory`` becomes ``--driver-memory``; executors
   run inside the driver (local mode), so executor settings are recorded, not applied.
+- With ``service_account_tokens``, the driver gets what a kubelet gives a pod: a token of its
+  ``driver.serviceAccount`` (the TokenRequest API; one hour), the API server's CA and the
+  namespace in a folder it finds in ``SPARK_DLQ_SERVICEACCOUNT_DIR``, and the API server in
+  ``KUBERNETES_SERVICE_HOST``/``_PORT``: it calls the API as that account, as a driver pod does.
+  A service account that does not exist fails the submission, as the pod would not be admitted.
 
 Status follows the spark-operator's documented state machine in
 ``status.applicationState.state``: SUBMITTED when spark-submit starts, RUNNING once the driver
@@ -46,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
@@ -103,6 +109,7 @@ class LocalSparkOperator:
         extra_jars: list[str] | None = None,
         stop_grace: float = 30.0,
         driver_env: Mapping[str, str] | None = None,
+        service_account_tokens: bool = False,
     ) -> None:
         self.api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
         self.objects = client.CustomObjectsApi(self.api_client)
@@ -116,6 +123,7 @@ class LocalSparkOperator:
         #: Environment given to every driver (e.g. ``SPARK_DLQ_METRICS_PORT``), under the
         #: application's own ``driver.env``.
         self.driver_env = dict(driver_env or {})
+        self.service_account_tokens = service_account_tokens
         self.drivers: dict[tuple[str, str], Driver] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -295,10 +303,40 @@ class LocalSparkOperator:
         argv += ["--jars", jars, main, *args]
         env["PYTHONPATH"] = os.pathsep.join([*self.python_path, env.get("PYTHONPATH", "")])
         env.update(self.driver_env)
+        if self.service_account_tokens:
+            env.update(self._service_account(driver))
         for item in (spec.get("driver") or {}).get("env", []) or []:
             if "value" in item:
                 env[item["name"]] = str(item["value"])
         return argv, env
+
+    def _service_account(self, driver: Driver) -> dict[str, str]:
+        """Mount the driver's service account as a kubelet would; the environment that finds it."""
+        account = str((driver.spec.get("driver") or {}).get("serviceAccount") or "default")
+        try:
+            request = client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+            )
+            status = self.core.create_namespaced_service_account_token(
+                account, driver.namespace, request
+            ).status
+        except ApiException as failure:
+            raise ValueError(
+                f"service account {account!r} of the driver: {failure.status} {failure.reason}"
+            ) from None
+        assert status is not None, "a TokenRequest answered without a token"
+        folder = driver.workdir / "serviceaccount"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "token").write_text(str(status.token))
+        (folder / "namespace").write_text(driver.namespace)
+        configuration = self.api_client.configuration
+        shutil.copy(configuration.ssl_ca_cert, folder / "ca.crt")
+        server = urlsplit(configuration.host)
+        return {
+            "SPARK_DLQ_SERVICEACCOUNT_DIR": str(folder),
+            "KUBERNETES_SERVICE_HOST": str(server.hostname),
+            "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+        }
 
     def _map_path(self, path: str) -> str:
         if path.startswith("local://"):

@@ -124,8 +124,19 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     spark.add_argument(
         "--spark-service-account",
-        default=env("SPARK_SERVICE_ACCOUNT", defaults.DEFAULT_SERVICE_ACCOUNT),
-        help="service account of the Spark driver (default %(default)s)",
+        default=env("SPARK_SERVICE_ACCOUNT", ""),
+        metavar="NAME",
+        help="one existing service account the Spark pods of every policy run as (shared: "
+        "weaker); default: a service account per policy, made by the operator "
+        "(env SPARK_DLQ_SPARK_SERVICE_ACCOUNT)",
+    )
+    spark.add_argument(
+        "--spark-driver-cluster-role",
+        default=env("SPARK_DRIVER_CLUSTER_ROLE", defaults.DEFAULT_DRIVER_CLUSTER_ROLE),
+        metavar="NAME",
+        help="the ClusterRole with what a Spark driver needs for its executors, bound to the "
+        "Spark pods' service account in each policy's namespace (the operator needs the bind "
+        "verb on it; default %(default)s)",
     )
     spark.add_argument(
         "--spark-job-namespaces",
@@ -291,6 +302,7 @@ def _parse(
         checkpoint_base=args.checkpoint_base,
         checkpoint_claim=args.checkpoint_claim or None,
         spark_service_account=args.spark_service_account,
+        spark_driver_cluster_role=args.spark_driver_cluster_role,
         spark_job_namespaces=tuple(n.strip() for n in args.spark_job_namespaces.split(",") if n.strip()),
         spark_operator_timeout=args.spark_operator_timeout,
         restart_backoff_cap=args.restart_backoff_cap,

@@ -1,7 +1,7 @@
 """The operator's own configuration: what the command line and the environment decide.
 
 Everything a policy does not say comes from here (the default Spark image, the checkpoint base,
-the Spark version, the driver's service account), along with how the operator itself runs
+the Spark version, the drivers' ClusterRole), along with how the operator itself runs
 (watched namespaces, peering, probes, timings). It is one frozen value built once at start-up
 and passed down explicitly, so the pure render functions see the same defaults as the rest of
 the operator and tests can build one with short timings. Nothing here does I/O.
@@ -19,7 +19,9 @@ from dlq_engine.model.policy import Provisioner
 SPARK_VERSION: Final = "4.0.0"
 DEFAULT_SPARK_IMAGE: Final = "spark-dlq:0.1.0"
 DEFAULT_CHECKPOINT_BASE: Final = "/var/lib/spark-dlq/checkpoints"
-DEFAULT_SERVICE_ACCOUNT: Final = "spark-dlq-driver"
+#: The ClusterRole (the chart's) with what a Spark driver needs for its executors, which the
+#: operator binds to each policy's service account.
+DEFAULT_DRIVER_CLUSTER_ROLE: Final = "spark-dlq-spark-driver"
 DEFAULT_METRICS_PORT: Final = 9090
 
 
@@ -38,7 +40,12 @@ class OperatorConfig:
     #: ``checkpoint_base`` in the driver and the executors, for checkpoints on a shared volume
     #: rather than an object store; None when ``checkpoint_base`` is a URL (s3a://, ...).
     checkpoint_claim: str | None = None
-    spark_service_account: str = DEFAULT_SERVICE_ACCOUNT
+    #: One existing service account every policy's Spark pods run as (shared: each driver may
+    #: write every Lease of its namespace); empty for a service account per policy, which the
+    #: operator makes.
+    spark_service_account: str = ""
+    #: The ClusterRole bound to the Spark pods' service account in the policy's namespace.
+    spark_driver_cluster_role: str = DEFAULT_DRIVER_CLUSTER_ROLE
     #: The namespaces the spark-operator watches (its chart's ``spark.jobNamespaces``), as the
     #: platform team declares them; empty when not declared (then only the silence of a new
     #: SparkApplication hints at it). A policy in another namespace is told at once.

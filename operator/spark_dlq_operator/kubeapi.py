@@ -63,6 +63,10 @@ POLICIES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, rende
 SPARK_APPLICATIONS: Final = ResourceType(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
 REDRIVES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
 PODS: Final = ResourceType("", "v1", "pods")
+SERVICE_ACCOUNTS: Final = ResourceType("", "v1", "serviceaccounts")
+LEASES: Final = ResourceType("coordination.k8s.io", "v1", "leases")
+ROLES: Final = ResourceType("rbac.authorization.k8s.io", "v1", "roles")
+ROLE_BINDINGS: Final = ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings")
 #: Cluster-scoped: addressed with namespace None.
 POLICY_CLASSES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, CLASS_PLURAL)
 NAMESPACES: Final = ResourceType("", "v1", "namespaces")

@@ -29,8 +29,22 @@ class Reason(StrEnum):
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
     #: The policy asks for more than its class allows (the field and the rule in the message).
     CLASS_VIOLATION = "ClassViolation"
+    #: The API server refused one of the Spark pods' identity objects (service account, Lease,
+    #: Role, RoleBinding: the operator may not bind the drivers' ClusterRole, say). A JobRunning
+    #: reason: the policy stays valid and its job waits.
+    IDENTITY_REFUSED = "IdentityRefused"
 
 
 #: The reasons that make a policy's phase ``Invalid``: nothing is created for it, and a job of an
 #: earlier valid generation keeps running as it was.
-INVALID: Final = frozenset(Reason)
+INVALID: Final = frozenset(
+    {
+        Reason.INVALID_SPEC,
+        Reason.CLASS_NOT_FOUND,
+        Reason.CLASS_INVALID,
+        Reason.NO_DEFAULT_CLASS,
+        Reason.DEFAULT_CLASS_AMBIGUOUS,
+        Reason.NAMESPACE_NOT_ALLOWED,
+        Reason.CLASS_VIOLATION,
+    }
+)

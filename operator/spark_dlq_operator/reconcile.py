@@ -2,7 +2,8 @@
 
 One idempotent, level-based function, called by kopf on create, update and resume, by the
 periodic resync (drift repair), and when an owned SparkApplication is deleted. Steps, in order:
-topics (Admin API or Strimzi) -> ConfigMap ``P-policy`` -> SparkApplication ``P`` -> status.
+topics (Admin API or Strimzi) -> ConfigMap ``P-policy`` -> the Spark pods' identity (``accounts``)
+-> SparkApplication ``P`` -> status.
 The SparkApplication is written only when the configuration hash changed (then the job restarts
 from its checkpoint and ``restartCount`` goes up) or when it is missing; ``suspend`` deletes it
 and keeps everything else. Status is written through the status subresource with a
@@ -25,7 +26,7 @@ from typing import Any, Final
 
 from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash
 from dlq_engine.model.topics import broker_topic_name
-from spark_dlq_operator import metrics, render, topic_claims, topic_ownership
+from spark_dlq_operator import accounts, identity, metrics, render, topic_claims, topic_ownership
 from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
@@ -70,6 +71,7 @@ _WARNING_REASONS: Final = frozenset(
         "NotPickedUp",
         "EngineStalled",
         "DriverPending",
+        Reason.IDENTITY_REFUSED,
         topic_claims.TOPIC_IN_USE,
     }
 )
@@ -197,14 +199,16 @@ class Known:
 @dataclass(frozen=True, slots=True)
 class Seen:
     """What the caller already read, to save the reconcile a few reads. ``policy`` is the policy
-    as last seen; ``listed`` means all three come from a resync's lists (``config_map`` and
-    ``application`` None: absent then). Every write still carries a ``resourceVersion`` or
+    as last seen; ``listed`` means all four come from a resync's lists (``config_map``,
+    ``application`` and ``lease`` None: absent then). Every write still carries a ``resourceVersion`` or
     tolerates a 409, so something that changed since costs a retry, never a wrong write."""
 
     policy: Mapping[str, Any]
     listed: bool = False
     config_map: Obj | None = None
     application: Obj | None = None
+    #: The policy's Lease (its driver's heartbeat), as a resync listed it.
+    lease: Obj | None = None
     #: kopf saw the policy created just now: its ConfigMap and SparkApplication are created
     #: without being read first (a create that finds one reads it then).
     created: bool = False
@@ -378,7 +382,11 @@ async def _reconcile(
     fit: PodFit,
 ) -> None:
     listed = seen is not None and seen.listed
-    if seen is not None and listed and await _listing_is_stale(services, policy, owner=owner, seen=seen):
+    if (
+        seen is not None
+        and listed
+        and await _listing_is_stale(services, policy, owner=owner, seen=seen, fit=fit)
+    ):
         return
     body = seen.policy if seen is not None else await services.api.get(POLICIES, owner.namespace, owner.name)
     if body is None or body["metadata"].get("uid") != owner.uid:
@@ -400,7 +408,12 @@ async def _reconcile(
         status=body.get("status"),
     )
     await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
-    job = await _ensure_application(services, policy, owner=owner, known=known_application, fit=fit)
+    blocked = await _ensure_identity(services, policy, owner=owner, seen=seen, fit=fit)
+    job = (
+        _Job(blocked)
+        if blocked is not None
+        else await _ensure_application(services, policy, owner=owner, known=known_application, fit=fit)
+    )
     digest = config_hash(policy)
 
     def observe(old: Mapping[str, Any]) -> Observation:
@@ -445,7 +458,7 @@ async def _reconcile(
 
 
 async def _listing_is_stale(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen
+    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen, fit: PodFit
 ) -> bool:
     """Whether a resync's listed policy is older than the policy now, when the ConfigMap or the
     SparkApplication would be written from it. The lists are taken one after another and the
@@ -459,7 +472,13 @@ async def _listing_is_stale(
         due = due or (app is not None and _managed(app))
     else:
         annotations = (app or {}).get("metadata", {}).get("annotations") or {}
-        due = due or app is None or annotations.get(render.CONFIG_HASH_ANNOTATION) != config_hash(policy)
+        account = render.spark_service_account(policy.name, fit, services.config)
+        due = (
+            due
+            or app is None
+            or annotations.get(render.CONFIG_HASH_ANNOTATION) != config_hash(policy)
+            or ((app.get("spec") or {}).get("driver") or {}).get("serviceAccount") != account
+        )
     if not due:
         return False
     current = await services.api.get(POLICIES, owner.namespace, owner.name)
@@ -639,6 +658,35 @@ async def _ensure_config_map(
         )
 
 
+async def _ensure_identity(
+    services: Services,
+    policy: DeadLetterPolicy,
+    *,
+    owner: Owner,
+    seen: Seen | None,
+    fit: PodFit,
+) -> ConditionState | None:
+    """The Spark pods' service account, Lease, Role and RoleBindings (``accounts.ensure``). A
+    resync whose lists show the policy's Lease leaves them be: it repairs them when the Lease is
+    gone; kopf's events (a change, the operator's start) see to every one of them."""
+    if (
+        seen is not None
+        and seen.listed
+        and seen.lease is not None
+        and identity.conflict(seen.lease, owner, kind="Lease") is None
+    ):
+        return None
+    return await accounts.ensure(
+        services.api,
+        services.events,
+        policy_name=policy.name,
+        owner=owner,
+        fit=fit,
+        config=services.config,
+        created=seen is not None and seen.created,
+    )
+
+
 def _managed(app: Obj) -> bool:
     labels = (app.get("metadata") or {}).get("labels") or {}
     return bool(labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY)
@@ -704,7 +752,8 @@ async def _ensure_application(
         metadata = current["metadata"]
         old_digest = (metadata.get("annotations") or {}).get(render.CONFIG_HASH_ANNOTATION)
         owned = any(ref.get("uid") == owner.uid for ref in metadata.get("ownerReferences") or [])
-        if old_digest == digest and owned:
+        moved = identity.moved(current, desired)
+        if old_digest == digest and owned and moved is None:
             return _Job(None, app=current)
         body = {k: v for k, v in current.items() if k != "status"}
         body["metadata"] = {
@@ -727,13 +776,15 @@ async def _ensure_application(
                 return _Job(submitted, app=current)
             current = fresh
             continue
-        if old_digest == digest:  # adopted, same configuration: nothing restarts
+        if old_digest == digest and moved is None:  # adopted, same configuration: nothing restarts
             return _Job(None, app=current)
+        why = (
+            moved if old_digest == digest else f"the configuration hash changed from {old_digest} to {digest}"
+        )
         await services.events.info(
             owner,
             "SparkApplicationRestarted",
-            f"the configuration hash changed from {old_digest} to {digest}: "
-            f"SparkApplication {name} is resubmitted and resumes from its checkpoint",
+            f"{why}: SparkApplication {name} is resubmitted and resumes from its checkpoint",
         )
         return _Job(render.JOB_RESTARTING, app=current, restarted=True)
     raise ApiError(409, "Conflict", f"SparkApplication {policy.namespace}/{name} kept changing")
@@ -896,14 +947,14 @@ async def supervise(
     *,
     owner: Owner,
     app: Obj | None,
-    config_map: Obj | None,
+    lease: Obj | None,
     policy: Mapping[str, Any] | None = None,
 ) -> None:
     """What the spark-operator does not catch, looked at once per resync round for a policy's
     application (as listed in that round), and what the driver reports: ``status.ordering``
     from its heartbeat (``policy``: the policy as listed, to skip a write that changes nothing);
     a failed application due for resubmission (as its
-    watcher would have done), a RUNNING driver whose heartbeat (on ``config_map``)
+    watcher would have done), a RUNNING driver whose heartbeat (on ``lease``)
     reports no progress for ``stall_timeout`` is resubmitted, with JobRunning EngineStalled and
     a Warning event; an application stuck without a running driver for ``pending_timeout`` gets
     JobRunning DriverPending naming its driver pod's reason, and a Warning event."""
@@ -912,7 +963,7 @@ async def supervise(
     controller = policy_owner(app)
     if controller is None or controller.uid != owner.uid:
         return
-    ordering = render.ordering_status(app, config_map)
+    ordering = render.ordering_status(app, lease)
     if ordering is not None and ordering != (policy or {}).get("status", {}).get("ordering"):
         async with services.lock(owner.uid):
             await write_status(services, owner, lambda _: Observation(ordering=ordering), known=policy)
@@ -927,9 +978,7 @@ async def supervise(
         await _resubmit(services, app, owner=owner)
         return
     stalled = (
-        render.engine_stalled(app, config_map, bound=config.stall_timeout)
-        if config.stall_timeout > 0
-        else None
+        render.engine_stalled(app, lease, bound=config.stall_timeout) if config.stall_timeout > 0 else None
     )
     if stalled is not None:
         if not await _resubmit_once(services, app):  # resubmitted already, or moved on: next round

@@ -10,6 +10,7 @@ SparkApplication's state onto the policy's conditions and phase lives here too, 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -75,10 +76,10 @@ EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 #: In ``spec.driver.annotations``: bumped by the operator to make the spark-operator resubmit a
 #: failed application now (a spec change; see ``resubmit_due``). Not part of the config hash.
 RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
+#: On the policy's Lease: the driver's liveness report (``dlq_engine.job.heartbeat``).
+HEARTBEAT_ANNOTATION: Final = "sparkdlq.io/heartbeat"
 #: The driver's container port for the engine's Prometheus ``/metrics`` (``dlq-engine run``
 #: reads it from ``SPARK_DLQ_METRICS_PORT``), named as the chart's PodMonitor selects it.
-#: On the policy's ConfigMap: the driver's liveness report (``dlq_engine.job.heartbeat``).
-HEARTBEAT_ANNOTATION: Final = "sparkdlq.io/heartbeat"
 ENGINE_METRICS_PORT: Final = 9091
 ENGINE_METRICS_PORT_NAME: Final = "metrics"
 
@@ -94,6 +95,22 @@ CONTAINER_SECURITY_CONTEXT: Final[Mapping[str, Any]] = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+#: Spark settings the operator owns, applied over a policy's ``sparkConf``: they keep what the
+#: driver does with the Kubernetes API to its executor pods, so its role needs no right on
+#: ConfigMaps, Services or PersistentVolumeClaims (docs/security-rbac.md). With Spark 4.0's
+#: defaults the driver would create a ConfigMap for its executors and delete, by label, the
+#: ConfigMaps, Services and claims of its application at exit (``deletecollection``, which
+#: RBAC cannot limit to one application: a right to delete every ConfigMap of the namespace,
+#: the other policies' ``policy.yaml`` included). The executors get Spark's configuration from
+#: the driver when they register and run the same image; the driver's Service and ConfigMap
+#: belong to its pod and go with it; the engine asks for no claim of its own.
+DRIVER_SPARK_CONF: Final[Mapping[str, str]] = {
+    "spark.kubernetes.executor.disableConfigMap": "true",
+    "spark.kubernetes.driver.service.deleteOnTermination": "false",
+    "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+    "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
 }
 
 _LABEL_VALUE_MAX: Final = 63
@@ -184,6 +201,29 @@ def config_map_name(policy_name: str) -> str:
     return f"{policy_name}-policy"
 
 
+def service_account_name(policy_name: str) -> str:
+    """The service account the operator makes for a policy's Spark pods."""
+    return f"{application_name(policy_name)}-spark"
+
+
+def shared_service_account(fit: PodFit, config: OperatorConfig) -> str:
+    """The one existing service account every governed policy's Spark pods share, empty for one
+    per policy (made by the operator). The class's ``pods.serviceAccountName`` wins over the
+    operator's ``--spark-service-account``: the platform team owns both, and the class is the
+    narrower choice (docs/security-rbac.md: sharing is the weaker isolation)."""
+    return fit.service_account or config.spark_service_account
+
+
+def spark_service_account(policy_name: str, fit: PodFit, config: OperatorConfig) -> str:
+    """The service account a policy's Spark pods run as."""
+    return shared_service_account(fit, config) or service_account_name(policy_name)
+
+
+def lease_name(policy_name: str) -> str:
+    """The policy's Lease (``coordination.k8s.io``): its driver's heartbeat."""
+    return f"{application_name(policy_name)}-heartbeat"
+
+
 def checkpoint_location(policy: DeadLetterPolicy, config: OperatorConfig) -> str:
     """``spec.spark.checkpointLocation`` (in a cluster: where the policy's class puts it), else
     ``<checkpoint-base>/<namespace>/<name>``."""
@@ -215,6 +255,14 @@ def policy_document(policy: DeadLetterPolicy, config: OperatorConfig) -> dict[st
     return document
 
 
+def policy_file_hash(policy: DeadLetterPolicy, config: OperatorConfig) -> str:
+    """The configuration hash of ``policy.yaml`` as the operator writes it (its checkpoint filled
+    in), which the engine checks the mounted file against (``--config-hash``). It is the policy's
+    own ``config_hash`` when the policy names its checkpoint."""
+    spark = dataclasses.replace(policy.spark, checkpoint_location=checkpoint_location(policy, config))
+    return config_hash(dataclasses.replace(policy, spark=spark))
+
+
 def config_map(
     policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, provisioner: str | None = None
 ) -> Manifest:
@@ -235,6 +283,12 @@ def spark_application(
     policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, fit: PodFit = NO_FIT
 ) -> Manifest:
     """SparkApplication ``application_name(P)`` running ``dlq-engine run -f`` on the mounted policy.
+
+    The driver and executors run as ``service_account``, by default the operator's shared one
+    (``--spark-service-account``), else the policy's own (``service_account_name``); the executors get no service-account token unless
+    ``executor_token`` (they never call the Kubernetes API, and run the processor's code on
+    untrusted payloads). The driver reports its heartbeat on the policy's Lease and refuses a
+    ``policy.yaml`` whose hash is not the one the operator wrote (``--config-hash``).
 
     The configuration hash is in the metadata (for people and selectors) and inside the spec
     (``spec.driver.annotations``): the spark-operator resubmits a running application only
@@ -291,15 +345,17 @@ def spark_application(
                 f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
                 "--checkpoint",
                 checkpoint_location(policy, config),
-                "--heartbeat-configmap",
-                f"{policy.namespace}/{config_map_name(policy.name)}",
+                "--heartbeat-lease",
+                f"{policy.namespace}/{lease_name(policy.name)}",
+                "--config-hash",
+                policy_file_hash(policy, config),
             ],
-            "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
+            "sparkConf": dict(sorted({**policy.spark.spark_conf, **DRIVER_SPARK_CONF}.items())),
             "restartPolicy": restart_policy(config),
             "driver": {
                 "cores": driver.cores,
                 "memory": driver.memory,
-                "serviceAccount": fit.service_account or config.spark_service_account,
+                "serviceAccount": spark_service_account(policy.name, fit, config),
                 "labels": dict(own_labels),
                 "annotations": {CONFIG_HASH_ANNOTATION: digest},
                 "template": pod_template(
@@ -316,7 +372,13 @@ def spark_application(
                 "cores": executor.cores,
                 "memory": executor.memory,
                 "labels": dict(own_labels),
-                "template": pod_template(EXECUTOR_CONTAINER, volumes=volumes, mounts=mounts, pod=pod),
+                "template": pod_template(
+                    EXECUTOR_CONTAINER,
+                    volumes=volumes,
+                    mounts=mounts,
+                    pod=pod,
+                    service_account_token=fit.executor_service_account_token,
+                ),
             },
         },
     }
@@ -336,11 +398,14 @@ def pod_template(
     ports: Sequence[Mapping[str, Any]] = (),
     env: Sequence[Mapping[str, Any]] = (),
     pod: PodSettings = _NO_POD,
+    service_account_token: bool | None = None,
 ) -> Manifest:
     """A Spark pod template: the volumes, their mounts in the Spark container (named as Spark
     names it), its extra ports and environment (Spark adds its own to them), the restricted Pod
-    Security contexts, and the pods' fit (node selector, tolerations, affinity, priority class,
-    labels and annotations; the operator's own labels are Spark's to set and win)."""
+    Security contexts, the pods' fit (node selector, tolerations, affinity, priority class,
+    labels and annotations; the operator's own labels are Spark's to set and win), and
+    ``automountServiceAccountToken`` when ``service_account_token`` is given (None: the service
+    account's own setting)."""
     spark_container: dict[str, Any] = {
         "name": container,
         "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
@@ -355,6 +420,8 @@ def pod_template(
         "volumes": copy.deepcopy(list(volumes)),
         "containers": [spark_container],
     }
+    if service_account_token is not None:
+        spec["automountServiceAccountToken"] = service_account_token
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
     if pod.tolerations:
@@ -663,9 +730,9 @@ def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def heartbeat_of(config_map: Mapping[str, Any] | None) -> Heartbeat | None:
-    """The heartbeat on a policy's ConfigMap, None when there is none or it is unreadable."""
-    annotations = ((config_map or {}).get("metadata") or {}).get("annotations") or {}
+def heartbeat_of(lease: Mapping[str, Any] | None) -> Heartbeat | None:
+    """The heartbeat on a policy's Lease, None when there is none or it is unreadable."""
+    annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
     text = annotations.get(HEARTBEAT_ANNOTATION)
     if not text:
         return None
@@ -680,12 +747,10 @@ def heartbeat_of(config_map: Mapping[str, Any] | None) -> Heartbeat | None:
     return Heartbeat(at, active, progress, _ordering_of(raw.get("ordering")))
 
 
-def ordering_status(
-    app: Mapping[str, Any] | None, config_map: Mapping[str, Any] | None
-) -> OrderingStatus | None:
+def ordering_status(app: Mapping[str, Any] | None, lease: Mapping[str, Any] | None) -> OrderingStatus | None:
     """``status.ordering`` from the heartbeat of the application's current submission (one sent
     after it was submitted), None when there is none or it carries no ordering report."""
-    beat = heartbeat_of(config_map)
+    beat = heartbeat_of(lease)
     if app is None or beat is None:
         return None
     submitted = time_of((app.get("status") or {}).get("lastSubmissionAttemptTime"))
@@ -695,14 +760,14 @@ def ordering_status(
 
 
 def engine_stalled(
-    app: Mapping[str, Any], config_map: Mapping[str, Any] | None, *, bound: float
+    app: Mapping[str, Any], lease: Mapping[str, Any] | None, *, bound: float
 ) -> ConditionState | None:
     """JobRunning for a RUNNING application whose driver reports that its query made no progress
     for longer than ``bound`` seconds (dead, or stuck in a micro-batch), else None. Only a
     heartbeat of the current submission counts (one sent after it was submitted): a driver
     that never reported is not judged."""
     state, _, _ = application_state(app)
-    beat = heartbeat_of(config_map)
+    beat = heartbeat_of(lease)
     submitted = time_of((app.get("status") or {}).get("lastSubmissionAttemptTime"))
     if state != "RUNNING" or beat is None or (submitted is not None and beat.time < submitted):
         return None

@@ -6,7 +6,7 @@ policy must carry a finalizer only when its deletion has work to do (docs/refere
 blocks on an absent operator otherwise). So the resync is a task of its own, started at
 operator start-up and cancelled at clean-up, which lists the watched policies every
 ``resync_interval`` seconds and runs the same reconcile under the same per-policy lock. A round
-lists the policies, ConfigMaps and SparkApplications once per namespace, so its cost on the API
+lists the policies, ConfigMaps, SparkApplications and Leases once per namespace, so its cost on the API
 server does not grow with one read per object.
 
 With a named kopf peering, only the active replica resyncs: the peering object is read and the
@@ -28,6 +28,7 @@ from spark_dlq_operator.kubeapi import (
     CLUSTER_KOPF_PEERINGS,
     CONFIG_MAPS,
     KOPF_PEERINGS,
+    LEASES,
     POLICIES,
     SPARK_APPLICATIONS,
     ApiError,
@@ -89,6 +90,7 @@ class Resync:
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
+        leases: dict[tuple[str, str], Obj] = {}
         listed_at = services.claims.now()
         for scope in self._scopes():
             bodies.extend(await services.api.list(POLICIES, scope))
@@ -96,6 +98,7 @@ class Resync:
             applications.update(
                 _by_key(await services.api.list(SPARK_APPLICATIONS, scope, label_selector=selector))
             )
+            leases.update(_by_key(await services.api.list(LEASES, scope, label_selector=selector)))
         services.claims.rebuild(bodies, listed_at=listed_at, parse=services.classes.effective_policy)
         limit = asyncio.Semaphore(max(1, services.config.resync_concurrency))
         if which is None:
@@ -115,6 +118,7 @@ class Resync:
                 application=applications.get(
                     (metadata["namespace"], render.application_name(metadata["name"]))
                 ),
+                lease=leases.get((metadata["namespace"], render.lease_name(metadata["name"]))),
             )
             async with limit:
                 try:
@@ -187,7 +191,7 @@ class Resync:
         owner = reconcile.owner_of(body)
         try:
             await reconcile.supervise(
-                self._services, owner=owner, app=seen.application, config_map=seen.config_map, policy=body
+                self._services, owner=owner, app=seen.application, lease=seen.lease, policy=body
             )
         except Exception:  # logged; the next round looks again
             logger.exception("supervising %s/%s failed", owner.namespace, owner.name)

@@ -3,7 +3,8 @@
     dlq-engine run -f policy.yaml [--master local[2]] [--checkpoint DIR] [--once] [--create-topics]
 
 ``-f`` takes the very YAML a user applies to Kubernetes. A bad file gets one line per problem,
-naming the field and line, and exit status 2. Exit status: 0 clean stop, 1 the query failed,
+naming the field and line, and exit status 2; so does a file whose configuration hash is not
+the ``--config-hash`` given (the operator passes the hash of the file it wrote). Exit status: 0 clean stop, 1 the query failed,
 2 bad policy or processor, 3 the ``stop`` strategy stopped the job, 4 the error window did,
 5 another engine holds the checkpoint (``dlq_engine.exits``).
 """
@@ -16,8 +17,9 @@ import time
 from collections.abc import Sequence
 
 from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_CHECKPOINT_LOCKED, EXIT_FAILED
+from dlq_engine.model.config_hash import config_hash
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
-from dlq_engine.model.policy import KAFKA_CLIENT_DIR
+from dlq_engine.model.policy import KAFKA_CLIENT_DIR, DeadLetterPolicy
 
 #: ``dlq_engine.job.checkpoint_lock.DEFAULT_LEASE_S`` (not imported here: that loads PySpark).
 DEFAULT_LEASE_S = 30.0
@@ -69,11 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         "(default %(default)s)",
     )
     run.add_argument(
-        "--heartbeat-configmap",
+        "--heartbeat-lease",
         metavar="NAMESPACE/NAME",
-        help="report the query's liveness every --heartbeat-interval seconds in this ConfigMap's "
+        help="report the query's liveness every --heartbeat-interval seconds in this Lease's "
         "annotation sparkdlq.io/heartbeat, through the Kubernetes API (the operator passes its "
-        "policy's ConfigMap; default: no heartbeat)",
+        "policy's Lease; default: no heartbeat)",
     )
     run.add_argument(
         "--heartbeat-interval",
@@ -86,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="Kafka client properties, one file each (default: the mounted "
         f"broker.secretRef at {KAFKA_CLIENT_DIR}, if present)",
+    )
+    run.add_argument(
+        "--config-hash",
+        metavar="HASH",
+        help="refuse to run (exit 2) unless the policy file's configuration hash is this one (the "
+        "operator passes the hash of the policy.yaml it wrote, so a file changed since is caught "
+        "before anything starts; default: no check)",
     )
     redrive = commands.add_parser("redrive", help="send a policy's dead letters back (a batch job)")
     redrive.add_argument("-f", "--file", required=True, help="the DeadLetterRedrive YAML")
@@ -118,7 +127,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(yaml.safe_dump(to_document(policy), sort_keys=False), end="")
         return 0
+    tampered = _config_hash_mismatch(policy, args.file, args.config_hash)
+    if tampered is not None:
+        print(f"dlq-engine: {tampered}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return _run(policy, args)
+
+
+def _config_hash_mismatch(policy: DeadLetterPolicy, path: str, expected: str | None) -> str | None:
+    """Why the policy file is not the one the operator wrote (its configuration hash is not
+    ``expected``), or None when it is, or when there is nothing to check against."""
+    if not expected:
+        return None
+    found = config_hash(policy)
+    if found == expected:
+        return None
+    return (
+        f"{path}: the policy's configuration hash is {found}, not {expected} as given by "
+        "--config-hash: the file was changed after the operator wrote it (its ConfigMap "
+        "rewritten or replaced by someone else); refusing to run it"
+    )
 
 
 def _run(policy: object, args: argparse.Namespace) -> int:
@@ -137,7 +165,6 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     from dlq_engine.job.processors import ProcessorLoadError, load_processor
     from dlq_engine.job.runner import Run, install_sigterm
     from dlq_engine.job.session import build_session
-    from dlq_engine.model.policy import DeadLetterPolicy
 
     assert isinstance(policy, DeadLetterPolicy)
     location = args.checkpoint or policy.spark.checkpoint_location
@@ -161,10 +188,10 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     )
     runs: list[Run] = []  # the run, once there is one (the heartbeat and the lease look at it)
     heartbeat: Heartbeat | None = None
-    if args.heartbeat_configmap:
+    if args.heartbeat_lease:
         try:
             heartbeat = Heartbeat(
-                args.heartbeat_configmap, lambda: runs[0].liveness(), interval=args.heartbeat_interval
+                args.heartbeat_lease, lambda: runs[0].liveness(), interval=args.heartbeat_interval
             )
         except HeartbeatError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)

@@ -47,6 +47,7 @@ def spark_operator(kube: ControlPlane, e2e_namespace: str, e2e_workdir: Path) ->
         python_path=[str(REPO_ROOT)],
         master="local[2]",
         stop_grace=30,
+        service_account_tokens=True,
     )
     runner.start()
     yield runner

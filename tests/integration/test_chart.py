@@ -27,10 +27,10 @@ from tests.chart import (
     CHART,
     CI_VALUES,
     CLUSTER_SCOPED,
-    DRIVER_RESOURCES,
-    DRIVER_VERBS,
+    DRIVER_RULES,
     KOPF_PEERING_CRDS,
     Grant,
+    driver_cluster_role,
     helm,
     needed,
     one,
@@ -136,7 +136,7 @@ CASES: list[Any] = [
             "spark": {
                 "namespaces": [ns("payments")],
                 "serviceAccount": {"create": False, "name": "spark"},
-                "rbac": {"create": False},
+                "rbac": {"create": False, "clusterRoleName": "platform-spark-driver"},
             }
         },
         id="existing-spark-account",
@@ -358,12 +358,21 @@ NOT_NEEDED = [
     ("sparkdlq.io", "deadletterpolicies", "delete"),
     ("sparkdlq.io", "deadletterpolicies", "create"),
     ("sparkdlq.io", "deadletterpolicies/status", "update"),
-    ("sparkoperator.k8s.io", "sparkapplications", "patch"),
+    ("sparkoperator.k8s.io", "sparkapplications", "deletecollection"),
     ("", "events", "delete"),
     ("kafka.strimzi.io", "kafkatopics", "create"),
     ("kafka.strimzi.io", "kafkatopics", "update"),
     ("kopf.dev", "kopfpeerings", "delete"),
-    ("rbac.authorization.k8s.io", "roles", "create"),
+    # The Spark pods' identity: made and repaired, never deleted (owner references do), and no
+    # right beyond what the operator holds: no escalate, no bind but of the drivers' ClusterRole.
+    ("", "serviceaccounts", "delete"),
+    ("", "serviceaccounts/token", "create"),
+    ("coordination.k8s.io", "leases", "delete"),
+    ("rbac.authorization.k8s.io", "roles", "escalate"),
+    ("rbac.authorization.k8s.io", "roles", "bind"),
+    ("rbac.authorization.k8s.io", "rolebindings", "delete"),
+    ("rbac.authorization.k8s.io", "clusterroles", "bind"),
+    ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
 ]
 NOT_NEEDED_CLUSTER = [
     ("", "namespaces", "list"),
@@ -371,11 +380,21 @@ NOT_NEEDED_CLUSTER = [
     ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
     ("kopf.dev", "clusterkopfpeerings", "list"),
     ("", "nodes", "list"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    ("rbac.authorization.k8s.io", "clusterroles", "create"),
 ]
 
 
 def allowed(
-    api: Any, user_namespace: str, user: str, *, scope: str, group: str, resource: str, verb: str
+    api: Any,
+    user_namespace: str,
+    user: str,
+    *,
+    scope: str,
+    group: str,
+    resource: str,
+    verb: str,
+    name: str = "",
 ) -> bool:
     resource, _, subresource = resource.partition("/")
     review = client.V1SubjectAccessReview(
@@ -392,6 +411,7 @@ def allowed(
                 resource=resource,
                 subresource=subresource or None,
                 verb=verb,
+                name=name or None,
             ),
         )
     )
@@ -441,17 +461,21 @@ def test_helm_install_grants_exactly_what_the_operator_needs(
         assert "kubectl apply --server-side -f" in notes
         assert "DeadLetterPolicy" in notes
         account = f"{release}-spark-dlq-operator"
-        want = needed(chosen, release_namespace=release_namespace)
+        want = needed(chosen, release_namespace=release_namespace, release=release)
         scopes = {"*", release_namespace, make_namespace("other")} | {g.scope for g in want}
-        rights = {(g.group, g.resource, g.verb) for g in want} | set(NOT_NEEDED) | set(NOT_NEEDED_CLUSTER)
+        rights = {(g.group, g.resource, g.verb, g.name) for g in want}
+        rights |= {(*r, "") for r in [*NOT_NEEDED, *NOT_NEEDED_CLUSTER]}
+        # The bind right is on one ClusterRole: another name is refused.
+        rights |= {(g.group, g.resource, g.verb, "cluster-admin") for g in want if g.name}
         wrong = []
         for scope in sorted(scopes):
-            for group, resource, verb in sorted(rights):
+            for group, resource, verb, name in sorted(rights):
                 cluster_scoped = resource in CLUSTER_SCOPED or resource == "clusterkopfpeerings"
                 if cluster_scoped != (scope == "*") and cluster_scoped:
                     continue
                 expected = (
-                    Grant(scope, group, resource, verb) in want or Grant("*", group, resource, verb) in want
+                    Grant(scope, group, resource, verb, name) in want
+                    or Grant("*", group, resource, verb, name) in want
                 )
                 got = allowed(
                     chart_cluster,
@@ -461,27 +485,16 @@ def test_helm_install_grants_exactly_what_the_operator_needs(
                     group=group,
                     resource=resource,
                     verb=verb,
+                    name=name,
                 )
                 if got != expected:
-                    wrong.append(f"{scope}: {group or 'core'}/{resource} {verb}: allowed={got}")
+                    wrong.append(f"{scope}: {group or 'core'}/{resource} {name} {verb}: allowed={got}")
         assert not wrong, wrong
-        # The drivers' account: its rights in its namespaces, none elsewhere.
-        spark_namespaces = chosen.get("operator", {}).get("watch", {}).get("namespaces") or [
-            release_namespace
-        ]
-        for scope in [*spark_namespaces, make_namespace("other")]:
-            for resource in sorted(DRIVER_RESOURCES):
-                for verb in sorted(DRIVER_VERBS):
-                    got = allowed(
-                        chart_cluster,
-                        scope,
-                        "spark-dlq-driver",
-                        scope=scope,
-                        group="",
-                        resource=resource,
-                        verb=verb,
-                    )
-                    assert got == (scope in spark_namespaces), (scope, resource, verb)
+        # The drivers' ClusterRole: their executor pods, nothing else (bound by the operator).
+        role = client.RbacAuthorizationV1Api(chart_cluster).read_cluster_role(
+            driver_cluster_role(chosen, release=release)
+        )
+        assert [chart_cluster.sanitize_for_serialization(r) for r in role.rules] == list(DRIVER_RULES)
     finally:
         helm("uninstall", release, "--namespace", release_namespace, "--kubeconfig", kubeconfig)
     rbac = client.RbacAuthorizationV1Api(chart_cluster)

@@ -123,7 +123,8 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         "SPARK_DLQ_SPARK_IMAGE": "spark-dlq:0.1.0",
         "SPARK_DLQ_SPARK_VERSION": versions()["SPARK_VERSION"],
         "SPARK_DLQ_CHECKPOINT_BASE": "/var/lib/spark-dlq/checkpoints",
-        "SPARK_DLQ_SPARK_SERVICE_ACCOUNT": "spark-dlq-driver",
+        "SPARK_DLQ_SPARK_SERVICE_ACCOUNT": "",
+        "SPARK_DLQ_SPARK_DRIVER_CLUSTER_ROLE": f"{FULLNAME}-spark-driver",
         "SPARK_DLQ_PROVISIONER": "admin",
         "SPARK_DLQ_LIVENESS": "http://0.0.0.0:8080/healthz",
         "SPARK_DLQ_METRICS_PORT": "9090",
@@ -137,13 +138,11 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
     assert pod_spec(objects)["serviceAccountName"] == FULLNAME
     assert {(o["kind"], o["metadata"]["name"]) for o in objects} == {
         ("ServiceAccount", FULLNAME),
-        ("ServiceAccount", "spark-dlq-driver"),
         ("ClusterRole", FULLNAME),
         ("ClusterRole", f"{FULLNAME}-view"),
         ("ClusterRole", f"{FULLNAME}-edit"),
+        ("ClusterRole", f"{FULLNAME}-spark-driver"),
         ("ClusterRoleBinding", FULLNAME),
-        ("Role", f"{FULLNAME}-spark-driver"),
-        ("RoleBinding", f"{FULLNAME}-spark-driver"),
         ("Deployment", FULLNAME),
         ("DeadLetterPolicyClass", "standard"),
     }
@@ -160,6 +159,10 @@ def test_env_is_what_the_operator_cli_reads() -> None:
     assert config.provisioner == "admin"
     assert config.peering is None
     assert config.metrics_port == 9090
+    assert (config.spark_service_account, config.spark_driver_cluster_role) == (
+        "",
+        f"{FULLNAME}-spark-driver",
+    )
     assert config.resync_interval == 60
     assert (config.stall_timeout, config.pending_timeout) == (300, 300)
     assert config.operator_namespace == NAMESPACE
@@ -208,14 +211,11 @@ def test_namespace_scoped_watches_the_given_namespaces() -> None:
     assert "SPARK_DLQ_ALL_NAMESPACES" not in env
     assert {r["metadata"]["namespace"] for r in find(objects, "Role", FULLNAME)} == {"payments", "orders"}
     operator_roles = [
-        r for r in find(objects, "ClusterRole") if not r["metadata"]["name"].endswith(("-view", "-edit"))
+        r
+        for r in find(objects, "ClusterRole")
+        if not r["metadata"]["name"].endswith(("-view", "-edit", "-spark-driver"))
     ]
     assert [r["metadata"]["name"] for r in operator_roles] == [f"{FULLNAME}-scanning"]
-    # The drivers' account follows the watched namespaces.
-    assert {s["metadata"]["namespace"] for s in find(objects, "ServiceAccount", "spark-dlq-driver")} == {
-        "payments",
-        "orders",
-    }
 
 
 def test_namespace_scoped_defaults_to_the_release_namespace() -> None:
@@ -430,45 +430,71 @@ def test_peering_priority_command_runs_in_a_posix_shell(tmp_path: Path) -> None:
     assert start(0)[0] < 2**63
 
 
-def test_existing_spark_service_account_is_only_referenced() -> None:
+def test_existing_spark_service_account_and_cluster_role_are_only_named() -> None:
     objects = render(
         {
             "spark": {
                 "serviceAccount": {"create": False, "name": "platform-spark"},
-                "rbac": {"create": False},
+                "rbac": {"create": False, "clusterRoleName": "platform-spark-driver"},
                 "namespaces": ["payments"],
             }
         }
     )
-    assert env_of(one(objects, "Deployment"))["SPARK_DLQ_SPARK_SERVICE_ACCOUNT"] == "platform-spark"
+    env = env_of(one(objects, "Deployment"))
+    assert env["SPARK_DLQ_SPARK_SERVICE_ACCOUNT"] == "platform-spark"
+    assert env["SPARK_DLQ_SPARK_DRIVER_CLUSTER_ROLE"] == "platform-spark-driver"
     assert [s["metadata"]["name"] for s in find(objects, "ServiceAccount")] == [FULLNAME]
     assert not find(objects, "Role")
+    assert not find(objects, "ClusterRole", "platform-spark-driver")
 
 
-def test_spark_driver_role_in_each_spark_namespace() -> None:
+def test_a_shared_spark_service_account_in_each_spark_namespace() -> None:
+    """The weaker mode, kept for an upgrade that needs the old account (its cloud identity)."""
     objects = render(
         {
             "spark": {
                 "namespaces": ["payments", "orders"],
-                "serviceAccount": {"annotations": {"iam.example.com/role": "dlq"}},
+                "serviceAccount": {
+                    "name": "spark-dlq-driver",
+                    "create": True,
+                    "annotations": {"iam.example.com/role": "dlq"},
+                },
             }
         }
     )
+    assert env_of(one(objects, "Deployment"))["SPARK_DLQ_SPARK_SERVICE_ACCOUNT"] == "spark-dlq-driver"
     for namespace in ("payments", "orders"):
         account = one(objects, "ServiceAccount", "spark-dlq-driver", namespace)
         assert account["metadata"]["annotations"] == {"iam.example.com/role": "dlq"}
-        role = one(objects, "Role", f"{FULLNAME}-spark-driver", namespace)
-        assert role["rules"] == [
-            {
-                "apiGroups": [""],
-                "resources": ["pods", "services", "configmaps"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
-            }
-        ]
-        binding = one(objects, "RoleBinding", f"{FULLNAME}-spark-driver", namespace)
-        assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": "spark-dlq-driver", "namespace": namespace}
-        ]
+    # Bound per policy by the operator, as its own account would be: no Role or binding here.
+    assert not find(objects, "Role", namespace="payments")
+    assert not find(objects, "RoleBinding", namespace="payments")
+
+
+@pytest.mark.parametrize(
+    ("spark", "message"),
+    [
+        pytest.param(
+            {"serviceAccount": {"annotations": {"iam.example.com/role": "dlq"}}},
+            "spark.serviceAccount.annotations are put on a shared service account",
+            id="annotations-without-a-name",
+        ),
+        pytest.param(
+            {"serviceAccount": {"create": True}},
+            "spark.serviceAccount.create makes a shared service account",
+            id="create-without-a-name",
+        ),
+        pytest.param(
+            {"rbac": {"create": False}},
+            "spark.rbac.clusterRoleName is required when spark.rbac.create is false",
+            id="no-cluster-role",
+        ),
+    ],
+)
+def test_spark_identity_values_that_cannot_work_are_refused(spark: dict[str, Any], message: str) -> None:
+    failed = template({"spark": spark}, check=False)
+    assert failed.returncode != 0
+    assert message in failed.stderr
 
 
 def test_users_view_and_edit_policies_and_redrives_through_aggregation() -> None:
@@ -489,9 +515,10 @@ def test_existing_operator_service_account_and_no_rbac() -> None:
         {"operator": {"serviceAccount": {"create": False, "name": "dlq-ops"}, "rbac": {"create": False}}}
     )
     assert pod_spec(objects)["serviceAccountName"] == "dlq-ops"
-    assert not find(objects, "ClusterRole")
+    # The drivers' ClusterRole is spark.rbac's: the operator binds it, and the platform its rights.
+    assert [r["metadata"]["name"] for r in find(objects, "ClusterRole")] == [f"{FULLNAME}-spark-driver"]
     assert not find(objects, "ClusterRoleBinding")
-    assert [s["metadata"]["name"] for s in find(objects, "ServiceAccount")] == ["spark-dlq-driver"]
+    assert not find(objects, "ServiceAccount")
 
 
 def test_values_reach_the_pod() -> None:

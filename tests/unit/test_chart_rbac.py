@@ -14,17 +14,19 @@ from typing import Any
 
 import pytest
 
+from spark_dlq_operator import identity
 from tests.chart import (
-    DRIVER_RESOURCES,
-    DRIVER_VERBS,
+    DRIVER_RULES,
     NAMESPACE,
     RELEASE,
     Grant,
     documented_peering_verbs,
     documented_rules,
-    expand,
+    driver_cluster_role,
+    find,
     granted,
     needed,
+    one,
     render,
 )
 
@@ -51,8 +53,17 @@ CASES = [
         id="peering-namespaced",
     ),
     pytest.param(
-        {"spark": {"serviceAccount": {"create": False, "name": "spark"}, "rbac": {"create": False}}},
-        id="existing-spark-account",
+        {
+            "spark": {
+                "serviceAccount": {"create": False, "name": "spark"},
+                "rbac": {"create": False, "clusterRoleName": "platform-spark-driver"},
+            }
+        },
+        id="existing-spark-account-and-role",
+    ),
+    pytest.param(
+        {"operator": {"watch": {"allNamespaces": False}}, "spark": {"rbac": {"clusterRoleName": "drivers"}}},
+        id="namespaced-named-driver-role",
     ),
 ]
 
@@ -118,29 +129,51 @@ def test_operator_never_gets_secrets_and_reads_pods_only_one_by_one() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    ("values", "namespaces"),
-    [
-        pytest.param({}, {NAMESPACE}, id="cluster-wide-release-namespace"),
-        pytest.param(
-            {"operator": {"watch": {"allNamespaces": False, "namespaces": ["a", "b"]}}},
-            {"a", "b"},
-            id="watched-namespaces",
-        ),
-        pytest.param({"spark": {"namespaces": ["payments"]}}, {"payments"}, id="explicit"),
-    ],
-)
-def test_spark_drivers_get_their_role_where_policies_run(
-    values: dict[str, Any], namespaces: set[str]
-) -> None:
-    objects = render(values)
-    got: set[Grant] = set()
-    for namespace in namespaces:
-        got |= granted(objects, namespace=namespace, name="spark-dlq-driver")
-    want = expand(
-        [{"apiGroups": [""], "resources": sorted(DRIVER_RESOURCES), "verbs": sorted(DRIVER_VERBS)}], ""
-    )
-    assert got == {g._replace(scope=ns) for g in want for ns in namespaces}
+def test_spark_drivers_get_a_cluster_role_with_their_executor_pods_only_bound_by_the_operator() -> None:
+    """The chart makes the drivers' ClusterRole and binds it to nobody: the operator binds it,
+    per policy, in the policy's namespace. No Spark Role, RoleBinding or service account."""
+    objects = render()
+    role = one(objects, "ClusterRole", driver_cluster_role({}))
+    assert role["rules"] == list(DRIVER_RULES)
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        assert not [b for b in find(objects, kind) if b["roleRef"]["name"] == driver_cluster_role({})]
+    spark = [
+        o for o in objects if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "spark"
+    ]
+    assert [o["kind"] for o in spark] == ["ClusterRole"]
+
+
+def test_the_operator_may_bind_the_drivers_cluster_role_and_no_other() -> None:
+    for case in CASES:
+        values = case.values[0]
+        got = granted(render(values), namespace=NAMESPACE, name=OPERATOR_SA)
+        binds = {
+            g
+            for g in got
+            if g.verb in ("bind", "escalate") or g.resource in ("clusterroles", "clusterrolebindings")
+        }
+        scopes = {g.scope for g in got if g.resource == "deadletterpolicies"}
+        assert binds == {
+            Grant(scope, "rbac.authorization.k8s.io", "clusterroles", "bind", driver_cluster_role(values))
+            for scope in scopes
+        }, case.id
+
+
+def test_the_operator_holds_every_right_of_the_lease_role_it_grants() -> None:
+    """RBAC lets a Role be written only by who holds its rights (or may escalate, which the
+    operator may not)."""
+    for case in CASES:
+        got = granted(render(case.values[0]), namespace=NAMESPACE, name=OPERATOR_SA)
+        scopes = {g.scope for g in got if g.resource == "deadletterpolicies"}
+        for scope in scopes:
+            verbs = {g.verb for g in got if g.resource == "leases" and g.scope == scope and not g.name}
+            assert set(identity.LEASE_VERBS) <= verbs, case.id
+
+
+def test_a_shared_spark_account_is_made_only_when_named_and_asked() -> None:
+    assert not find(render(), "ServiceAccount", namespace="payments")
+    shared = {"spark": {"namespaces": ["payments"], "serviceAccount": {"name": "spark", "create": True}}}
+    assert one(render(shared), "ServiceAccount", "spark", "payments")
 
 
 def test_readme_rules_are_the_ones_the_chart_knows() -> None:
@@ -158,6 +191,10 @@ def test_readme_rules_are_the_ones_the_chart_knows() -> None:
         (("sparkoperator.k8s.io",), ("sparkapplications",)),
         (("kafka.strimzi.io",), ("kafkatopics",)),
         (("",), ("events",)),
+        (("",), ("serviceaccounts",)),
+        (("coordination.k8s.io",), ("leases",)),
+        (("rbac.authorization.k8s.io",), ("roles", "rolebindings")),
+        (("rbac.authorization.k8s.io",), ("clusterroles",)),
         (("apiextensions.k8s.io",), ("customresourcedefinitions",)),
         (("",), ("namespaces",)),
         (("sparkdlq.io",), ("deadletterpolicyclasses",)),

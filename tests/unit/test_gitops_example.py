@@ -11,7 +11,7 @@ import yaml
 
 from dlq_engine.model import parse_policy
 from spark_dlq_devtools.paths import REPO_ROOT
-from tests.chart import one, render
+from tests.chart import driver_cluster_role, one, render
 
 GITOPS = REPO_ROOT / "examples" / "gitops"
 
@@ -59,7 +59,12 @@ def test_crds_come_from_the_canonical_folder_and_are_never_pruned() -> None:
 def test_operator_values_are_accepted_by_the_chart() -> None:
     helm = applications()["spark-dlq-operator"]["spec"]["source"]["helm"]
     objects = render(helm["valuesObject"], release=helm["releaseName"])
-    assert one(objects, "ServiceAccount", "spark-dlq-driver", "payments")
+    deployment = one(objects, "Deployment")
+    assert (
+        deployment["metadata"]["namespace"]
+        == applications()["spark-dlq-operator"]["spec"]["destination"]["namespace"]
+    )
+    assert one(objects, "ClusterRole", driver_cluster_role({}, release=helm["releaseName"]))
 
 
 @pytest.mark.parametrize("path", sorted((GITOPS / "policies").glob("*.yaml")), ids=lambda p: p.name)

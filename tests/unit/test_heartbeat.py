@@ -15,9 +15,9 @@ ALIVE = Liveness(query_active=True, last_progress=1_795_000_000.0, batch_id=12)
 @pytest.mark.parametrize(
     ("target", "interval", "message"),
     [
-        ("billing-policy", 10.0, "--heartbeat-configmap must be NAMESPACE/NAME, got 'billing-policy'"),
-        ("shop/a/b", 10.0, "--heartbeat-configmap must be NAMESPACE/NAME, got 'shop/a/b'"),
-        ("shop/billing-policy", 0.0, "--heartbeat-interval must be positive, got 0.0"),
+        ("billing-heartbeat", 10.0, "--heartbeat-lease must be NAMESPACE/NAME, got 'billing-heartbeat'"),
+        ("shop/a/b", 10.0, "--heartbeat-lease must be NAMESPACE/NAME, got 'shop/a/b'"),
+        ("shop/billing-heartbeat", 0.0, "--heartbeat-interval must be positive, got 0.0"),
     ],
 )
 def test_a_bad_target_or_interval_is_refused(target: str, interval: float, message: str) -> None:
@@ -31,7 +31,7 @@ def test_without_the_kubernetes_api_there_is_no_heartbeat(
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("SPARK_DLQ_SERVICEACCOUNT_DIR", str(tmp_path))
-    heartbeat = Heartbeat("shop/billing-policy", lambda: ALIVE)
+    heartbeat = Heartbeat("shop/billing-heartbeat", lambda: ALIVE)
     assert heartbeat.unavailable == f"KUBERNETES_SERVICE_HOST is not set and {tmp_path / 'token'} is missing"
     heartbeat.start()  # a warning, no thread
     heartbeat.stop()
@@ -42,9 +42,12 @@ def test_the_url_and_the_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("SPARK_DLQ_SERVICEACCOUNT_DIR", str(tmp_path))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
-    heartbeat = Heartbeat("shop/billing-policy", lambda: ALIVE)
+    heartbeat = Heartbeat("shop/billing-heartbeat", lambda: ALIVE)
     assert heartbeat.unavailable is None
-    assert heartbeat.url == "https://[fd00::1]:6443/api/v1/namespaces/shop/configmaps/billing-policy"
+    assert (
+        heartbeat.url
+        == "https://[fd00::1]:6443/apis/coordination.k8s.io/v1/namespaces/shop/leases/billing-heartbeat"
+    )
     assert json.loads(ALIVE.document(1_795_000_030.0)) == {
         "time": "2026-11-18T11:07:10Z",
         "queryActive": True,

@@ -17,6 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
 from spark_dlq_operator.reconcile import (
     Seen,
     Services,
@@ -32,14 +33,15 @@ from tests.unit.fake_kube import FakeKube
 
 NAMESPACE = "payments"
 POLICIES, APPS, CONFIG_MAPS, EVENTS = "deadletterpolicies", "sparkapplications", "configmaps", "events"
+ACCOUNTS, LEASES, ROLES, BINDINGS = "serviceaccounts", "leases", "roles", "rolebindings"
 
 
 class Bed:
     """A fake API server with one policy in it, and the operator's services on top."""
 
-    def __init__(self, **overrides: Any) -> None:
+    def __init__(self, config: OperatorConfig | None = None, **overrides: Any) -> None:
         self.api = FakeKube()
-        self.config = OperatorConfig(namespaces=(NAMESPACE,))
+        self.config = config or OperatorConfig(namespaces=(NAMESPACE,))
         self.services = Services(
             config=self.config,
             api=self.api,
@@ -125,11 +127,11 @@ def test_a_new_policy_is_created_without_reads_of_its_objects(bed: Bed) -> None:
         parse_policy(bed.body)
     )
     assert bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)) is not None
-    assert bed.api.count("GET", APPS) == 0
-    assert bed.api.count("GET", CONFIG_MAPS) == 0
+    for plural in (APPS, CONFIG_MAPS, ACCOUNTS, LEASES, ROLES, BINDINGS):
+        assert bed.api.count("GET", plural) == 0, plural
     assert bed.condition("TopicsReady")["reason"] == "NotManaged"
     assert bed.status()["configHash"] == config_hash(parse_policy(bed.body))
-    assert sorted(bed.reasons()) == ["ConfigMapCreated", "SparkApplicationCreated"]
+    assert sorted(bed.reasons()) == ["ConfigMapCreated", "IdentityCreated", "SparkApplicationCreated"]
 
 
 def test_created_but_already_there_reads_and_adopts_what_exists(bed: Bed) -> None:
@@ -364,7 +366,7 @@ def test_a_failed_application_is_resubmitted_once_while_its_patch_is_on_the_way(
 
 
 def _running_with_heartbeat(bed: Bed, ordering: dict[str, Any] | None) -> None:
-    """The application RUNNING since a minute, and its driver's heartbeat on the ConfigMap."""
+    """The application RUNNING since a minute, and its driver's heartbeat on the Lease."""
     now = datetime.datetime.now(datetime.UTC)
     submitted = (now - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -384,12 +386,12 @@ def _running_with_heartbeat(bed: Bed, ordering: dict[str, Any] | None) -> None:
     if ordering is not None:
         beat["ordering"] = ordering
 
-    def annotate(config_map: dict[str, Any]) -> None:
-        annotations = config_map["metadata"].setdefault("annotations", {})
+    def annotate(lease: dict[str, Any]) -> None:
+        annotations = lease["metadata"].setdefault("annotations", {})
         annotations[render.HEARTBEAT_ANNOTATION] = json.dumps(beat)
 
     bed.api.edit(APPS, NAMESPACE, bed.app_name, running)
-    bed.api.edit(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name), annotate)
+    bed.api.edit(LEASES, NAMESPACE, render.lease_name(bed.name), annotate)
 
 
 def _supervise(bed: Bed) -> None:
@@ -398,7 +400,7 @@ def _supervise(bed: Bed) -> None:
             bed.services,
             owner=owner_of(bed.body),
             app=bed.app(),
-            config_map=bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)),
+            lease=bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name)),
             policy=bed.policy(),
         )
         await bed.services.events.close()
@@ -454,3 +456,188 @@ def test_a_pulsar_policy_s_status_names_its_topics_fully_and_its_provisioner_is_
     assert bed.condition("TopicsReady")["reason"] == "NotManaged"
     policy = parse_policy(bed.policy())
     assert asyncio.run(resolve_provisioner(bed.services, policy, None)) == "pulsar"
+
+
+# --- the Spark pods' identity ----------------------------------------------------------------
+
+
+def _identity(bed: Bed) -> dict[str, dict[str, Any] | None]:
+    """The policy's identity objects as stored, by kind."""
+    lease = render.lease_name(bed.name)
+    account = render.service_account_name(bed.name)
+    return {
+        "ServiceAccount": bed.api.stored(ACCOUNTS, NAMESPACE, account),
+        "Lease": bed.api.stored(LEASES, NAMESPACE, lease),
+        "Role": bed.api.stored(ROLES, NAMESPACE, lease),
+        "RoleBinding heartbeat": bed.api.stored(BINDINGS, NAMESPACE, lease),
+        "RoleBinding spark": bed.api.stored(BINDINGS, NAMESPACE, account),
+    }
+
+
+def test_the_spark_pods_run_as_the_policys_own_service_account(bed: Bed) -> None:
+    bed.reconcile()
+
+    found = _identity(bed)
+    assert all(found.values()), found
+    account = render.service_account_name(bed.name)
+    assert bed.app()["spec"]["driver"]["serviceAccount"] == account
+    uid = bed.body["metadata"]["uid"]
+    for obj in found.values():
+        assert obj is not None
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == uid
+        assert obj["metadata"]["labels"] == render.labels(bed.name)
+    spark = found["RoleBinding spark"]
+    assert spark is not None
+    assert spark["roleRef"]["name"] == bed.config.spark_driver_cluster_role
+    assert spark["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+
+
+def test_a_shared_service_account_is_bound_and_none_is_made() -> None:
+    bed = Bed(OperatorConfig(namespaces=(NAMESPACE,), spark_service_account="platform-spark"))
+    bed.reconcile()
+
+    found = _identity(bed)
+    assert found.pop("ServiceAccount") is None
+    assert all(found.values()), found
+    shared = [{"kind": "ServiceAccount", "name": "platform-spark", "namespace": NAMESPACE}]
+    for key in ("RoleBinding heartbeat", "RoleBinding spark"):
+        binding = found[key]
+        assert binding is not None
+        assert binding["subjects"] == shared
+    assert bed.app()["spec"]["driver"]["serviceAccount"] == "platform-spark"
+
+
+def _default_class(pods: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkdlq.io/v1alpha1",
+        "kind": "DeadLetterPolicyClass",
+        "metadata": {"name": "standard", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+        "spec": {"pods": pods},
+    }
+
+
+def test_the_classs_shared_service_account_wins_over_the_operators() -> None:
+    bed = Bed(OperatorConfig(namespaces=(NAMESPACE,), spark_service_account="platform-spark"))
+    bed.api.put(CLASS_PLURAL, _default_class({"serviceAccountName": "team-spark"}))
+    bed.reconcile()
+
+    found = _identity(bed)
+    assert found.pop("ServiceAccount") is None
+    shared = [{"kind": "ServiceAccount", "name": "team-spark", "namespace": NAMESPACE}]
+    for key in ("RoleBinding heartbeat", "RoleBinding spark"):
+        binding = found[key]
+        assert binding is not None
+        assert binding["subjects"] == shared
+    assert bed.app()["spec"]["driver"]["serviceAccount"] == "team-spark"
+
+
+def test_the_class_annotates_the_policys_account_and_may_give_executors_a_token() -> None:
+    bed = Bed()
+    pods = {
+        "serviceAccountAnnotations": {"iam.example.com/role": "orders"},
+        "executorServiceAccountToken": True,
+    }
+    bed.api.put(CLASS_PLURAL, _default_class(pods))
+    bed.reconcile()
+
+    account = _identity(bed)["ServiceAccount"]
+    assert account is not None
+    assert account["metadata"]["annotations"] == {"iam.example.com/role": "orders"}
+    executor = bed.app()["spec"]["executor"]["template"]["spec"]
+    assert executor["automountServiceAccountToken"] is True
+
+
+def test_an_identity_object_of_another_policy_stops_the_job_with_a_conflict(bed: Bed) -> None:
+    bed.api.put(
+        ACCOUNTS,
+        {
+            "metadata": {
+                "name": render.service_account_name(bed.name),
+                "namespace": NAMESPACE,
+                "ownerReferences": [
+                    {"kind": "DeadLetterPolicy", "name": "other", "uid": "other-uid", "controller": True}
+                ],
+            }
+        },
+    )
+    bed.reconcile()
+
+    job = bed.condition("JobRunning")
+    assert (job["status"], job["reason"]) == ("False", "Conflict")
+    assert job["message"] == (
+        f"ServiceAccount {render.service_account_name(bed.name)} belongs to DeadLetterPolicy other: "
+        "rename the policy"
+    )
+    assert bed.api.stored(APPS, NAMESPACE, bed.app_name) is None
+    assert bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name)) is None
+
+
+def test_a_refused_binding_is_reported_and_no_application_is_made(bed: Bed) -> None:
+    """The operator may not bind the drivers' ClusterRole (a wrong --spark-driver-cluster-role,
+    say): the apiserver's 403 is the condition, nothing runs."""
+    bed.api.fail("POST", BINDINGS, 403)
+    bed.reconcile()
+
+    job = bed.condition("JobRunning")
+    assert (job["status"], job["reason"]) == ("False", "IdentityRefused")
+    assert job["message"].startswith(
+        f"RoleBinding {render.lease_name(bed.name)} for the Spark pods was refused: 403"
+    )
+    assert bed.api.stored(APPS, NAMESPACE, bed.app_name) is None
+    assert "IdentityRefused" in bed.reasons()
+
+
+def test_a_changed_role_is_repaired_by_the_next_reconcile(bed: Bed) -> None:
+    bed.reconcile()
+    lease = render.lease_name(bed.name)
+    wanted = bed.api.stored(ROLES, NAMESPACE, lease)
+    assert wanted is not None
+    bed.api.edit(ROLES, NAMESPACE, lease, lambda o: o["rules"][0].update(resourceNames=[]))
+    bed.reconcile()
+
+    repaired = bed.api.stored(ROLES, NAMESPACE, lease)
+    assert repaired is not None
+    assert repaired["rules"] == wanted["rules"]
+
+
+def test_a_resync_reads_no_identity_object_while_the_lease_is_listed_and_recreates_a_lost_one(
+    bed: Bed,
+) -> None:
+    bed.reconcile()
+    listed = {
+        "config_map": bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)),
+        "application": bed.app(),
+    }
+    lease = bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name))
+    before = list(bed.api.calls)
+    bed.reconcile(Seen(policy=bed.policy(), listed=True, lease=lease, **listed))
+    touched = [
+        c
+        for c in bed.api.calls[len(before) :]
+        if any(f"/{p}" in c[1] for p in (ACCOUNTS, LEASES, ROLES, BINDINGS))
+    ]
+    assert touched == []
+
+    bed.api.objects.pop((LEASES, NAMESPACE, render.lease_name(bed.name)))
+    bed.reconcile(Seen(policy=bed.policy(), listed=True, lease=None, **listed))
+    assert bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name)) is not None
+
+
+def test_an_application_running_as_another_account_is_moved_to_the_policys_own(bed: Bed) -> None:
+    """An operator upgraded from the shared ``spark-dlq-driver``: the same configuration, but
+    the job is resubmitted under the policy's own account, once."""
+    bed.reconcile()
+    bed.api.edit(
+        APPS, NAMESPACE, bed.app_name, lambda o: o["spec"]["driver"].update(serviceAccount="spark-dlq-driver")
+    )
+    bed.reconcile()
+    bed.reconcile()
+
+    assert bed.app()["spec"]["driver"]["serviceAccount"] == render.service_account_name(bed.name)
+    restarted = [e["message"] for e in bed.api.of(EVENTS) if e["reason"] == "SparkApplicationRestarted"]
+    assert restarted == [
+        f"the Spark pods' service account changed from spark-dlq-driver to "
+        f"{render.service_account_name(bed.name)}: SparkApplication {bed.app_name} is resubmitted "
+        "and resumes from its checkpoint"
+    ]
+    assert bed.status()["restartCount"] == 1

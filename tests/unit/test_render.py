@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import config_hash, to_document
+from dlq_engine.model.documents import load_policy_text
 from dlq_engine.model.topics import (
     PulsarSubscriptionWant,
     TopicWant,
@@ -21,6 +22,7 @@ from dlq_engine.model.topics import (
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.governance import PodFit
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from tests.policy_builder import policy
 
@@ -123,7 +125,9 @@ def test_config_map_of_a_pulsar_policy_carries_its_broker() -> None:
 def test_spark_application_of_a_pulsar_policy_runs_the_same_engine_without_kafka_settings() -> None:
     kafka = render.spark_application(policy(), config=CONFIG, owner=OWNER)
     pulsar = render.spark_application(policy({"spec.broker": PULSAR}), config=CONFIG, owner=OWNER)
-    assert pulsar["spec"]["arguments"] == kafka["spec"]["arguments"]
+    # The same command; only the policy file's hash differs.
+    assert pulsar["spec"]["arguments"][:-1] == kafka["spec"]["arguments"][:-1]
+    assert pulsar["spec"]["arguments"][-1] != kafka["spec"]["arguments"][-1]
     assert [v["name"] for v in pulsar["spec"]["driver"]["template"]["spec"]["volumes"]] == ["policy"]
     assert pulsar["spec"]["driver"]["annotations"] != kafka["spec"]["driver"]["annotations"]
 
@@ -169,10 +173,12 @@ def test_spark_application_spec() -> None:
             "/etc/spark-dlq/policy/policy.yaml",
             "--checkpoint",
             "s3a://cp/dlq/payments/orders-billing",
-            "--heartbeat-configmap",
-            "payments/orders-billing-policy",
+            "--heartbeat-lease",
+            "payments/orders-billing-heartbeat",
+            "--config-hash",
+            render.policy_file_hash(p, CONFIG),
         ],
-        "sparkConf": {"spark.sql.shuffle.partitions": "4"},
+        "sparkConf": {"spark.sql.shuffle.partitions": "4", **DRIVER_CONF},
         "restartPolicy": {
             "type": "Always",
             "onFailureRetryInterval": 10,
@@ -191,9 +197,67 @@ def test_spark_application_spec() -> None:
             "cores": 4,
             "memory": "4g",
             "labels": LABELS,
-            "template": template("spark-kubernetes-executor", mounts),
+            "template": template("spark-kubernetes-executor", mounts, token=False),
         },
     }
+
+
+#: What the operator sets so that the driver needs rights on its executor pods only.
+DRIVER_CONF = {
+    "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+    "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+    "spark.kubernetes.driver.service.deleteOnTermination": "false",
+    "spark.kubernetes.executor.disableConfigMap": "true",
+}
+
+
+@pytest.mark.parametrize(
+    "checkpoint",
+    [pytest.param("", id="the-operators-checkpoint"), pytest.param("s3a://own/cp", id="the-policys-own")],
+)
+def test_the_config_hash_given_to_the_engine_is_the_one_of_the_file_it_mounts(checkpoint: str) -> None:
+    """What ``dlq-engine run --config-hash`` compares: the hash of the policy it loads from the
+    ConfigMap's text, exactly as the operator wrote it."""
+    p = policy({"spec.spark.checkpointLocation": checkpoint})
+    arguments = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]["arguments"]
+    given = arguments[arguments.index("--config-hash") + 1]
+    text = render.config_map(p, config=CONFIG, owner=OWNER)["data"]["policy.yaml"]
+    assert config_hash(load_policy_text(text)) == given
+    # With its own checkpoint the file says what the policy says: the same hash as the annotation.
+    assert (given == config_hash(p)) is bool(checkpoint)
+
+
+def test_the_spark_pods_run_as_the_policys_own_service_account_unless_one_is_shared() -> None:
+    own = render.spark_application(policy(), config=OperatorConfig(), owner=OWNER)["spec"]
+    assert own["driver"]["serviceAccount"] == "orders-billing-spark"
+    assert "serviceAccount" not in own["executor"]  # Spark gives executors the driver's
+    shared = render.spark_application(policy(), config=CONFIG, owner=OWNER)["spec"]
+    assert shared["driver"]["serviceAccount"] == "spark-driver"
+    # The class's shared account wins over the operator's (render.shared_service_account).
+    named = render.spark_application(
+        policy(), config=CONFIG, owner=OWNER, fit=PodFit(service_account="team-spark")
+    )
+    assert named["spec"]["driver"]["serviceAccount"] == "team-spark"
+
+
+def test_executors_get_a_token_only_when_asked() -> None:
+    def tokens(app: dict[str, Any]) -> tuple[object, object]:
+        return tuple(  # type: ignore[return-value]
+            app["spec"][role]["template"]["spec"].get("automountServiceAccountToken", "unset")
+            for role in ("driver", "executor")
+        )
+
+    assert tokens(render.spark_application(policy(), config=CONFIG, owner=OWNER)) == ("unset", False)
+    asked = render.spark_application(
+        policy(), config=CONFIG, owner=OWNER, fit=PodFit(executor_service_account_token=True)
+    )
+    assert tokens(asked) == ("unset", True)
+
+
+def test_the_operators_spark_settings_win_over_the_policys() -> None:
+    p = policy({"spec.spark.sparkConf": {"spark.kubernetes.executor.disableConfigMap": "false"}})
+    conf = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]["sparkConf"]
+    assert conf == DRIVER_CONF
 
 
 #: The driver serves the engine's metrics on a port the chart's PodMonitor selects by name.
@@ -203,17 +267,20 @@ DRIVER_METRICS: dict[str, Any] = {
 }
 
 
-def template(container: str, mounts: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def template(
+    container: str, mounts: list[dict[str, Any]], *, token: bool | None = None, **extra: Any
+) -> dict[str, Any]:
     """A pod template as the SparkApplication carries it for the policy's volumes."""
-    return {
-        "spec": {
-            "securityContext": POD_SECURITY,
-            "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
-            "containers": [
-                {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts} | extra
-            ],
-        }
+    spec: dict[str, Any] = {
+        "securityContext": POD_SECURITY,
+        "volumes": [{"name": "policy", "configMap": {"name": "orders-billing-policy"}}],
+        "containers": [
+            {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts} | extra
+        ],
     }
+    if token is not None:
+        spec["automountServiceAccountToken"] = token
+    return {"spec": spec}
 
 
 def test_driver_metrics_port_is_the_one_the_chart_scrapes() -> None:

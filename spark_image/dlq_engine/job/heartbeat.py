@@ -3,12 +3,17 @@
 A driver pod can be Running while its query is dead or stuck in a micro-batch
 (kubeflow/spark-operator#1309), and neither Kubernetes nor the spark-operator can tell. So the
 driver reports, every ``interval`` seconds, in the annotation ``sparkdlq.io/heartbeat`` of its
-policy's ConfigMap (``--heartbeat-configmap NAMESPACE/NAME``; the operator lists those
-ConfigMaps on every resync anyway): the time of the report, whether the query is active, and
+policy's Lease (``coordination.k8s.io/v1``; ``--heartbeat-lease NAMESPACE/NAME``; the operator
+lists those Leases on every resync): the time of the report, whether the query is active, and
 when the query last made progress (a finished micro-batch, or Spark's idle progress report,
 which it posts every 10 s while no data arrives; the query's start before the first); and, for
 ``source.ordering: key``, what the ordering stage holds (``ordering``: held messages, blocked
 keys and a few of their names), which the operator puts in the policy's status.
+
+The Lease is the one object the driver's service account may write (a Role limited to it by
+name), so no policy's driver can forge another's heartbeat or touch any ConfigMap. The report is
+a merge patch of the annotation only: the Lease's ``spec`` (holder, renew time) is left to a
+holder that writes it with its ``resourceVersion``, such as a lease on the checkpoint.
 
 The report goes to the Kubernetes API with the pod's service-account token (re-read for every
 report: projected tokens rotate) and its CA, at ``KUBERNETES_SERVICE_HOST``; a local driver
@@ -73,14 +78,14 @@ class HeartbeatError(ValueError):
 
 
 class Heartbeat:
-    """Reports ``liveness()`` every ``interval`` seconds to a ConfigMap's annotation."""
+    """Reports ``liveness()`` every ``interval`` seconds to a Lease's annotation."""
 
     def __init__(
         self, target: str, liveness: Callable[[], Liveness], *, interval: float = DEFAULT_INTERVAL_S
     ) -> None:
         namespace, _, name = target.partition("/")
         if not namespace or not name or "/" in name:
-            raise HeartbeatError(f"--heartbeat-configmap must be NAMESPACE/NAME, got {target!r}")
+            raise HeartbeatError(f"--heartbeat-lease must be NAMESPACE/NAME, got {target!r}")
         if interval <= 0:
             raise HeartbeatError(f"--heartbeat-interval must be positive, got {interval}")
         account = Path(os.environ.get("SPARK_DLQ_SERVICEACCOUNT_DIR") or SERVICE_ACCOUNT_DIR)
@@ -93,7 +98,8 @@ class Heartbeat:
                 f"KUBERNETES_SERVICE_HOST is {host or 'not set'} and {account / 'token'} is "
                 f"{'there' if (account / 'token').is_file() else 'missing'}"
             )
-        self.url = f"https://{host if ':' not in host else f'[{host}]'}:{port}/api/v1/namespaces/{namespace}/configmaps/{name}"
+        server = f"https://{host if ':' not in host else f'[{host}]'}:{port}"
+        self.url = f"{server}/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self._token = account / "token"
         ca = account / "ca.crt"
         self._context = ssl.create_default_context(cafile=str(ca) if ca.is_file() else None)

@@ -357,6 +357,21 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     orders.wait_accounted(300)
     done()
 
+    done = step("the Spark pods run as the policy's own service account; the executor has no token")
+    account = f"{POLICY}-spark"
+    assert (driver["spec"]["serviceAccountName"], executor["spec"]["serviceAccountName"]) == (
+        account,
+        account,
+    )
+    assert executor["spec"].get("automountServiceAccountToken") is False
+    mounted = [m["mountPath"] for c in executor["spec"]["containers"] for m in c.get("volumeMounts") or []]
+    assert "/var/run/secrets/kubernetes.io/serviceaccount" not in mounted, mounted
+    # The driver made its executor with the chart's ClusterRole alone: nothing it asked was refused.
+    driver_log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE)
+    refused = [line for line in driver_log.splitlines() if "Forbidden" in line or " 403" in line]
+    assert not refused, refused[:5]
+    done()
+
     done = step("the driver serves the engine's metrics on its port 'metrics' (the PodMonitor's)")
     [port] = [
         p for c in driver["spec"]["containers"] for p in c.get("ports", []) if p.get("name") == "metrics"
@@ -374,11 +389,11 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     assert routed[0] > 0, scraped[-3000:]
     done()
 
-    done = step("the driver's heartbeat on the policy's ConfigMap (what the operator's supervisor reads)")
+    done = step("the driver's heartbeat on the policy's Lease (what the operator's supervisor reads)")
 
     def heartbeat() -> dict[str, Any] | None:
-        config_map = cluster.json("get", "configmap", f"{POLICY}-policy", "-n", NAMESPACE)
-        text = (config_map["metadata"].get("annotations") or {}).get("sparkdlq.io/heartbeat")
+        lease = cluster.json("get", "lease", f"{POLICY}-heartbeat", "-n", NAMESPACE)
+        text = (lease["metadata"].get("annotations") or {}).get("sparkdlq.io/heartbeat")
         beat = json.loads(text) if text else None
         return beat if beat and beat.get("queryActive") and beat.get("batchId") is not None else None
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from dlq_engine.model import config_hash
+from dlq_engine.model.documents import load_policy_file
 from spark_dlq_devtools.paths import REPO_ROOT, engine_jar, spark_kafka_jars
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.spark import submit_env
@@ -123,18 +125,40 @@ def test_a_broken_policy_file_is_one_line_naming_field_and_line(
     assert done.stdout == ""
 
 
-def test_a_processor_that_cannot_be_imported_stops_before_spark_starts(tmp_path: Path) -> None:
+def test_a_changed_policy_file_or_a_processor_that_cannot_be_imported_stops_before_spark(
+    tmp_path: Path,
+) -> None:
+    """A Spark pod of another policy could have replaced the ConfigMap the file is mounted from:
+    the engine checks it against the hash the SparkApplication passes, before anything starts.
+    The file as written passes, and its processor, which cannot be imported, stops it next."""
     names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
-    path = _write_policy(tmp_path, names, "127.0.0.1:1", processor={"entrypoint": "no_such_module:process"})
-    done = subprocess.run(
-        [*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp")],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=60,
+    written = _write_policy(
+        tmp_path, names, "127.0.0.1:1", processor={"entrypoint": "no_such_module:process"}
     )
-    assert done.returncode == 2
-    assert done.stderr.strip() == (
+    digest = config_hash(load_policy_file(written))
+    tampered = tmp_path / "tampered.yaml"
+    tampered.write_text(written.read_text().replace("no_such_module:process", "evil:process"))
+
+    def run(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*ENGINE, "run", "-f", str(path), "--checkpoint", str(tmp_path / "cp"), "--config-hash", digest],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=60,
+        )
+
+    refused = run(tampered)
+    assert refused.returncode == 2
+    found = config_hash(load_policy_file(tampered))
+    assert refused.stderr.strip() == (
+        f"dlq-engine: {tampered}: the policy's configuration hash is {found}, not {digest} as given "
+        "by --config-hash: the file was changed after the operator wrote it (its ConfigMap rewritten "
+        "or replaced by someone else); refusing to run it"
+    )
+    passed = run(written)
+    assert passed.returncode == 2
+    assert passed.stderr.strip() == (
         "dlq-engine: spec.processor.entrypoint 'no_such_module:process': cannot import module "
         "'no_such_module': ModuleNotFoundError: No module named 'no_such_module'"
     )

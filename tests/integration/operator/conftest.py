@@ -133,7 +133,6 @@ def operator_config(kube: ControlPlane, namespace: str, spark_crd: str) -> Opera
         kubeconfig=str(kube.admin_kubeconfig),
         spark_image="registry.test/spark-dlq:test",
         checkpoint_base="s3a://checkpoints/dlq",
-        spark_service_account="spark-driver",
         metrics_port=0,
         resync_interval=2.0,
         finalizer_timeout=60.0,

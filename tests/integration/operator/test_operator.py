@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
+from kubernetes import client
 from prometheus_client import REGISTRY
 
 from dlq_engine.model import config_hash, parse_policy, to_document
+from dlq_engine.model.documents import load_policy_text
 from spark_dlq_devtools.processes import free_port
 from tests.integration.operator.conftest import (
     Cluster,
@@ -118,13 +120,40 @@ def test_create_provisions_topics_configmap_and_application(
         "/etc/spark-dlq/policy/policy.yaml",
         "--checkpoint",
         f"s3a://checkpoints/dlq/{namespace}/billing",
-        "--heartbeat-configmap",
-        f"{namespace}/billing-policy",
+        "--heartbeat-lease",
+        f"{namespace}/billing-heartbeat",
+        "--config-hash",
+        config_hash(load_policy_text(config_map.data["policy.yaml"])),
     ]
     assert {"name": "kafka-client", "secret": {"secretName": "kafka-client"}} in spec["driver"]["template"][
         "spec"
     ]["volumes"]
-    assert spec["driver"]["serviceAccount"] == "spark-driver"
+    assert spec["driver"]["serviceAccount"] == "billing-spark"
+    assert spec["executor"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+    # The Spark pods' identity: their account, the Lease, the Role on it alone, the bindings.
+    rbac = client.RbacAuthorizationV1Api(cluster.objects.api_client)
+    coordination = client.CoordinationV1Api(cluster.objects.api_client)
+    owned = [
+        cluster.core.read_namespaced_service_account("billing-spark", namespace),
+        coordination.read_namespaced_lease("billing-heartbeat", namespace),
+        rbac.read_namespaced_role("billing-heartbeat", namespace),
+        rbac.read_namespaced_role_binding("billing-heartbeat", namespace),
+        rbac.read_namespaced_role_binding("billing-spark", namespace),
+    ]
+    for obj in owned:
+        assert obj.metadata.labels == {**MANAGED, "sparkdlq.io/policy": "billing"}
+        assert [(r.kind, r.uid, r.controller) for r in obj.metadata.owner_references] == [
+            ("DeadLetterPolicy", uid, True)
+        ]
+    [rule] = owned[2].rules
+    assert (rule.resources, rule.resource_names, rule.verbs) == (
+        ["leases"],
+        ["billing-heartbeat"],
+        ["get", "update", "patch"],
+    )
+    assert (owned[4].role_ref.kind, owned[4].role_ref.name) == ("ClusterRole", "spark-dlq-spark-driver")
+    assert [(s.kind, s.name) for s in owned[4].subjects] == [("ServiceAccount", "billing-spark")]
 
     # Status: names, hash, conditions; JobRunning waits for the spark-operator.
     wait_for(lambda: cluster.status("billing").get("configHash") == digest, what="the status")

@@ -1,8 +1,11 @@
 """The operator's rights: enough for the whole life of a policy, and nothing more.
 
-- The operator runs as a user that has only the rules of operator/README.md's RBAC block (bound
-  by a ClusterRole), so the Helm chart can copy that block and trust it: nothing the operator or
-  kopf does may be refused (no 403 in the logs), from creation to deletion with topic clean-up.
+- The operator runs as a user that has only the rules of operator/README.md's RBAC block, bound
+  as the chart binds them in each watch mode (cluster-wide: one ClusterRole; one namespace: the
+  namespaced rules there only), so the Helm chart can copy that block and trust it: nothing the
+  operator or kopf does may be refused, from creation (with the Spark pods' identity: the
+  ``bind`` of the drivers' ClusterRole, a Role on the Lease) through a restart and a
+  resubmission to deletion with topic clean-up.
 - The real ``dlq-operator run`` process runs as the chart's own ServiceAccount (``helm install``
   of the chart, a token from the TokenRequest API, the environment of the rendered Deployment):
   a policy reconciles fully under it, and what the role does not grant is refused (403).
@@ -17,9 +20,11 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
+import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,8 @@ from kubernetes.client.exceptions import ApiException
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.paths import work_dir
 from spark_dlq_devtools.processes import Service, free_port
+from spark_dlq_devtools.spark import submit_env
+from spark_dlq_operator.render import DRIVER_SPARK_CONF
 from tests.chart import CHART, helm, one, render
 from tests.conftest import unique
 from tests.integration.operator.conftest import (
@@ -53,34 +60,74 @@ def documented_rules() -> list[dict[str, Any]]:
     return list(yaml.safe_load(block.group(1))["rules"])
 
 
-@pytest.fixture
-def restricted_kubeconfig(kube: ControlPlane, kube_api: Any) -> Iterator[str]:
+#: The rules about cluster-scoped resources (kopf's scanning), which need a ClusterRole whatever
+#: the operator watches.
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Restricted:
+    """A user holding the README's rules as the chart grants them for one watch mode."""
+
+    kubeconfig: str
+    all_namespaces: bool
+
+
+@pytest.fixture(params=["all-namespaces", "one-namespace"])
+def restricted(
+    request: pytest.FixtureRequest, kube: ControlPlane, kube_api: Any, namespace: str
+) -> Iterator[Restricted]:
+    """Cluster-wide: every rule in a ClusterRole. One namespace: the namespaced rules bound in
+    the watched namespace only (a RoleBinding), the cluster-scoped ones by a ClusterRoleBinding."""
+    all_namespaces = request.param == "all-namespaces"
     user = unique("spark-dlq-operator")
     rbac = client.RbacAuthorizationV1Api(kube_api)
-    rbac.create_cluster_role(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": user},
-            "rules": documented_rules(),
-        }
-    )
+    subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    rules = documented_rules()
+    cluster_rules = [r for r in rules if all_namespaces or set(r["resources"]) <= CLUSTER_SCOPED]
+    namespaced_rules = [r for r in rules if r not in cluster_rules]
+    made: list[Callable[[], object]] = []
+    for name, role_rules in ((user, cluster_rules), (f"{user}-ns", namespaced_rules)):
+        if not role_rules:
+            continue
+        rbac.create_cluster_role({"metadata": {"name": name}, "rules": role_rules})
+        made.append(lambda name=name: rbac.delete_cluster_role(name))
     rbac.create_cluster_role_binding(
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
             "metadata": {"name": user},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            "subjects": subjects,
         }
     )
-    yield str(kube.kubeconfig(user))
-    rbac.delete_cluster_role_binding(user)
-    rbac.delete_cluster_role(user)
+    made.append(lambda: rbac.delete_cluster_role_binding(user))
+    if namespaced_rules:
+        rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                "metadata": {"name": user},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": f"{user}-ns",
+                },
+                "subjects": subjects,
+            },
+        )
+    yield Restricted(str(kube.kubeconfig(user)), all_namespaces)
+    for undo in made:
+        undo()
+
+
+def rbac_refusals(messages: Iterable[str]) -> list[str]:
+    """The lines where the API server's authorizer refused the operator something (RBAC says
+    ``User "..." cannot <verb> resource "..."``)."""
+    return [
+        m for m in messages if re.search(r"\b403\b|[Ff]orbidden", m) and re.search(r"cannot \w+ resource", m)
+    ]
 
 
 def test_operator_runs_with_only_the_documented_rbac(
-    restricted_kubeconfig: str,
+    restricted: Restricted,
     start_operator: Callable[..., RunningOperator],
     cluster: Cluster,
     namespace: str,
@@ -90,7 +137,8 @@ def test_operator_runs_with_only_the_documented_rbac(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
-    start_operator(kubeconfig=restricted_kubeconfig)
+    watch: dict[str, Any] = {"all_namespaces": True, "namespaces": ()} if restricted.all_namespaces else {}
+    start_operator(kubeconfig=restricted.kubeconfig, **watch)
     source = make_topic("orders")
     cluster.create_policy(
         policy_document(
@@ -103,11 +151,17 @@ def test_operator_runs_with_only_the_documented_rbac(
     )
 
     first = wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
+    assert first["spec"]["driver"]["serviceAccount"] == "billing-spark"
     wait_for(lambda: cluster.policy("billing")["metadata"].get("finalizers"), what="the finalizer")
     cluster.set_application_state("billing", "RUNNING")
     wait_for(lambda: cluster.status("billing").get("phase") == "Running", what="phase Running")
     cluster.patch_policy("billing", {"spec": {"retry": {"maxRedeliverCount": 2}}})
     wait_for(lambda: cluster.status("billing").get("restartCount") == 1, what="a restart")
+    # A job the spark-operator gave up on is resubmitted by the operator (a patch).
+    cluster.set_application_state("billing", "FAILED", submission="2")
+    wait_for(
+        lambda: "SparkApplicationResubmitted" in cluster.event_reasons("billing"), what="the resubmission"
+    )
     cluster.delete_application("billing")
     first_uid = first["metadata"]["uid"]
     wait_for(
@@ -116,7 +170,7 @@ def test_operator_runs_with_only_the_documented_rbac(
     )
     wait_for(
         lambda: (
-            {"TopicCreated", "SparkApplicationCreated", "SparkApplicationRestarted"}
+            {"TopicCreated", "IdentityCreated", "SparkApplicationCreated", "SparkApplicationRestarted"}
             <= cluster.event_reasons("billing")
         ),
         what="the events",
@@ -126,7 +180,7 @@ def test_operator_runs_with_only_the_documented_rbac(
     wait_for(lambda: cluster.policy("billing") is None, what="the policy to go")
     wait_for(lambda: topic_partitions(kafka_admin, f"{source}-billing-DLQ") is None, what="topics deleted")
 
-    refused = [r.getMessage() for r in caplog.records if re.search(r"\b403\b|[Ff]orbidden", r.getMessage())]
+    refused = rbac_refusals(r.getMessage() for r in caplog.records)
     assert not refused, refused
 
 
@@ -254,6 +308,8 @@ def chart_operator(kube: ControlPlane, kube_api: Any, spark_crd: str) -> Iterato
             "SPARK_DLQ_KUBECONFIG": str(chart.kubeconfig),
         }
         env.update({e["name"]: e["value"] for e in container["env"]})
+        if os.environ.get("PYTHONPATH"):  # a checkout other than the one installed in the venv
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         assert container["command"] == ["dlq-operator"]
         program = str(Path(sys.executable).parent / "dlq-operator")
         service = Service(
@@ -416,3 +472,152 @@ def test_secret_values_never_leak(
     leaks = [(where, value) for where, text in written.items() for value in values if value in text]
     assert not leaks, leaks
     assert secret_name in written["ConfigMap"]  # the control: the name is there, the values are not
+
+
+def test_a_spark_drivers_token_writes_its_own_lease_and_nothing_of_another_policy(
+    chart_operator: ChartOperator,
+    kube: ControlPlane,
+    kube_api: Any,
+    make_topic: Callable[..., str],
+    bootstrap_servers: str,
+) -> None:
+    """Two policies of one namespace, each with its own service account: the one's driver token
+    (TokenRequest, as its pod mounts it) renews its own Lease, and is refused (403) the other's
+    Lease and ConfigMap, and any ConfigMap at all."""
+    namespace = chart_operator.namespace
+    cluster = Cluster(kube_api, namespace)
+    source = make_topic("orders")  # one topic, known to the broker by the time the second reads it
+    for name in ("payroll", "shipping"):
+        cluster.create_policy(policy_document(namespace, name, source=source, bootstrap=bootstrap_servers))
+    for name in ("payroll", "shipping"):  # the identity is written before the SparkApplication
+        app = wait_for(lambda name=name: cluster.application(name), what=f"{name}'s SparkApplication")
+        assert app["spec"]["driver"]["serviceAccount"] == f"{name}-spark"
+    token = (
+        client.CoreV1Api(kube_api)
+        .create_namespaced_service_account_token(
+            "payroll-spark", namespace, {"spec": {"expirationSeconds": 600}}
+        )
+        .status.token
+    )
+    folder = work_dir(f"driver-{namespace}")
+    driver = config.new_client_from_config(
+        config_file=str(token_kubeconfig(kube, folder / "kubeconfig", token))
+    )
+    leases, core = client.CoordinationV1Api(driver), client.CoreV1Api(driver)
+    user = f"system:serviceaccount:{namespace}:payroll-spark"
+
+    # Its own Lease: the heartbeat patched in, read, replaced with its resourceVersion.
+    beat = {"metadata": {"annotations": {"sparkdlq.io/heartbeat": '{"queryActive":true}'}}}
+    leases.patch_namespaced_lease("payroll-heartbeat", namespace, beat)
+    own = leases.read_namespaced_lease("payroll-heartbeat", namespace)
+    own.spec.holder_identity = "payroll-driver"
+    leases.replace_namespaced_lease("payroll-heartbeat", namespace, own)
+    assert (
+        leases.read_namespaced_lease("payroll-heartbeat", namespace).spec.holder_identity == "payroll-driver"
+    )
+
+    # Another policy's Lease and ConfigMap, and any ConfigMap or Secret: refused.
+    assert f'User "{user}" cannot patch resource "leases"' in forbidden(
+        lambda: leases.patch_namespaced_lease("shipping-heartbeat", namespace, beat)
+    )
+    assert 'cannot create resource "leases"' in forbidden(
+        lambda: leases.create_namespaced_lease(namespace, {"metadata": {"name": "shipping-heartbeat-2"}})
+    )
+    tampered = {"data": {"policy.yaml": "tampered"}}
+    for policy_config_map in ("shipping-policy", "payroll-policy"):
+        assert 'cannot patch resource "configmaps"' in forbidden(
+            lambda n=policy_config_map: core.patch_namespaced_config_map(n, namespace, tampered)
+        )
+    assert 'cannot delete resource "configmaps"' in forbidden(
+        lambda: core.delete_namespaced_config_map("shipping-policy", namespace)
+    )
+    assert 'cannot create resource "configmaps"' in forbidden(
+        lambda: core.create_namespaced_config_map(namespace, {"metadata": {"name": "x"}, "data": {}})
+    )
+    assert 'cannot list resource "secrets"' in forbidden(lambda: core.list_namespaced_secret(namespace))
+
+    # What Spark's driver does for its executors, in its own namespace only.
+    def may(verb: str, resource: str, where: str) -> bool:
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(namespace=where, resource=resource, verb=verb)
+            )
+        )
+        return bool(
+            client.AuthorizationV1Api(driver).create_self_subject_access_review(review).status.allowed
+        )
+
+    spark_verbs = ["get", "list", "watch", "create", "delete", "deletecollection"]
+    assert all(may(verb, "pods", namespace) for verb in spark_verbs)
+    assert not [v for v in ("update", "patch") if may(v, "pods", namespace)]
+    assert not [r for r in ("services", "persistentvolumeclaims") if may("create", r, namespace)]
+    assert not may("create", "pods", "default")
+
+    # A real Spark 4.0 driver as this account, with the operator's Spark settings: it starts its
+    # executor pods, deletes them when it stops, and is refused nothing on the way.
+    cluster.core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "payroll-driver"},
+            "spec": {"automountServiceAccountToken": False, "containers": [{"name": "driver", "image": "x"}]},
+        },
+    )
+    (folder / "token").write_text(token)
+    arguments = [kube.server, namespace, str(folder / "token"), str(kube.pki / "ca.crt")]
+    spark = subprocess.Popen(
+        [sys.executable, "-c", SPARK_DRIVER, *arguments, json.dumps(dict(DRIVER_SPARK_CONF))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_spark_env(),
+    )
+    try:
+
+        def executors() -> list[Any]:
+            return list(
+                cluster.core.list_namespaced_pod(namespace, label_selector="spark-role=executor").items
+            )
+
+        wait_for(lambda: len(executors()) == 2 or spark.poll() is not None, timeout=120, what="executor pods")
+        output, _ = spark.communicate("stop\n", timeout=120)
+    finally:
+        if spark.poll() is None:
+            spark.kill()
+    assert spark.returncode == 0, output[-3000:]
+    assert executors() == []
+    refused = [line for line in output.splitlines() if "Forbidden" in line or "forbidden" in line]
+    assert not refused, refused[:3]
+
+
+#: A Spark driver in client mode against the API server (arguments: server, namespace, token file,
+#: CA, extra Spark settings as JSON): two executors asked for, stopped on a line on stdin.
+SPARK_DRIVER = """
+import json, sys
+from pyspark.sql import SparkSession
+server, namespace, token, ca, conf = sys.argv[1:6]
+builder = (
+    SparkSession.builder.master("k8s://" + server)
+    .config("spark.kubernetes.namespace", namespace)
+    .config("spark.kubernetes.authenticate.oauthTokenFile", token)
+    .config("spark.kubernetes.authenticate.caCertFile", ca)
+    .config("spark.kubernetes.driver.pod.name", "payroll-driver")
+    .config("spark.kubernetes.container.image", "registry.test/spark-dlq:test")
+    .config("spark.executor.instances", "2")
+    .config("spark.driver.host", "127.0.0.1")
+    .config("spark.ui.enabled", "false")
+    # Do not wait (30 s) for executors to register: none can, no node runs them.
+    .config("spark.scheduler.minRegisteredResourcesRatio", "0")
+)
+for key, value in json.loads(conf).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+sys.stdin.readline()
+spark.stop()
+"""
+
+
+def _spark_env() -> dict[str, str]:
+    env = submit_env()
+    env.pop("PYSPARK_SUBMIT_ARGS")  # no jars needed: Spark's own Kubernetes backend
+    return env

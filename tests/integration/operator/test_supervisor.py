@@ -1,7 +1,7 @@
 """The supervisor: what the spark-operator does not catch, on the real apiserver.
 
 The test plays the spark-operator (the application's status), the kubelet (the driver pod's
-status) and the engine (its heartbeat on the policy's ConfigMap); the real engine's heartbeat,
+status) and the engine (its heartbeat on the policy's Lease); the real engine's heartbeat,
 run by the local spark-operator stand-in, is in test_supervisor_stand_in.py.
 """
 
@@ -89,8 +89,8 @@ def test_a_running_driver_whose_query_stalled_is_resubmitted_once(
             "lastProgressTime": _at(progress_ago),
             "batchId": 4,
         }
-        cluster.core.patch_namespaced_config_map(
-            "billing-policy",
+        client.CoordinationV1Api(cluster.objects.api_client).patch_namespaced_lease(
+            "billing-heartbeat",
             namespace,
             {"metadata": {"annotations": {"sparkdlq.io/heartbeat": json.dumps(document)}}},
         )

@@ -1,7 +1,8 @@
 """The supervisor with a real engine: the local spark-operator stand-in runs the driver.
 
-The driver writes its heartbeat to the apiserver as a pod would, with a service-account token
-(from the TokenRequest API) and the cluster's CA; its processor hangs on the first call for a
+The driver writes its heartbeat on the policy's Lease as a pod would, with a token of the
+policy's own service account (the stand-in mounts it as a kubelet does) and the cluster's CA,
+under the Role the operator made on that Lease alone; its processor hangs on the first call for a
 message, so the query stops making progress while the driver process runs (as in
 kubeflow/spark-operator#1309). The operator resubmits it; the stand-in stops the stuck driver
 and submits a new one, which takes over the checkpoint's lease and routes the message.
@@ -10,7 +11,6 @@ and submits a new one, which takes over the checkpoint's lease and routes the me
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,41 +28,9 @@ STALL_S = 20
 
 
 @pytest.fixture
-def service_account_dir(kube: ControlPlane, kube_api: Any, namespace: str, tmp_path: Path) -> Path:
-    """What a driver pod has mounted: a token of the Spark driver's service account (allowed
-    what the chart's Role for it allows on ConfigMaps), the cluster's CA and the namespace."""
-    core, rbac = client.CoreV1Api(kube_api), client.RbacAuthorizationV1Api(kube_api)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "spark-driver"}})
-    rbac.create_namespaced_role(
-        namespace,
-        {
-            "metadata": {"name": "spark-driver"},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"]}],
-        },
-    )
-    rbac.create_namespaced_role_binding(
-        namespace,
-        {
-            "metadata": {"name": "spark-driver"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "spark-driver"},
-            "subjects": [{"kind": "ServiceAccount", "name": "spark-driver", "namespace": namespace}],
-        },
-    )
-    token = core.create_namespaced_service_account_token(
-        "spark-driver", namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    folder = tmp_path / "serviceaccount"
-    folder.mkdir()
-    (folder / "token").write_text(token)
-    (folder / "namespace").write_text(namespace)
-    shutil.copy(kube.pki / "ca.crt", folder / "ca.crt")
-    return folder
-
-
-@pytest.fixture
-def stand_in(
-    kube: ControlPlane, namespace: str, tmp_path: Path, service_account_dir: Path
-) -> Iterator[LocalSparkOperator]:
+def stand_in(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LocalSparkOperator]:
+    """The stand-in giving each driver a token of its SparkApplication's service account (the
+    policy's own, which the operator made, allowed to write the policy's Lease alone)."""
     runner = LocalSparkOperator(
         kubeconfig=str(kube.admin_kubeconfig),
         workdir=tmp_path / "apps",
@@ -71,11 +39,7 @@ def stand_in(
         python_path=[str(REPO_ROOT)],
         master="local[1]",
         stop_grace=30,
-        driver_env={
-            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-            "KUBERNETES_SERVICE_PORT": str(kube.port),
-            "SPARK_DLQ_SERVICEACCOUNT_DIR": str(service_account_dir),
-        },
+        service_account_tokens=True,
     )
     runner.start()
     yield runner
@@ -105,9 +69,11 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
         )
     )
 
+    leases = client.CoordinationV1Api(cluster.objects.api_client)
+
     def heartbeat() -> dict[str, Any] | None:
-        config_map = cluster.config_map("billing-policy")
-        text = ((config_map.metadata.annotations or {}) if config_map else {}).get("sparkdlq.io/heartbeat")
+        lease = leases.read_namespaced_lease("billing-heartbeat", namespace)
+        text = (lease.metadata.annotations or {}).get("sparkdlq.io/heartbeat")
         return json.loads(text) if text else None
 
     first = wait_for(heartbeat, timeout=240, interval=1, what="the engine's first heartbeat")

@@ -78,17 +78,34 @@ cluster-wide, each watched namespace's Role otherwise. */}}
   resources: [pods]
   verbs: [get]
 # What the operator creates for a policy: the ConfigMap P-policy (the resync lists them by
-# label) and the SparkApplication P; for a redrive R, R-redrive of each.
+# label) and the SparkApplication P (patched to resubmit it); for a redrive R, R-redrive of each.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, create, patch]
 - apiGroups: [sparkoperator.k8s.io]
   resources: [sparkapplications]
-  verbs: [get, list, watch, create, update, delete]
+  verbs: [get, list, watch, create, update, patch, delete]
 # Events on the policies (the operator's and kopf's).
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# The Spark pods' identity, per policy: their service account, the Lease the driver writes its
+# heartbeat on (the resync lists them), a Role on that Lease alone (the operator holds every
+# right it grants: get, update, patch) and the bindings of the account to it and to the
+# drivers' ClusterRole, which the operator may bind and nothing more.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, create, update, patch]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, create, patch]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [clusterroles]
+  resourceNames: [{{ include "spark-dlq-operator.spark.clusterRoleName" . }}]
+  verbs: [bind]
 {{- end -}}
 
 {{/* The DeadLetterPolicyClasses (cluster-scoped): listed and watched, never written; and the
