@@ -623,3 +623,61 @@ def test_a_redrive_filter_that_calls_java_or_reads_files_fails_before_anything_r
     assert (condition["reason"], condition["message"]) == ("InvalidSpec", f"spec.selection.filter: {problem}")
     assert bed.admin_a.application(f"{name}-redrive") is None
     assert bed.admin_a.config_map(f"{name}-redrive") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Contained by RBAC: what a Spark pod's token may do (the processor's code runs in those pods)
+
+
+def test_a_spark_pods_token_writes_its_own_lease_and_nothing_of_another_policy(
+    kube: ControlPlane, kube_api: Any, bed: Bed, victim: str, payroll: str
+) -> None:
+    """The token the author's policy's driver mounts (TokenRequest for its service account) may
+    renew its own heartbeat and nothing else here: not its policy's ConfigMap (the engine's
+    configuration), not team B's Lease or ConfigMap. The same within one namespace, with a real
+    chart-installed operator: test_rbac.py's driver-token test."""
+    app = bed.admin_a.application(payroll)
+    assert app is not None
+    account = app["spec"]["driver"]["serviceAccount"]
+    assert account == f"{payroll}-spark"
+    assert app["spec"]["executor"]["template"]["spec"]["automountServiceAccountToken"] is False
+    token = (
+        client.CoreV1Api(kube_api)
+        .create_namespaced_service_account_token(account, bed.team_a, {"spec": {"expirationSeconds": 600}})
+        .status.token
+    )
+    as_pod = client.Configuration()
+    as_pod.host, as_pod.ssl_ca_cert = kube.server, str(kube.pki / "ca.crt")
+    as_pod.api_key = {"authorization": f"Bearer {token}"}
+    pod = client.ApiClient(as_pod)
+    leases, core = client.CoordinationV1Api(pod), client.CoreV1Api(pod)
+    beat = {"metadata": {"annotations": {"sparkdlq.io/red-team": "tried"}}}
+    leases.patch_namespaced_lease(f"{payroll}-heartbeat", bed.team_a, beat)  # the control
+
+    user = f'User "system:serviceaccount:{bed.team_a}:{account}"'
+    inside_b = f'in the namespace "{bed.team_b}"'
+    for call, words in (
+        (
+            lambda: leases.patch_namespaced_lease("billing-heartbeat", bed.team_b, beat),
+            'cannot patch resource "leases"',
+        ),
+        (
+            lambda: core.patch_namespaced_config_map(
+                "billing-policy", bed.team_b, {"data": {"policy.yaml": "x"}}
+            ),
+            'cannot patch resource "configmaps"',
+        ),
+        (lambda: core.list_namespaced_secret(bed.team_b), 'cannot list resource "secrets"'),
+    ):
+        message = refused(call, 403)["message"]
+        assert message.startswith(user), message
+        assert words in message, message
+        assert inside_b in message, message
+    message = refused(
+        lambda: core.patch_namespaced_config_map(
+            f"{payroll}-policy", bed.team_a, {"data": {"policy.yaml": "x"}}
+        ),
+        403,
+    )["message"]
+    assert 'cannot patch resource "configmaps"' in message, message
+    assert bed.admin_b.config_map("billing-policy").data["policy.yaml"] != "x"
