@@ -14,7 +14,9 @@ kubelet + containerd node) runs everything as pods from images built here:
    resubmits from the checkpoint; the driver pod is killed five times and the policy comes back
    every time; ``kubectl delete`` removes the job and keeps the dead-letter topic;
 5. every order produced is accounted for: in the output, in the dead letters with the right
-   reason, or acknowledged.
+   reason, or acknowledged;
+6. the red team (``red_team.py``): as an ``edit`` user, sparkConf escapes are refused, and the
+   running driver's own token is contained, with the spark-operator's webhook on and then off.
 
 Each step prints what it does and how long it took. ``scripts/cluster-e2e.sh`` runs this file.
 """
