@@ -1,7 +1,8 @@
 """A real Kubernetes control plane on 127.0.0.1, envtest style: etcd and kube-apiserver.
 
-A kube-controller-manager runs only its garbage collector and namespace controller, so owned
-objects are really collected and namespaces really deleted. There is no kubelet or
+A kube-controller-manager runs only its garbage collector, namespace controller and ClusterRole
+aggregation, so owned objects are really collected, namespaces really deleted, and the default
+``view``/``edit``/``admin`` roles hold what is aggregated into them (a chart's user roles). There is no kubelet or
 scheduler: objects are stored, validated (schemas, CEL, admission), authorised (RBAC is on)
 and watched, but no pod runs. That is what an operator's tests need. ``kubeconfig()``
 writes a kubeconfig for any user, signed by the test CA, so tests can act as the admin or as
@@ -185,7 +186,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
             ]
         else:
-            controllers = ["--controllers=garbagecollector,namespace"]
+            controllers = ["--controllers=garbagecollector,namespace,clusterrole-aggregation"]
         self.controller_manager = Service(
             "kube-controller-manager",
             [

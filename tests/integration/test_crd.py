@@ -24,11 +24,6 @@ from spark_dlq_operator.governance import govern
 from spark_dlq_operator.policy_class import (
     BUILT_IN_CLASS,
     DEFAULTABLE,
-    NEVER_CHECKPOINT,
-    NEVER_TABLE_PATH,
-    ClassRefusal,
-    forbidden,
-    never_allowed_message,
 )
 
 GROUP = "sparkdlq.io"
@@ -700,79 +695,6 @@ def test_invalid_policy_is_refused_naming_the_field(
     assert any(issue.path.startswith(field) for issue in model_refused.value.issues), (
         f"the model does not refuse {field}: {model_refused.value}"
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# What no class can allow: refused at admission, and by the operator (an object stored under an
-# older CRD), with the same words
-
-
-def refused_by_the_operator(document: dict[str, Any]) -> list[str]:
-    """What ``govern`` says of ``document`` under the built-in class (the model itself takes the
-    fields: ``dlq-engine run -f`` on a laptop reads them)."""
-    parse_policy(document)
-    with pytest.raises(ClassRefusal) as refused:
-        govern(document, BUILT_IN_CLASS, config=OperatorConfig())
-    return [str(issue) for issue in refused.value.issues]
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        "spark.kubernetes.driver.volumes.hostPath.root.options.path",
-        "spark.kubernetes.authenticate.driver.serviceAccountName",
-        "spark.kubernetes.namespace",
-        "spark.jars.packages",
-        "spark.executorEnv.JAVA_TOOL_OPTIONS",
-    ],
-)
-def test_spark_conf_keys_no_class_can_allow_are_refused_naming_the_key(
-    kube_api: Any, namespace: str, key: str
-) -> None:
-    document = with_spec(
-        minimal(namespace), {"spark": {"sparkConf": {"spark.sql.shuffle.partitions": "4", key: "x"}}}
-    )
-    group = forbidden(key)
-    assert group is not None
-
-    with pytest.raises(ApiException) as refused:
-        create(kube_api, document)
-
-    assert refused.value.status == 422
-    causes, _ = refusal(refused.value)
-    assert causes == [("spec.spark.sparkConf", f"Forbidden: {key} {never_allowed_message(group)}")]
-    assert refused_by_the_operator(document) == [
-        f"spec.spark.sparkConf.{key}: {never_allowed_message(group)}"
-    ]
-
-
-@pytest.mark.parametrize(
-    ("patch", "field", "message"),
-    [
-        pytest.param(
-            {"spark": {"checkpointLocation": "s3a://checkpoints/other-team/their-policy"}},
-            "spec.spark.checkpointLocation",
-            NEVER_CHECKPOINT,
-            id="checkpoint",
-        ),
-        pytest.param(
-            {"deadLetter": {"table": {"path": "s3a://tables/other-team/their-policy"}}},
-            "spec.deadLetter.table.path",
-            NEVER_TABLE_PATH,
-            id="table",
-        ),
-    ],
-)
-def test_free_paths_are_refused(
-    kube_api: Any, namespace: str, patch: dict[str, Any], field: str, message: str
-) -> None:
-    document = with_spec(minimal(namespace), patch)
-
-    with pytest.raises(ApiException) as refused:
-        create(kube_api, document)
-
-    assert (field, f"Forbidden: {message}") in refusal(refused.value)[0]
-    assert f"{field}: {message}" in refused_by_the_operator(document)
 
 
 def test_a_policy_may_leave_its_broker_to_its_class(kube_api: Any, namespace: str) -> None:

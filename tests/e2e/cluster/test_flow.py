@@ -14,7 +14,9 @@ kubelet + containerd node) runs everything as pods from images built here:
    resubmits from the checkpoint; the driver pod is killed five times and the policy comes back
    every time; ``kubectl delete`` removes the job and keeps the dead-letter topic;
 5. every order produced is accounted for: in the output, in the dead letters with the right
-   reason, or acknowledged.
+   reason, or acknowledged;
+6. the red team (``red_team.py``): as an ``edit`` user, sparkConf escapes are refused, and the
+   running driver's own token is contained, with the spark-operator's webhook on and then off.
 
 Each step prints what it does and how long it took. ``scripts/cluster-e2e.sh`` runs this file.
 """
@@ -37,6 +39,7 @@ from spark_dlq_devtools import containers
 from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT, cache_dir, helm_bin, versions, work_dir
+from tests.e2e.cluster import red_team
 from tests.helpers import read_all
 
 NAMESPACE = "payments"
@@ -406,6 +409,16 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     assert "Running" in table
     done()
 
+    done = step(
+        "red team, webhook on: sparkConf escapes refused as an edit user; the driver's token contained"
+    )
+    author = red_team.author_kubeconfig(cluster.node)
+    red_team.spark_conf_is_refused(cluster.node, author, bootstrap=kafka.pod_bootstrap_servers)
+    red_team.driver_token_is_contained(
+        cluster.node, driver["metadata"]["name"], namespace=NAMESPACE, policy=POLICY
+    )
+    done()
+
     done = step("kubectl patch: a change of the engine's configuration restarts the job from its checkpoint")
     before = cluster.policy()["status"]
     first_driver = driver["metadata"]["uid"]
@@ -536,6 +549,33 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
 
     topics = AdminClient({"bootstrap.servers": kafka.bootstrap_servers}).list_topics(timeout=10).topics
     assert DLQ in topics, "the dead-letter topic must be kept"
+    done()
+
+    done = step("red team, the spark-operator's webhook off: the same refusals, the same token")
+    cluster.helm(
+        "upgrade", "spark-operator", str(cache_dir() / "spark-operator" / versions()["SPARK_OPERATOR_VERSION"] / "chart"),
+        "--namespace", "spark-operator", "--reuse-values", "--set", "webhook.enable=false",
+        "--wait", "--timeout", "6m",
+    )  # fmt: skip
+    cluster.wait(
+        "the webhook configurations to go",
+        lambda: (
+            not [
+                w
+                for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+                for w in cluster.json("get", kind)["items"]
+                if "spark-operator" in w["metadata"]["name"]
+            ]
+        ),
+        120,
+    )
+    red_team.spark_conf_is_refused(cluster.node, author, bootstrap=kafka.pod_bootstrap_servers)
+    cluster.apply(policy)  # the same policy again: it resumes from its checkpoint
+    driver, _ = cluster.running_job()
+    red_team.driver_token_is_contained(
+        cluster.node, driver["metadata"]["name"], namespace=NAMESPACE, policy=POLICY
+    )
+    cluster.kubectl("delete", "dlp", POLICY, "-n", NAMESPACE, "--wait=true", timeout=300)
     done()
     print(
         f"[cluster-e2e] {len(orders.kinds)} orders, all accounted for; first routed order "

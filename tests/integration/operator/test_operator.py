@@ -25,8 +25,6 @@ from dlq_engine.model import config_hash, parse_policy, to_document
 from dlq_engine.model.documents import load_policy_text
 from spark_dlq_devtools.processes import free_port
 from tests.integration.operator.conftest import (
-    GROUP,
-    VERSION,
     Cluster,
     RunningOperator,
     no_change,
@@ -371,38 +369,6 @@ def test_spec_the_apiserver_accepts_but_the_model_refuses_is_invalid(
         lambda: cluster.condition("billing", "TopicsReady").get("reason") == "SourceTopicMissing",
         what="the fixed policy to get to its topics",
     )
-
-    # A redrive filter the apiserver accepts and the model refuses (issue 26: Java called from a
-    # filter): Failed at once naming the field and the function, and nothing is made for it,
-    # while a redrive of the same policy with an allowed filter gets its SparkApplication.
-    for name, text in (("escape", "reflect('java.lang.Runtime', 'getRuntime')"), ("allowed", "attempts > 1")):
-        cluster.objects.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            REDRIVES,
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "DeadLetterRedrive",
-                "metadata": {"name": name},
-                "spec": {"policyRef": {"name": "billing"}, "selection": {"filter": text}, "dryRun": True},
-            },
-        )
-    wait_for(lambda: cluster.application("allowed-redrive"), what="the allowed redrive's SparkApplication")
-
-    def escape() -> dict[str, Any]:
-        found = cluster.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, REDRIVES, "escape")
-        return dict(found.get("status") or {})
-
-    wait_for(lambda: escape().get("phase") == "Failed", what="the reflect redrive to fail")
-    [condition] = escape()["conditions"]
-    assert (condition["reason"], condition["message"]) == (
-        "InvalidSpec",
-        "spec.selection.filter: function reflect is not allowed (a filter may call only the "
-        "functions listed in docs/reference.md, section 6)",
-    )
-    assert cluster.application("escape-redrive") is None
-    assert cluster.config_map("escape-redrive") is None
 
 
 def test_existing_topics_with_fewer_partitions_or_short_retention_are_reported_not_changed(
