@@ -33,7 +33,7 @@ NAMESPACE = "spark-dlq"
 #: Resources the operator reads cluster-wide whatever it watches (kopf's scanning, the classes).
 CLUSTER_SCOPED = frozenset({"customresourcedefinitions", "namespaces", "deadletterpolicyclasses"})
 #: What a Spark driver needs for its executors, with the operator's Spark settings (the chart's
-#: ClusterRole for drivers; docs/security-rbac.md).
+#: ClusterRole for drivers; docs/security.md ("Least privilege")).
 DRIVER_RULES = (
     {
         "apiGroups": [""],

@@ -22,7 +22,7 @@ What the platform decides about that identity is the pods' fit the class gives
 class's ``pods.serviceAccountName``, else the operator's ``--spark-service-account``:
 ``render.shared_service_account``), no service account is made and both bindings name that one:
 every policy's driver running as it may then write every such policy's Lease in the namespace,
-a weaker isolation that docs/security-rbac.md states. The class's
+a weaker isolation that docs/security.md ("Least privilege") states. The class's
 ``pods.serviceAccountAnnotations`` go on the per-policy service account only.
 
 Pure functions: the manifests, and whether a SparkApplication's identity is the one wanted.

@@ -102,7 +102,7 @@ CONTAINER_SECURITY_CONTEXT: Final[Mapping[str, Any]] = {
 
 #: Spark settings the operator owns, applied over a policy's ``sparkConf``: they keep what the
 #: driver does with the Kubernetes API to its executor pods, so its role needs no right on
-#: ConfigMaps, Services or PersistentVolumeClaims (docs/security-rbac.md). With Spark 4.0's
+#: ConfigMaps, Services or PersistentVolumeClaims (docs/security.md ("Least privilege")). With Spark 4.0's
 #: defaults the driver would create a ConfigMap for its executors and delete, by label, the
 #: ConfigMaps, Services and claims of its application at exit (``deletecollection``, which
 #: RBAC cannot limit to one application: a right to delete every ConfigMap of the namespace,
@@ -213,7 +213,7 @@ def shared_service_account(fit: PodFit, config: OperatorConfig) -> str:
     """The one existing service account every governed policy's Spark pods share, empty for one
     per policy (made by the operator). The class's ``pods.serviceAccountName`` wins over the
     operator's ``--spark-service-account``: the platform team owns both, and the class is the
-    narrower choice (docs/security-rbac.md: sharing is the weaker isolation)."""
+    narrower choice (docs/security.md ("Least privilege"): sharing is the weaker isolation)."""
     return fit.service_account or config.spark_service_account
 
 
