@@ -120,6 +120,8 @@ class LocalSparkOperator:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: The watch in progress: ``stop`` ends it at once instead of after its timeout.
+        self._watch: watch.Watch | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -133,6 +135,9 @@ class LocalSparkOperator:
 
     def stop(self) -> None:
         self._stop.set()
+        stream = self._watch
+        if stream is not None:
+            stream.stop()  # type: ignore[no-untyped-call] # unblocks the read it waits in
         with self._lock:
             for driver in self.drivers.values():
                 self._terminate(driver)
@@ -157,7 +162,9 @@ class LocalSparkOperator:
 
     def _watch_loop(self) -> None:
         while not self._stop.is_set():
-            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            stream = self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+            if self._stop.is_set():
+                break
             try:
                 for event in self._list_and_watch(stream):
                     if self._stop.is_set():
