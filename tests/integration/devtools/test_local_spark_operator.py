@@ -19,13 +19,13 @@ from tests.integration.crds import install_crds
 APP = """
 import pathlib, sys, time
 config, out, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+if mode == "fail":  # before a SparkContext: the restart policy is the runner's, not Spark's
+    print("dlq-engine: stopped: failing on purpose", file=sys.stderr)
+    sys.exit(3)
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
 count = spark.range(10).count()
 pathlib.Path(out).write_text(pathlib.Path(config).read_text().strip() + f" count={count}")
-if mode == "fail":
-    print("dlq-engine: stopped: failing on purpose", file=sys.stderr)
-    sys.exit(3)
 if mode == "serve":
     while True:
         time.sleep(0.5)
