@@ -85,6 +85,9 @@ class Driver:
     invalidated: bool = False
     stopped: bool = False
     started_at: float = 0.0
+    #: The labels of the last version of the object this runner acted on (a test waits on them
+    #: to know that a metadata change was seen, and then that nothing followed).
+    labels: dict[str, str] = field(default_factory=dict)
     extra_status: dict[str, Any] = field(default_factory=dict)
 
 
@@ -205,6 +208,7 @@ class LocalSparkOperator:
                 self._set_state(driver, "PENDING_RERUN")
                 driver.next_submit_at = time.monotonic()
                 driver.stopped = False
+            driver.labels = dict(meta.get("labels") or {})
 
     def _tick_loop(self) -> None:
         while not self._stop.wait(0.5):

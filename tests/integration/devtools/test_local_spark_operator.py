@@ -145,7 +145,12 @@ def test_a_spec_change_resubmits_and_a_metadata_change_does_not(
     objects.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "server", {"metadata": {"labels": {"touched": "yes"}}}
     )
-    time.sleep(2)
+    deadline = time.monotonic() + 30
+    while (
+        runner.drivers[(namespace, "server")].labels.get("touched") != "yes" and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert runner.drivers[(namespace, "server")].labels == {"touched": "yes"}  # the change was acted on
     assert runner.drivers[(namespace, "server")].process.pid == first_pid  # type: ignore[union-attr]
 
     first_submission = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server")[
