@@ -11,6 +11,7 @@ naming the field and line, and exit status 2. Exit status: 0 clean stop, 1 the q
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -24,6 +25,25 @@ DEFAULT_LEASE_S = 30.0
 
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
+
+#: ``dlq_engine.job.metrics.DEFAULT_PROBE_INTERVAL`` (not imported here: that loads prometheus_client).
+DEFAULT_PROBE_INTERVAL_S = 30.0
+
+
+def _env_str(name: str) -> str:
+    import os
+
+    return os.environ.get(name, "").strip()
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
 
 
 def _env_int(name: str) -> int | None:
@@ -59,6 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         default=METRICS_LINGER_S,
         help="when the query failed, keep serving metrics this many seconds before exiting, so "
         "that a scrape sees the failure (default %(default)s)",
+    )
+    run.add_argument(
+        "--metrics-probe-interval",
+        type=_positive_seconds,
+        # a string default goes through ``type`` as if given: a bad value is refused by name
+        default=_env_str("SPARK_DLQ_METRICS_PROBE_INTERVAL") or str(DEFAULT_PROBE_INTERVAL_S),
+        help="seconds between reads of the dead-letter topic's size for the metrics (default: "
+        "$SPARK_DLQ_METRICS_PROBE_INTERVAL, else %(default)s)",
     )
     run.add_argument(
         "--checkpoint-lease",
@@ -173,7 +201,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             print(f"dlq-engine: running without a heartbeat: {heartbeat.unavailable}", file=sys.stderr)
     metrics = None
     if args.metrics_port:
-        metrics = EngineMetrics(policy)
+        metrics = EngineMetrics(policy, probe_interval=args.metrics_probe_interval)
         metrics.serve(args.metrics_port)
     spark = build_session(policy, master=args.master)
     lock = CheckpointLock(spark, location, lease_s=args.checkpoint_lease)

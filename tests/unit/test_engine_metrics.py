@@ -204,3 +204,42 @@ def test_held_retries_stay_absent_when_the_state_cannot_be_read() -> None:
     metrics.held_unknown()
     metrics.add_progress(progress(2, retry_rows=3, **offsets), {"total": 0, "stats": [summary()]})
     assert ("spark_dlq_retry_held", frozenset()) not in samples(metrics)
+
+
+def test_the_probe_interval_is_the_engine_option_s_default() -> None:
+    from dlq_engine import cli
+    from dlq_engine.job.metrics import DEFAULT_PROBE_INTERVAL
+
+    assert cli.DEFAULT_PROBE_INTERVAL_S == DEFAULT_PROBE_INTERVAL
+    assert cli._parser().parse_args(["run", "-f", "p.yaml"]).metrics_probe_interval == DEFAULT_PROBE_INTERVAL
+
+
+@pytest.mark.parametrize(
+    ("env", "seconds"),
+    [
+        pytest.param("2", 2.0, id="env"),
+        pytest.param(" 0.5 ", 0.5, id="fraction"),
+        pytest.param("", 30.0, id="unset"),
+    ],
+)
+def test_the_probe_interval_reads_its_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, env: str, seconds: float
+) -> None:
+    from dlq_engine import cli
+
+    monkeypatch.setenv("SPARK_DLQ_METRICS_PROBE_INTERVAL", env)
+    assert cli._parser().parse_args(["run", "-f", "p.yaml"]).metrics_probe_interval == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "soon"])
+def test_a_probe_interval_that_is_not_positive_seconds_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    from dlq_engine import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli._parser().parse_args(["run", "-f", "p.yaml", "--metrics-probe-interval", text])
+    assert exit_.value.code == 2
+    assert f"argument --metrics-probe-interval: {text!r} is not a positive number of seconds" in (
+        capsys.readouterr().err
+    )
