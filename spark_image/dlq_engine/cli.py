@@ -90,11 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--checkpoint-lease",
-        type=float,
-        default=DEFAULT_LEASE_S,
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_CHECKPOINT_LEASE") or str(DEFAULT_LEASE_S),
         help="seconds an engine's lease on its checkpoint lasts unrenewed: a second engine on the "
         "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
-        "(default %(default)s)",
+        "(default: $SPARK_DLQ_CHECKPOINT_LEASE, else %(default)s)",
     )
     run.add_argument(
         "--heartbeat-configmap",

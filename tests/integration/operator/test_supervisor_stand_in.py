@@ -21,7 +21,7 @@ from kubernetes import client
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT
-from tests.helpers import produce, read_all
+from tests.helpers import FAST_DRIVER_ENV, produce, read_all
 from tests.integration.operator.conftest import Cluster, RunningOperator, policy_document, wait_for
 
 STALL_S = 20
@@ -75,6 +75,7 @@ def stand_in(
             "KUBERNETES_SERVICE_HOST": "127.0.0.1",
             "KUBERNETES_SERVICE_PORT": str(kube.port),
             "SPARK_DLQ_SERVICEACCOUNT_DIR": str(service_account_dir),
+            **FAST_DRIVER_ENV,
         },
     )
     runner.start()
