@@ -26,6 +26,9 @@ DEFAULT_LEASE_S = 30.0
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
 
+#: ``dlq_engine.job.heartbeat.DEFAULT_INTERVAL_S`` (the job package is imported when a run starts).
+DEFAULT_HEARTBEAT_S = 10.0
+
 #: ``dlq_engine.job.metrics.DEFAULT_PROBE_INTERVAL`` (not imported here: that loads prometheus_client).
 DEFAULT_PROBE_INTERVAL_S = 30.0
 
@@ -105,9 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--heartbeat-interval",
-        type=float,
-        default=10.0,
-        help="seconds between heartbeats (default %(default)s)",
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_HEARTBEAT_INTERVAL") or str(DEFAULT_HEARTBEAT_S),
+        help="seconds between heartbeats (default: $SPARK_DLQ_HEARTBEAT_INTERVAL, else %(default)s)",
     )
     run.add_argument(
         "--kafka-client-dir",

@@ -8,6 +8,7 @@ import pytest
 
 from dlq_engine import cli
 from dlq_engine.job.checkpoint_lock import DEFAULT_LEASE_S
+from dlq_engine.job.heartbeat import DEFAULT_INTERVAL_S
 from dlq_engine.job.metrics import DEFAULT_PROBE_INTERVAL
 
 OPTIONS = [
@@ -15,6 +16,7 @@ OPTIONS = [
         "--metrics-probe-interval", "SPARK_DLQ_METRICS_PROBE_INTERVAL", DEFAULT_PROBE_INTERVAL, id="probe"
     ),
     pytest.param("--checkpoint-lease", "SPARK_DLQ_CHECKPOINT_LEASE", DEFAULT_LEASE_S, id="lease"),
+    pytest.param("--heartbeat-interval", "SPARK_DLQ_HEARTBEAT_INTERVAL", DEFAULT_INTERVAL_S, id="heartbeat"),
 ]
 
 
