@@ -91,6 +91,9 @@ class Driver:
     invalidated: bool = False
     stopped: bool = False
     started_at: float = 0.0
+    #: The labels of the last version of the object this runner acted on (a test waits on them
+    #: to know that a metadata change was seen, and then that nothing followed).
+    labels: dict[str, str] = field(default_factory=dict)
     extra_status: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,6 +131,8 @@ class LocalSparkOperator:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: The watch in progress: ``stop`` ends it at once instead of after its timeout.
+        self._watch: watch.Watch | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -141,6 +146,9 @@ class LocalSparkOperator:
 
     def stop(self) -> None:
         self._stop.set()
+        stream = self._watch
+        if stream is not None:
+            stream.stop()  # type: ignore[no-untyped-call] # unblocks the read it waits in
         with self._lock:
             for driver in self.drivers.values():
                 self._terminate(driver)
@@ -165,7 +173,9 @@ class LocalSparkOperator:
 
     def _watch_loop(self) -> None:
         while not self._stop.is_set():
-            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            stream = self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+            if self._stop.is_set():
+                break
             try:
                 for event in self._list_and_watch(stream):
                     if self._stop.is_set():
@@ -206,6 +216,7 @@ class LocalSparkOperator:
                 self._set_state(driver, "PENDING_RERUN")
                 driver.next_submit_at = time.monotonic()
                 driver.stopped = False
+            driver.labels = dict(meta.get("labels") or {})
 
     def _tick_loop(self) -> None:
         while not self._stop.wait(0.5):

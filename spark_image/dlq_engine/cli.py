@@ -12,6 +12,7 @@ the ``--config-hash`` given (the operator passes the hash of the file it wrote).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -27,6 +28,28 @@ DEFAULT_LEASE_S = 30.0
 
 #: Default of ``--metrics-linger``: about one Prometheus scrape interval.
 METRICS_LINGER_S = 20.0
+
+#: ``dlq_engine.job.heartbeat.DEFAULT_INTERVAL_S`` (the job package is imported when a run starts).
+DEFAULT_HEARTBEAT_S = 10.0
+
+#: ``dlq_engine.job.metrics.DEFAULT_PROBE_INTERVAL`` (not imported here: that loads prometheus_client).
+DEFAULT_PROBE_INTERVAL_S = 30.0
+
+
+def _env_str(name: str) -> str:
+    import os
+
+    return os.environ.get(name, "").strip()
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
 
 
 def _env_int(name: str) -> int | None:
@@ -65,12 +88,20 @@ def _parser() -> argparse.ArgumentParser:
         "that a scrape sees the failure (default %(default)s)",
     )
     run.add_argument(
+        "--metrics-probe-interval",
+        type=_positive_seconds,
+        # a string default goes through ``type`` as if given: a bad value is refused by name
+        default=_env_str("SPARK_DLQ_METRICS_PROBE_INTERVAL") or str(DEFAULT_PROBE_INTERVAL_S),
+        help="seconds between reads of the dead-letter topic's size for the metrics (default: "
+        "$SPARK_DLQ_METRICS_PROBE_INTERVAL, else %(default)s)",
+    )
+    run.add_argument(
         "--checkpoint-lease",
-        type=float,
-        default=DEFAULT_LEASE_S,
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_CHECKPOINT_LEASE") or str(DEFAULT_LEASE_S),
         help="seconds an engine's lease on its checkpoint lasts unrenewed: a second engine on the "
         "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
-        "(default %(default)s)",
+        "(default: $SPARK_DLQ_CHECKPOINT_LEASE, else %(default)s)",
     )
     run.add_argument(
         "--heartbeat-lease",
@@ -81,9 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--heartbeat-interval",
-        type=float,
-        default=10.0,
-        help="seconds between heartbeats (default %(default)s)",
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_HEARTBEAT_INTERVAL") or str(DEFAULT_HEARTBEAT_S),
+        help="seconds between heartbeats (default: $SPARK_DLQ_HEARTBEAT_INTERVAL, else %(default)s)",
     )
     run.add_argument(
         "--kafka-client-dir",
@@ -213,7 +244,7 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             print(f"dlq-engine: running without a heartbeat: {heartbeat.unavailable}", file=sys.stderr)
     metrics = None
     if args.metrics_port:
-        metrics = EngineMetrics(policy)
+        metrics = EngineMetrics(policy, probe_interval=args.metrics_probe_interval)
         metrics.serve(args.metrics_port)
     spark = build_session(policy, master=args.master)
     lock = CheckpointLock(spark, location, lease_s=args.checkpoint_lease)

@@ -202,7 +202,8 @@ def test_the_whole_loop(
     ]
     wave3 = _wave("c", 20)
     produce(bootstrap_servers, source, wave3)
-    time.sleep(5)
+    # No driver is left to route them (not a wait of some seconds for nothing to happen).
+    wait_job_gone(objects, e2e_namespace, name, spark_operator)
     seen, _ = _ledger(bootstrap_servers, output, dlq_topic)
     assert not [k for k, _ in wave3 if seen[k]]
     policies.patch(name, {"spec": {"suspend": False}})

@@ -29,7 +29,7 @@ from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.prometheus import Prometheus
 from tests.conftest import unique
 from tests.e2e.conftest import Policies
-from tests.helpers import produce
+from tests.helpers import FAST_DRIVER_ENV, produce
 from tests.integration.crds import PROJECT_CRDS, install_crds
 
 DASHBOARD = REPO_ROOT / "charts" / "spark-dlq-operator" / "files" / "dashboards" / "spark-dlq-policy.json"
@@ -86,7 +86,13 @@ def stack(kube: ControlPlane, kube_api: Any, bootstrap_servers: str) -> Iterator
         python_path=[str(REPO_ROOT)],
         master="local[2]",
         stop_grace=30,
-        driver_env={"SPARK_DLQ_METRICS_PORT": str(driver_port)},
+        # The dead-letter topic's size is read every 2 s instead of 30: the wave's dead letters
+        # show up in the metric as soon as they are written.
+        driver_env={
+            **FAST_DRIVER_ENV,
+            "SPARK_DLQ_METRICS_PORT": str(driver_port),
+            "SPARK_DLQ_METRICS_PROBE_INTERVAL": "2",
+        },
     )
     operator = Service(
         "dlq-operator-monitoring",
@@ -162,8 +168,8 @@ def routed(stack: Stack, bootstrap_servers: str) -> Stack:
     p = stack.policy
     stack.wait(f'sum(spark_dlq_messages_total{{policy="{p}",outcome="output"}})', lambda v: v >= OUTPUT)
     stack.wait(f'sum(spark_dlq_dead_letters_total{{policy="{p}"}})', lambda v: v >= sum(DEAD.values()))
-    # The dead-letter topic is probed every 30 s; the held retries are all released by now.
-    stack.wait(f'spark_dlq_dead_letter_topic_messages{{policy="{p}"}}', lambda v: v >= 15, timeout=90)
+    # The dead-letter topic is probed every 2 s here; the held retries are all released by now.
+    stack.wait(f'spark_dlq_dead_letter_topic_messages{{policy="{p}"}}', lambda v: v >= 15, timeout=60)
     stack.wait(f'spark_dlq_retry_held{{policy="{p}"}}', lambda v: v == 0, timeout=60)
     stack.seen = {
         "names": stack.prometheus.metric_names(),

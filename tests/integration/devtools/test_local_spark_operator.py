@@ -19,13 +19,13 @@ from tests.integration.crds import install_crds
 APP = """
 import pathlib, sys, time
 config, out, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+if mode == "fail":  # before a SparkContext: the restart policy is the runner's, not Spark's
+    print("dlq-engine: stopped: failing on purpose", file=sys.stderr)
+    sys.exit(3)
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
 count = spark.range(10).count()
 pathlib.Path(out).write_text(pathlib.Path(config).read_text().strip() + f" count={count}")
-if mode == "fail":
-    print("dlq-engine: stopped: failing on purpose", file=sys.stderr)
-    sys.exit(3)
 if mode == "serve":
     while True:
         time.sleep(0.5)
@@ -145,7 +145,12 @@ def test_a_spec_change_resubmits_and_a_metadata_change_does_not(
     objects.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "server", {"metadata": {"labels": {"touched": "yes"}}}
     )
-    time.sleep(2)
+    deadline = time.monotonic() + 30
+    while (
+        runner.drivers[(namespace, "server")].labels.get("touched") != "yes" and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert runner.drivers[(namespace, "server")].labels == {"touched": "yes"}  # the change was acted on
     assert runner.drivers[(namespace, "server")].process.pid == first_pid  # type: ignore[union-attr]
 
     first_submission = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "server")[

@@ -21,7 +21,7 @@ from kubernetes import client
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT
-from tests.helpers import produce, read_all
+from tests.helpers import FAST_DRIVER_ENV, produce, read_all
 from tests.integration.operator.conftest import Cluster, RunningOperator, policy_document, wait_for
 
 STALL_S = 20
@@ -40,6 +40,7 @@ def stand_in(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Loc
         master="local[1]",
         stop_grace=30,
         service_account_tokens=True,
+        driver_env=FAST_DRIVER_ENV,
     )
     runner.start()
     yield runner
