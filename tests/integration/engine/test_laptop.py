@@ -160,10 +160,11 @@ def test_the_example_runs_on_a_bare_broker_and_creates_its_topics(bare_broker: s
     assert done.returncode == 0, done.stderr[-3000:]
     said = [line for line in done.stdout.splitlines() if line.startswith("dlq-engine:")]
     assert said == [
+        # Retry letters kept a week past the example's longest backoff (30 s), dead letters kept.
         "dlq-engine: created topic 'orders-billing-RETRY' (3 partitions, the broker's default "
-        "replication factor)",
+        "replication factor, retention.ms=604830000)",
         "dlq-engine: created topic 'orders-billing-DLQ' (3 partitions, the broker's default "
-        "replication factor)",
+        "replication factor, retention.ms=-1)",
         "dlq-engine: processed=3 output=1 acked=0 retried=0 dead=2 ignored=0 redelivered=0",
     ]
     admin = AdminClient({"bootstrap.servers": bare_broker})
