@@ -20,6 +20,7 @@ import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dlq_engine.model.reasons import DEAD_LETTER_REASONS
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.headers import failure_headers
 from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin
@@ -900,7 +901,7 @@ def test_shell_completion_through_kubectl(
     assert complete("st") == ["stats", ":4"]
     assert complete("stats", "-o", "") == ["table", "json", "yaml", ":4"]
     assert "--all-namespaces" in complete("stats", "--a")
-    assert complete("ls", "--reason", "") == ["exhausted", "terminated", "non-retryable", ":4"]
+    assert complete("ls", "--reason", "") == [*DEAD_LETTER_REASONS, ":4"]
     assert complete("stats", "-f", "")[-1] == ":0", "file names for -f"
     assert complete("stats", "--kubeconfig", kubeconfig, "-n", namespace, "--policy", "") == [
         "orders-billing",

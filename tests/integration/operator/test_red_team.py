@@ -625,7 +625,9 @@ def test_a_redrive_filter_that_calls_java_or_reads_files_fails_before_anything_r
         return dict(found.get("status") or {})
 
     wait_for(lambda: status().get("phase") == "Failed", interval=POLL, what="the redrive to fail")
-    [condition] = status()["conditions"]
+    # A redrive's conditions are a Job's: the Failed one says why.
+    [condition] = [c for c in status()["conditions"] if c["type"] == "Failed"]
+    assert condition["status"] == "True"
     assert (condition["reason"], condition["message"]) == ("InvalidSpec", f"spec.selection.filter: {problem}")
     assert bed.admin_a.application(f"{name}-redrive") is None
     assert bed.admin_a.config_map(f"{name}-redrive") is None

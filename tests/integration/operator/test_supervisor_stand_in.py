@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
@@ -75,7 +76,12 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
     leases = client.CoordinationV1Api(cluster.objects.api_client)
 
     def heartbeat() -> dict[str, Any] | None:
-        lease = leases.read_namespaced_lease("billing-heartbeat", namespace)
+        try:
+            lease = leases.read_namespaced_lease("billing-heartbeat", namespace)
+        except ApiException as failure:
+            if failure.status == 404:  # not made yet: the operator makes it with the policy's identity
+                return None
+            raise
         text = (lease.metadata.annotations or {}).get("sparkdlq.io/heartbeat")
         return json.loads(text) if text else None
 
