@@ -195,9 +195,16 @@ class CheckpointLock:
             now = time.time()
         claim = Holder(self.mine.token, self.mine.host, self.mine.pid, now, now, self.lease_s)
         if current is None:
-            if not self._write(claim, overwrite=False):  # created by another engine just now
-                self.acquire()
-                return
+            if not self._write(claim, overwrite=False):
+                if self.read() is not None:  # created by another engine just now
+                    self.acquire()
+                    return
+                # The file is there and has held no lease for as long as ``read`` tries: a holder
+                # killed while it wrote it. Nobody holds the lease it cannot describe.
+                log.warning(
+                    "checkpoint lock file %s holds no lease (left half written): taking it over", self.path
+                )
+                self._write(claim, overwrite=True)
         else:
             log.warning(
                 "checkpoint lease of %s ran out %.0fs ago: taking it over",

@@ -60,6 +60,14 @@ def test_the_lease_refuses_a_live_owner_and_passes_on_when_it_runs_out(spark: An
     assert not (tmp_path / "cp" / LOCK_FILE).exists()
     assert cli.DEFAULT_LEASE_S == DEFAULT_LEASE_S
 
+    # A holder killed while it wrote the file leaves half a lease: the next engine takes it over
+    # (it once retried that for ever, and a resumed job never started).
+    (tmp_path / "cp" / LOCK_FILE).write_text('{"token": "4f1c", "host')
+    third = CheckpointLock(spark, checkpoint, lease_s=3, settle_s=0.1)
+    third.acquire()
+    assert json.loads((tmp_path / "cp" / LOCK_FILE).read_text())["token"] == third.mine.token
+    third.release()
+
 
 def test_a_second_engine_on_the_same_checkpoint_is_refused(
     tmp_path: Path, bootstrap_servers: str, make_topic: Callable[..., str]
