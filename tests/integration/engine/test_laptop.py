@@ -6,6 +6,7 @@ on (on Pulsar, runs after kills: test_pulsar_crash.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -31,21 +32,12 @@ PULSAR_EXAMPLE = REPO_ROOT / "examples" / "orders-billing-pulsar.yaml"
 PROCESSORS = REPO_ROOT / "examples" / "processors"
 
 
-@pytest.fixture(scope="module")
-def bare_broker() -> Iterator[str]:
-    """``spark-dlq-dev kafka`` as the README starts it, with the example's two team topics."""
-    port = free_port()
+@contextlib.contextmanager
+def _dev_broker(kind: str, *options: str) -> Iterator[list[str]]:
+    """``spark-dlq-dev <kind>`` as the README starts it, with the example's two team topics, until
+    it says it serves: the lines it printed until then."""
     broker = subprocess.Popen(
-        [
-            str(BIN / "spark-dlq-dev"),
-            "kafka",
-            "--port",
-            str(port),
-            "--topic",
-            "orders:3",
-            "--topic",
-            "orders-billed:3",
-        ],
+        [str(BIN / "spark-dlq-dev"), kind, *options, "--topic", "orders:3", "--topic", "orders-billed:3"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -55,53 +47,33 @@ def bare_broker() -> Iterator[str]:
         lines = []
         for line in broker.stdout:
             lines.append(line)
-            if line.startswith("kafka: "):
+            if line.startswith(f"{kind}: "):
                 break
-        assert lines[-1].startswith(f"kafka: 127.0.0.1:{port}"), "".join(lines)
-        assert "topic 'orders': 3 partitions\n" in lines
-        yield f"127.0.0.1:{port}"
+        assert "topic 'orders': 3 partitions\n" in lines, "".join(lines)
+        yield lines
     finally:
         broker.terminate()
         broker.wait(60)
+
+
+@pytest.fixture(scope="module")
+def bare_broker() -> Iterator[str]:
+    """``spark-dlq-dev kafka``: its bootstrap servers."""
+    port = free_port()
+    with _dev_broker("kafka", "--port", str(port)) as lines:
+        assert lines[-1].startswith(f"kafka: 127.0.0.1:{port}"), "".join(lines)
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
 def bare_pulsar() -> Iterator[tuple[str, str]]:
-    """``spark-dlq-dev pulsar`` as the README starts it, with the example's two team topics:
-    its service and admin URLs."""
+    """``spark-dlq-dev pulsar``: its service and admin URLs."""
     port, web_port = free_port(), free_port()
-    broker = subprocess.Popen(
-        [
-            str(BIN / "spark-dlq-dev"),
-            "pulsar",
-            "--port",
-            str(port),
-            "--web-port",
-            str(web_port),
-            "--topic",
-            "orders:3",
-            "--topic",
-            "orders-billed:3",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert broker.stdout is not None
-        lines = []
-        for line in broker.stdout:
-            lines.append(line)
-            if line.startswith("pulsar: "):
-                break
+    with _dev_broker("pulsar", "--port", str(port), "--web-port", str(web_port)) as lines:
         assert lines[-1].startswith(
             f"pulsar: pulsar://127.0.0.1:{port}, admin http://127.0.0.1:{web_port}"
         ), "".join(lines)
-        assert "topic 'orders': 3 partitions\n" in lines
         yield f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}"
-    finally:
-        broker.terminate()
-        broker.wait(60)
 
 
 def _readme_env(pythonpath: Path) -> dict[str, str]:
