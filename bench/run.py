@@ -6,7 +6,8 @@ Starts its own Kafka broker (KRaft, on a free port) and local SparkSessions; not
 be running. Benchmarks, in order:
 
 0. routing: the Python routing code alone on Arrow batches (no Spark, CPU time);
-1. throughput (and 4, memory, sampled during it) on one ``local[2]`` session;
+1. throughput (and 4, memory, sampled during it) on one ``local[2]`` session, against two
+   ceilings: the plain Spark copy and the same copy through an identity ``mapInArrow``;
 1b. peers: the Spring Kafka and Kafka Connect peers in rounds beside the engine and the Spark
    copy (benchmark 1's runs, without the confluent-kafka baselines), on the same session;
 2. retry precision on the same session;
@@ -192,6 +193,7 @@ def on_broker(args: argparse.Namespace, only: list[str], mixes: list[str], modes
                         rounds=args.rounds,
                         broker_pid=broker.service.pid if broker.service else None,
                         peers=_list(args.peers),
+                        arrow_copy=False,
                     )
                     write_json(args.results, "peers", result)
                     print_throughput(result)
@@ -266,6 +268,10 @@ def print_throughput(result: dict[str, Any]) -> None:
     s = result["summary"]
     print(f"\n== throughput ({result['n']:,} messages, {result['partitions']} partitions)")
     print(f"spark copy        {s['spark_copy']:>12,.0f} msg/s  (runs: {s['spark_copy_runs']})")
+    if s.get("spark_arrow_copy"):
+        print(
+            f"arrow copy        {s['spark_arrow_copy']:>12,.0f} msg/s  (runs: {s['spark_arrow_copy_runs']})"
+        )
     if s.get("raw_copy"):
         print(f"raw kafka copy    {s['raw_copy']:>12,.0f} msg/s")
     for mix, row in s["by_mix"].items():

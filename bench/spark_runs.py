@@ -1,4 +1,5 @@
-"""Timed runs on a SparkSession: the engine's first pass over a topic, and a plain Spark copy.
+"""Timed runs on a SparkSession: the engine's first pass over a topic, and a plain Spark copy
+(straight, or through an identity ``mapInArrow``).
 
 Both are timed the same way: from just before the query starts to the end of the micro-batch
 that brings the count to N, as Spark reports it in the batch's progress (its start plus its
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -200,10 +202,25 @@ def engine_first_pass(
     }
 
 
+def _identity(batches: Iterator[Any]) -> Iterator[Any]:
+    yield from batches
+
+
 def spark_copy(
-    spark: Any, bootstrap: str, source: str, n: int, *, partitions: int, checkpoint: Path
+    spark: Any,
+    bootstrap: str,
+    source: str,
+    n: int,
+    *,
+    partitions: int,
+    checkpoint: Path,
+    through_arrow: bool = False,
 ) -> dict[str, Any]:
-    """A plain Kafka-to-Kafka copy (key, value, headers) with the available-now trigger."""
+    """A plain Kafka-to-Kafka copy (key, value, headers) with the available-now trigger.
+
+    ``through_arrow``: every row goes to a Python worker and back through an identity
+    ``mapInArrow`` (Spark's Arrow batches, unchanged): the least any PySpark router pays, so
+    the ceiling of what routing in Python can reach on the same session."""
     target = unique("copy")
     create_topics(bootstrap, [target], partitions)
     frame = (
@@ -216,6 +233,8 @@ def spark_copy(
         .load()
         .select("key", "value", "headers")
     )
+    if through_arrow:
+        frame = frame.mapInArrow(_identity, frame.schema)
     writer = (
         frame.writeStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -235,7 +254,7 @@ def spark_copy(
         raise RuntimeError(f"the Spark copy read {copied} of {n} messages")
     end = max(batch_end(p) for p in progresses if int(p.numInputRows) > 0)
     seconds = end - started
-    log(f"spark copy: {n} in {seconds:.2f}s")
+    log(f"spark copy{' through mapInArrow' if through_arrow else ''}: {n} in {seconds:.2f}s")
     return {
         "seconds": seconds,
         "rate": n / seconds,

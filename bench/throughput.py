@@ -7,9 +7,11 @@ record still buffered for a deleted topic makes every later flush wait a minute.
 SparkSession is warmed first (a copy and an engine run per mode on a small topic), then:
 
 1. per failure mix, in rounds (two by default): the plain Spark Kafka-to-Kafka copy
-   (available-now), the ceiling for any Spark router, then the engine in ``mode: batch`` and
-   ``mode: message`` (the first pass over the N source messages, with a short fixed backoff so
-   retries do not dominate), in the reverse order every other round;
+   (available-now), the ceiling for any Spark router, and the same copy through an identity
+   ``mapInArrow``, the ceiling for any PySpark router (every row to a Python worker and back as
+   Arrow, nothing else), then the engine in ``mode: batch`` and ``mode: message`` (the first
+   pass over the N source messages, with a short fixed backoff so retries do not dominate), the
+   copies and the modes each in the reverse order every other round;
    then, with ``peers``, the Spring Kafka and Kafka Connect peers (``bench/peer_runs.py``),
    each in its own JVM, timed and CPU-metered the same way, their routing accounted for;
 2. after the rounds, the hand-written confluent-kafka loop with the same processor;
@@ -39,7 +41,15 @@ from bench.spark_runs import engine_first_pass, spark_copy
 HEADLINE_MIX = "1%+0.1%"
 #: The kind of a peer's runs in the results.
 PEER_KINDS = {"spring": "spring_kafka", "spring-no-seek": "spring_kafka_no_seek", "connect": "kafka_connect"}
-TARGETS = {"batch_vs_copy": 0.8, "message_vs_copy": 0.5, "engine_vs_hand_loop": 2.0}
+TARGETS = {
+    "batch_vs_copy": 0.8,
+    "message_vs_copy": 0.5,
+    "engine_vs_hand_loop": 2.0,
+    # Issue 28: against the copy through an identity mapInArrow, the engine's faster mode.
+    "engine_vs_arrow_copy": 0.9,
+}
+#: The two ceilings: the kind of their runs -> whether the copy passes through mapInArrow.
+COPIES = {"spark_copy": False, "spark_arrow_copy": True}
 
 
 def _processor(mode: str, mix: str) -> Any:
@@ -103,9 +113,20 @@ def warm_up(
     partitions: int,
     modes: list[str],
     checkpoints: Checkpoints,
+    *,
+    arrow_copy: bool = True,
 ) -> None:
-    log("warming up: Spark copy and the engine on a small topic")
-    spark_copy(spark, bootstrap, topic, n, partitions=partitions, checkpoint=checkpoints.new("warm-copy"))
+    log("warming up: the Spark copies and the engine on a small topic")
+    for through_arrow in (False, True) if arrow_copy else (False,):
+        spark_copy(
+            spark,
+            bootstrap,
+            topic,
+            n,
+            partitions=partitions,
+            checkpoint=checkpoints.new("warm-copy"),
+            through_arrow=through_arrow,
+        )
     for mode in modes:
         engine_pass(
             spark, bootstrap, topic, n, partitions, mode, HEADLINE_MIX, checkpoints.new(f"warm-{mode}")
@@ -142,9 +163,11 @@ def run(
     broker_pid: int | None = None,
     rounds: int = 2,
     peers: list[str] | None = None,
+    arrow_copy: bool = True,
 ) -> dict[str, Any]:
     """Every run of benchmark 1; ``warmup_n=0`` skips the warm-up (the smoke test does);
-    ``peers`` (of ``spring``, ``spring-no-seek``, ``connect``) adds those peers to every round."""
+    ``peers`` (of ``spring``, ``spring-no-seek``, ``connect``) adds those peers to every round;
+    ``arrow_copy=False`` leaves out the copy through ``mapInArrow``."""
     peers = peers or []
     unknown = [p for p in peers if p not in PEER_KINDS]
     if unknown:
@@ -155,7 +178,7 @@ def run(
     warm = None
     if warmup_n > 0:
         warm = prepare_source(bootstrap, warmup_n, partitions, prefix="warm")
-        warm_up(spark, bootstrap, warm, warmup_n, partitions, modes, checkpoints)
+        warm_up(spark, bootstrap, warm, warmup_n, partitions, modes, checkpoints, arrow_copy=arrow_copy)
 
     runs: list[dict[str, Any]] = []
 
@@ -188,22 +211,25 @@ def run(
             f"({row['seconds']:.2f}s, {row['cpu_us_per_message']:.1f} CPU-us/msg) {result.get('counts')}"
         )
 
-    # Each mix is measured in rounds: the Spark copy, then the engine in every mode (the order
-    # reversed every other round), so every engine run is compared with copies taken minutes
-    # apart at most, and a JVM still warming up or a burst of other load slows one run of a
-    # kind rather than the figure. The summary takes each kind's fastest run of the mix.
+    # Each mix is measured in rounds: the Spark copies, then the engine in every mode (each
+    # order reversed every other round), so every engine run is compared with copies taken
+    # minutes apart at most, and a JVM still warming up or a burst of other load slows one run
+    # of a kind rather than the figure. The summary takes each kind's fastest run of the mix.
+    copies = [kind for kind in COPIES if arrow_copy or not COPIES[kind]]
     for index, mix in enumerate(mixes):
         for round_ in range(rounds):
-            cpu.mark()
-            result = spark_copy(
-                spark,
-                bootstrap,
-                source,
-                n,
-                partitions=partitions,
-                checkpoint=checkpoints.new(f"copy-{index}-{round_}"),
-            )
-            record("spark_copy", mix, None, None, round_, result)
+            for kind in copies if round_ % 2 == 0 else copies[::-1]:
+                cpu.mark()
+                result = spark_copy(
+                    spark,
+                    bootstrap,
+                    source,
+                    n,
+                    partitions=partitions,
+                    checkpoint=checkpoints.new(f"{kind}-{index}-{round_}"),
+                    through_arrow=COPIES[kind],
+                )
+                record(kind, mix, None, None, round_, result)
             for mode in modes if round_ % 2 == 0 else modes[::-1]:
                 cpu.mark()
                 result = engine_pass(
@@ -262,6 +288,7 @@ def _fastest(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) -> dict[str, Any]:
     """Per mix, each kind's fastest run (and its CPU per message), and the ratios between them."""
     copies = [r["rate"] for r in runs if r["kind"] == "spark_copy"]
+    arrow_copies = [r["rate"] for r in runs if r["kind"] == "spark_arrow_copy"]
     raw = next((r["rate"] for r in runs if r["kind"] == "raw_copy"), None)
     by_mix: dict[str, Any] = {}
     for mix in mixes:
@@ -278,6 +305,11 @@ def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) ->
             mode: min(r["cpu_us_per_message"] for r in group if r["kind"] == "engine" and r["mode"] == mode)
             for mode in engine
         }
+        arrow_run = _fastest([r for r in group if r["kind"] == "spark_arrow_copy"])
+        arrow = arrow_run["rate"] if arrow_run else 0.0
+        arrow_cpu = min(
+            (r["cpu_us_per_message"] for r in group if r["kind"] == "spark_arrow_copy"), default=0.0
+        )
         hand = next((r["rate"] for r in group if r["kind"] == "hand_loop"), None)
         row: dict[str, Any] = {
             "engine": engine,
@@ -286,6 +318,9 @@ def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) ->
             "spark_copy_cpu_us": ref_cpu,
             "engine_cpu_us": engine_cpu,
         }
+        if arrow_run:
+            row["spark_arrow_copy"] = round(arrow, 1)
+            row["spark_arrow_copy_cpu_us"] = arrow_cpu
         ratios: dict[str, float] = {}
         targets: dict[str, bool] = {}
         for mode, target in (("batch", "batch_vs_copy"), ("message", "message_vs_copy")):
@@ -294,6 +329,19 @@ def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) ->
                 targets[target] = ratios[target] >= TARGETS[target]
                 if engine_cpu[mode]:
                     ratios[f"{target}_by_cpu"] = round(ref_cpu / engine_cpu[mode], 3)
+        if arrow and engine:
+            if ref:
+                ratios["arrow_copy_vs_copy"] = round(arrow / ref, 3)
+                if arrow_cpu:
+                    ratios["arrow_copy_vs_copy_by_cpu"] = round(ref_cpu / arrow_cpu, 3)
+            for mode, value in engine.items():
+                ratios[f"{mode}_vs_arrow_copy"] = round(value / arrow, 3)
+                if engine_cpu[mode] and arrow_cpu:
+                    ratios[f"{mode}_vs_arrow_copy_by_cpu"] = round(arrow_cpu / engine_cpu[mode], 3)
+            ratios["engine_vs_arrow_copy"] = round(max(engine.values()) / arrow, 3)
+            targets["engine_vs_arrow_copy"] = (
+                ratios["engine_vs_arrow_copy"] >= TARGETS["engine_vs_arrow_copy"]
+            )
         if hand:
             for mode, value in engine.items():
                 ratios[f"{mode}_vs_hand_loop"] = round(value / hand, 3)
@@ -322,6 +370,8 @@ def summarise(runs: list[dict[str, Any]], mixes: list[str], modes: list[str]) ->
     return {
         "spark_copy": max(copies, default=0.0),
         "spark_copy_runs": copies,
+        "spark_arrow_copy": max(arrow_copies, default=0.0),
+        "spark_arrow_copy_runs": arrow_copies,
         "raw_copy": raw,
         "by_mix": by_mix,
         "headline_mix": HEADLINE_MIX if HEADLINE_MIX in mixes else (mixes[0] if mixes else None),
