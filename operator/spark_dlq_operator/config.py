@@ -16,7 +16,7 @@ from dlq_engine.model.policy import Provisioner
 
 #: The Spark version the engine image ships (scripts/setup/versions.env keeps SPARK_VERSION in
 #: step); written into every SparkApplication's ``spec.sparkVersion``.
-SPARK_VERSION: Final = "4.0.0"
+SPARK_VERSION: Final = "4.2.0"
 DEFAULT_SPARK_IMAGE: Final = "spark-dlq:0.1.0"
 DEFAULT_CHECKPOINT_BASE: Final = "/var/lib/spark-dlq/checkpoints"
 #: The ClusterRole (the chart's) with what a Spark driver needs for its executors, which the
