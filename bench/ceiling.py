@@ -3,11 +3,14 @@
     python -m bench.ceiling --n 300000 --mix 1%+0.1% --variants base,nosizecheck --rounds 4
 
 One broker, one ``local[2]`` SparkSession, one source topic. After a warm-up, each round runs
-the plain Spark copy, then the engine once per variant (the order rotated every round), and
+the plain Spark copy and the same copy through an identity ``mapInArrow`` (the least any
+PySpark router pays), then the engine once per variant (the order rotated every round), and
 records per run the wall-clock rate (timed as ``bench/throughput.py`` does) and the CPU of the
 Spark JVM and its Python workers, and of the broker. A variant is a set of Spark settings
-applied for that run only (``VARIANTS``). Every figure is also given as a ratio to the copy of
+applied for that run only (``VARIANTS``). Every figure is also given as a ratio to each copy of
 the same round, so a machine that slows down between rounds shifts both sides of the ratio.
+The JVM's own CPU is given beside the Spark processes' (the JVM and its Python workers): their
+difference is the Python workers'.
 """
 
 from __future__ import annotations
@@ -146,7 +149,16 @@ def main(argv: list[str] | None = None) -> int:
             checkpoints = Checkpoints(workdir / "checkpoints")
             source = prepare_source(bootstrap, args.n, 2)
             warm = prepare_source(bootstrap, args.warmup_n, 2, prefix="warm")
-            spark_copy(spark, bootstrap, warm, args.warmup_n, partitions=2, checkpoint=checkpoints.new("w"))
+            for through_arrow in (False, True):
+                spark_copy(
+                    spark,
+                    bootstrap,
+                    warm,
+                    args.warmup_n,
+                    partitions=2,
+                    checkpoint=checkpoints.new("w"),
+                    through_arrow=through_arrow,
+                )
             for mode in modes:
                 for name in variants:
                     run_variant(
@@ -158,19 +170,26 @@ def main(argv: list[str] | None = None) -> int:
                     )
             kinds = [(mode, name) for mode in modes for name in variants]
             for round_ in range(args.rounds):
-                cpu.mark()
-                jvm0 = _own_cpu_ticks(jvm)
-                jfr.start()
-                copy = spark_copy(
-                    spark, bootstrap, source, args.n, partitions=2, checkpoint=checkpoints.new("c")
-                )
-                jfr.stop(f"copy-{round_}")
-                copy_cpu = cpu.since_mark()
-                copy_cpu["jvm"] = round((_own_cpu_ticks(jvm) - jvm0) / _TICKS, 2)
-                runs.append(
-                    {"round": round_, "kind": "copy", "rate": args.n / copy["seconds"], "cpu": copy_cpu}
-                )
-                log(f"round {round_} copy {args.n / copy['seconds']:,.0f} msg/s cpu {copy_cpu}")
+                for kind in ("copy", "arrow_copy") if round_ % 2 == 0 else ("arrow_copy", "copy"):
+                    cpu.mark()
+                    jvm0 = _own_cpu_ticks(jvm)
+                    jfr.start()
+                    copy = spark_copy(
+                        spark,
+                        bootstrap,
+                        source,
+                        args.n,
+                        partitions=2,
+                        checkpoint=checkpoints.new("c"),
+                        through_arrow=kind == "arrow_copy",
+                    )
+                    jfr.stop(f"{kind}-{round_}")
+                    copy_cpu = cpu.since_mark()
+                    copy_cpu["jvm"] = round((_own_cpu_ticks(jvm) - jvm0) / _TICKS, 2)
+                    runs.append(
+                        {"round": round_, "kind": kind, "rate": args.n / copy["seconds"], "cpu": copy_cpu}
+                    )
+                    log(f"round {round_} {kind} {args.n / copy['seconds']:,.0f} msg/s cpu {copy_cpu}")
                 shift = round_ % len(kinds)
                 for mode, name in kinds[shift:] + kinds[:shift]:
                     cpu.mark()
@@ -208,24 +227,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarise(runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
-    """Per kind: the median ratio to the copy of the same round, by wall clock and by the Spark
-    processes' CPU (copy's CPU per message / the run's), and the best of each."""
-    copies = {r["round"]: r for r in runs if r["kind"] == "copy"}
+    """Per kind: the median ratio to each copy of the same round (``copy``, ``arrow_copy``), by
+    wall clock and by the Spark processes' CPU (the copy's CPU per message / the run's), the best
+    of each, and the median CPU per message of the Spark processes, of the JVM alone and so of
+    the Python workers."""
     out: dict[str, Any] = {}
     for kind in dict.fromkeys(r["kind"] for r in runs):
         mine = [r for r in runs if r["kind"] == kind]
-        wall = [r["rate"] / copies[r["round"]]["rate"] for r in mine]
-        spark_cpu = [copies[r["round"]]["cpu"]["spark"] / r["cpu"]["spark"] for r in mine]
-        out[kind] = {
-            "rate_best": round(max(r["rate"] for r in mine)),
-            "wall_ratio_median": round(statistics.median(wall), 3),
-            "wall_ratio_best_vs_best_copy": round(
+        row: dict[str, Any] = {"rate_best": round(max(r["rate"] for r in mine))}
+        for ref in ("copy", "arrow_copy"):
+            copies = {r["round"]: r for r in runs if r["kind"] == ref}
+            if not copies or kind == ref:
+                continue
+            suffix = "" if ref == "copy" else "_vs_arrow_copy"
+            wall = [r["rate"] / copies[r["round"]]["rate"] for r in mine]
+            spark_cpu = [copies[r["round"]]["cpu"]["spark"] / r["cpu"]["spark"] for r in mine]
+            row[f"wall_ratio_median{suffix}"] = round(statistics.median(wall), 3)
+            row[f"wall_ratio_best_vs_best{suffix or '_copy'}"] = round(
                 max(r["rate"] for r in mine) / max(c["rate"] for c in copies.values()), 3
+            )
+            row[f"cpu_ratio_median{suffix}"] = round(statistics.median(spark_cpu), 3)
+        spark_us = statistics.median(r["cpu"]["spark"] for r in mine) / n * 1e6
+        jvm_us = statistics.median(r["cpu"]["jvm"] for r in mine) / n * 1e6
+        row |= {
+            "spark_cpu_us_median": round(spark_us, 2),
+            "jvm_cpu_us_median": round(jvm_us, 2),
+            "python_cpu_us_median": round(
+                statistics.median((r["cpu"]["spark"] - r["cpu"]["jvm"]) for r in mine) / n * 1e6, 2
             ),
-            "spark_cpu_us_median": round(statistics.median(r["cpu"]["spark"] for r in mine) / n * 1e6, 2),
-            "cpu_ratio_median": round(statistics.median(spark_cpu), 3),
-            "jvm_cpu_us_median": round(statistics.median(r["cpu"]["jvm"] for r in mine) / n * 1e6, 2),
         }
+        out[kind] = row
     return out
 
 
