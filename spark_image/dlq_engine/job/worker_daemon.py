@@ -2,12 +2,13 @@
 without a cost it adds to every task, and with a way to retire a worker that holds hung calls
 (``spark.python.daemon.module``, set by ``session``).
 
-Before each task PySpark's worker calls ``importlib.invalidate_caches()``, so that files added
-with ``addPyFile`` are found. On Python 3.11 that makes every ``zipimporter`` on ``sys.path``
-read its archive's directory again, and Spark puts ``pyspark.zip`` (1,220 files) and py4j's
-zip on every worker's path: about 100 ms of CPU per task measured here, in every task of every
-micro-batch. The archives do not change while a worker lives (a file added later has its own
-path, so its own importer, which reads it when created), so here each is read once.
+When a task's files change ``sys.path`` PySpark's worker calls ``importlib.invalidate_caches()``,
+so that files added with ``addPyFile`` are found (PySpark 4.0 did so before every task). On
+Python 3.11 that makes every ``zipimporter`` on ``sys.path`` read its archive's directory again,
+and Spark puts ``pyspark.zip`` (1,220 files) and py4j's zip on every worker's path: about 100 ms
+of CPU per call measured here. The archives do not change while a worker lives (a file added
+later has its own path, so its own importer, which reads it when created), so here each is read
+once.
 
 A processor call that overran ``processor.timeout`` is abandoned, not killed (Python cannot kill
 a thread): one blocked in C code keeps its thread until it returns, perhaps never. Spark reuses
@@ -64,14 +65,29 @@ def _retiring(main: Any) -> Any:
     return run
 
 
+def _in_forked_worker(worker: Any) -> Any:
+    """``pyspark.daemon.worker``, which runs each task in a forked worker process, with the
+    worker module's ``main`` (``pyspark.worker``, named by ``sys.argv[1]``) reading through
+    ``_TaskInput``. PySpark imports that module only after the fork (pandas and pyarrow start
+    threads when imported), so it is wrapped there, once per process."""
+
+    def run(sock: Any, authenticated: bool) -> Any:
+        import pyspark.worker
+
+        if not getattr(pyspark.worker.main, "_retiring", False):
+            pyspark.worker.main = _retiring(pyspark.worker.main)
+            pyspark.worker.main._retiring = True  # type: ignore[attr-defined]
+        return worker(sock, authenticated)
+
+    return run
+
+
 def main() -> None:
     zipimport.zipimporter.invalidate_caches = _keep_directory  # type: ignore[method-assign]
     import pyspark.daemon
-    from pyspark.daemon import manager  # reads sys.argv[1], the worker module, as it always does
 
-    # ``pyspark.daemon.worker`` calls the module's ``worker_main`` for each task.
-    pyspark.daemon.worker_main = _retiring(pyspark.daemon.worker_main)
-    manager()  # type: ignore[no-untyped-call]
+    pyspark.daemon.worker = _in_forked_worker(pyspark.daemon.worker)
+    pyspark.daemon.manager()  # type: ignore[no-untyped-call, unused-ignore]  # typed from PySpark 4.2
 
 
 if __name__ == "__main__":
