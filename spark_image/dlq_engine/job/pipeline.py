@@ -170,7 +170,8 @@ def routed(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -
     limits = record_limits.read(spark, policy, client_properties(options.kafka_client_dir))
     settings = RoutingSettings.from_policy(policy, limits=limits)
     entrypoint = policy.processor.entrypoint
-    arrow_in = to_arrow_schema(records.schema)
+    # The schema of the Arrow batches routing reads; only the output's shape follows from it.
+    arrow_in = to_arrow_schema(records.schema, timezone="UTC")
     out_schema = from_arrow_schema(output_schema(arrow_in, table=settings.table))
 
     def route(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
