@@ -68,6 +68,7 @@ def plot_throughput(data: dict[str, Any], path: Path) -> None:
         ("engine message", lambda m: summary["by_mix"][m]["engine"].get("message")),
         ("hand-written loop", lambda m: summary["by_mix"][m]["hand_loop"]),
     ]
+    series = [(label, get) for label, get in series if any(get(m) for m in mixes)]  # a run without it
     fig, ax = plt.subplots(figsize=(8, 4.5))
     width = 0.8 / len(series)
     for i, (label, get) in enumerate(series):
