@@ -172,11 +172,19 @@ def _call_problem(node: Any) -> str | None:
         return construct_refused("DISTINCT")
     if node.filter().isDefined():
         return construct_refused("FILTER (WHERE ...)")
-    if node.ignoreNulls():
+    if _ignores_nulls(node.ignoreNulls()):
         return construct_refused("IGNORE NULLS")
     if node.orderingWithinGroup().nonEmpty():
         return construct_refused("WITHIN GROUP")
     return None
+
+
+def _ignores_nulls(flag: Any) -> bool:
+    """``UnresolvedFunction.ignoreNulls``: a boolean up to Spark 4.1, an ``Option`` from 4.2
+    (empty unless the call says IGNORE NULLS or RESPECT NULLS)."""
+    if isinstance(flag, bool):
+        return flag
+    return bool(flag.isDefined() and flag.get())
 
 
 def _cast_problem(data_type: Any) -> str | None:
