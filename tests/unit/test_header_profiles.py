@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import PolicyError, parse_policy, to_spec
-from dlq_engine.processing.batches import RoutingSettings, route_batch
+from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
+from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import issues, policy_document
 from tests.unit.test_batches import NOW, SETTINGS, batch, fail
 

@@ -11,10 +11,11 @@ import pytest
 from dlq_engine import Message, Retry
 from dlq_engine.model import parse_policy, to_spec
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.processing.batches import RoutingSettings, route_batch
+from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.retry_budget import allows, started_at
+from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import issues, policy_document
 from tests.unit.test_batches import NOW, SETTINGS, batch, fail
 

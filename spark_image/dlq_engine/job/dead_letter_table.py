@@ -32,9 +32,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dlq_engine.model.policy import DeadLetterTable
-from dlq_engine.processing.batches import MAX_DELIVER_AT, TABLE_VALUE
+from dlq_engine.processing.batches import TABLE_VALUE
 from dlq_engine.routing import headers as h
-from dlq_engine.routing.outcomes import Route
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route
 
 #: The table's columns in order, with their Spark SQL types (docs/reference.md, "The
 #: dead-letter table"; the Parquet format keeps ``query_id`` and ``batch_id`` as partition

@@ -48,8 +48,8 @@ from dlq_engine.job.spark_filter import spark_filter_problem
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import EXPIRED_REASON, DeadLetterRedrive, Gap, describe_gaps, gaps
 from dlq_engine.model.redrive_filter import filter_problem
-from dlq_engine.processing.batches import MAX_DELIVER_AT
 from dlq_engine.routing import headers as h
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT
 
 #: What a redrive's session must have, whatever the policy's sparkConf says: Spark SQL never
 #: reads a file a query names (``parquet.`/path```). A filter cannot name one anyway (no
