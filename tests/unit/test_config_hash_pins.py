@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import config_hash
+from dlq_engine.model.config_hash import HASHED_IN_FULL, _without_defaults
+from dlq_engine.model.policy import DEFAULT_SPEC
 from tests.policy_builder import policy
 
 PULSAR = {
@@ -103,3 +105,20 @@ DEFAULTS_WRITTEN: dict[str, Any] = {
 )
 def test_an_existing_policy_keeps_its_hash(overrides: dict[str, Any], pinned: str) -> None:
     assert config_hash(policy(overrides)) == pinned
+
+
+def test_the_fields_hashed_in_full_are_fields_of_the_spec() -> None:
+    for path in HASHED_IN_FULL:
+        node: Any = DEFAULT_SPEC
+        for key in path.split("."):
+            assert isinstance(node, dict), path
+            assert key in node, path
+            node = node[key]
+
+
+def test_a_field_added_later_leaves_the_hash_at_its_default_and_changes_it_when_set() -> None:
+    spec = {"source": {"topic": "orders", "newField": 0}, "brandNew": {"knob": "off"}}
+    defaults = {"source": {"topic": "", "newField": 0}, "brandNew": {"knob": "off"}}
+    assert _without_defaults(spec, defaults) == {"source": {"topic": "orders"}}
+    spec["brandNew"]["knob"] = "on"
+    assert _without_defaults(spec, defaults) == {"source": {"topic": "orders"}, "brandNew": {"knob": "on"}}

@@ -1314,14 +1314,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.source.topic,
             "subscription": policy.source.subscription,
             "startingOffsets": policy.source.starting_offsets,
-            # Only when set, so that policies without it keep their config hash.
-            **(
-                {"maxOffsetsPerTrigger": policy.source.max_offsets_per_trigger}
-                if policy.source.max_offsets_per_trigger
-                else {}
-            ),
-            # Only when key, so that policies without it keep their config hash.
-            **({"ordering": policy.source.ordering} if policy.source.ordering != "none" else {}),
+            "maxOffsetsPerTrigger": policy.source.max_offsets_per_trigger,
+            "ordering": policy.source.ordering,
         },
         "broker": _broker_spec(policy.broker),
         "processor": {
@@ -1335,34 +1329,22 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.retry_topic,
             "backoff": _backoff_spec(b),
             "nonRetryableErrors": list(policy.retry.non_retryable_errors),
-            # Only when set, so that policies without it keep their config hash.
-            **(
-                {"maxRetryDuration": format_ms(policy.retry.max_retry_duration_ms)}
-                if policy.retry.max_retry_duration_ms
-                else {}
-            ),
-            # Only when set, so that policies without rules keep their config hash.
-            **(
+            "maxRetryDuration": format_ms(policy.retry.max_retry_duration_ms),
+            "rules": [
                 {
-                    "rules": [
-                        {
-                            "errors": list(rule.errors),
-                            "maxRedeliverCount": rule.max_redeliver_count,
-                            "backoff": _backoff_spec(rule.backoff),
-                            # Only when it differs from the policy's, which a rule inherits.
-                            **(
-                                {"maxRetryDuration": format_ms(rule.max_retry_duration_ms)}
-                                if rule.max_retry_duration_ms != policy.retry.max_retry_duration_ms
-                                else {}
-                            ),
-                        }
-                        for rule in policy.retry.rules
-                    ]
+                    "errors": list(rule.errors),
+                    "maxRedeliverCount": rule.max_redeliver_count,
+                    "backoff": _backoff_spec(rule.backoff),
+                    # A rule inherits the policy's budget: written only when it has its own.
+                    **(
+                        {"maxRetryDuration": format_ms(rule.max_retry_duration_ms)}
+                        if rule.max_retry_duration_ms != policy.retry.max_retry_duration_ms
+                        else {}
+                    ),
                 }
-                if policy.retry.rules
-                else {}
-            ),
-            # Only when set, so that policies without a breaker keep their config hash.
+                for rule in policy.retry.rules
+            ],
+            # Absent means no breaker (present, even empty, turns it on).
             **({"breaker": _breaker_spec(policy.retry.breaker)} if policy.retry.breaker else {}),
         },
         "deadLetter": {
@@ -1370,13 +1352,8 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "topic": policy.dead_letter_topic,
             "includeStackTrace": policy.dead_letter.include_stack_trace,
             "headers": dict(sorted(policy.dead_letter.headers.items())),
-            # Only when not the default, so that policies without it keep their config hash.
-            **(
-                {"headerProfiles": list(policy.dead_letter.header_profiles)}
-                if policy.dead_letter.header_profiles != DEFAULT_HEADER_PROFILES
-                else {}
-            ),
-            # Only when set, so that policies without it keep their config hash.
+            "headerProfiles": list(policy.dead_letter.header_profiles),
+            # Absent means no table.
             **({"table": _table_spec(policy.dead_letter.table)} if policy.dead_letter.table else {}),
         },
         "errorWindow": {"size": policy.error_window.size, "threshold": policy.error_window.threshold},
@@ -1404,17 +1381,13 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
                 "memory": policy.spark.executor.memory,
             },
             "sparkConf": dict(sorted(policy.spark.spark_conf.items())),
-            # Only when set, so that policies without it keep their config hash.
-            **({"pod": pod_spec(policy.spark.pod)} if not policy.spark.pod.empty else {}),
+            "pod": pod_spec(policy.spark.pod),
         },
         "suspend": policy.suspend,
-        # Only with source.ordering key (the only case it is read).
+        # Only with source.ordering key: the parser refuses it otherwise (it is not read).
         **({"ordering": _ordering_spec(policy.ordering)} if policy.source.ordering == "key" else {}),
+        "className": policy.class_name,
     }
-    if policy.broker.secret_ref is not None:
-        spec["broker"]["secretRef"] = {"name": policy.broker.secret_ref.name}
-    if policy.class_name:
-        spec["className"] = policy.class_name
     return spec
 
 
@@ -1432,14 +1405,17 @@ def pod_spec(pod: PodSettings) -> dict[str, Any]:
 
 
 def _broker_spec(broker: Broker) -> dict[str, Any]:
-    # type only when pulsar, so that Kafka policies written before it keep their config hash.
+    """The fields of the broker's own type (the parser refuses the other type's)."""
+    written: dict[str, Any] = {"type": broker.type}
     if broker.type == "kafka":
-        return {"bootstrapServers": broker.bootstrap_servers}
-    return {
-        "type": broker.type,
-        "serviceUrl": broker.service_url,
-        **({"adminUrl": broker.admin_url} if broker.admin_url else {}),
-    }
+        written["bootstrapServers"] = broker.bootstrap_servers
+    else:
+        written["serviceUrl"] = broker.service_url
+        if broker.admin_url:  # optional: the parser refuses an empty one
+            written["adminUrl"] = broker.admin_url
+    if broker.secret_ref is not None:
+        written["secretRef"] = {"name": broker.secret_ref.name}
+    return written
 
 
 def _breaker_spec(breaker: BreakerSpec) -> dict[str, Any]:
@@ -1463,3 +1439,10 @@ def to_document(policy: DeadLetterPolicy) -> dict[str, Any]:
         "metadata": {"name": policy.name, "namespace": policy.namespace},
         "spec": to_spec(policy),
     }
+
+
+#: The spec of a policy that sets nothing: every field at the default its type declares (the
+#: names a policy must give left empty).
+DEFAULT_SPEC: Final = to_spec(
+    DeadLetterPolicy(name="", namespace="", source=Source("", ""), broker=Broker(), processor=Processor(""))
+)
