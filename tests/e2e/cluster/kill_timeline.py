@@ -99,12 +99,12 @@ def _state(obj: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class KillTimeline:
-    """One kill: when each part was reached, in seconds after the kill, and the engine's own
-    start-up durations."""
+    """One kill: when each part was reached, in seconds after the kill, and durations: the
+    engine's own start-up, and the least wait the restart policy allowed."""
 
     number: int
     marks: Mapping[str, float | None]
-    engine: Mapping[str, float]
+    durations: Mapping[str, float]
 
     @property
     def routed_s(self) -> float:
@@ -114,17 +114,18 @@ class KillTimeline:
 
     @property
     def lease_wait_s(self) -> float:
-        return self.engine["waited"]
+        return self.durations["waited"]
 
     def line(self) -> str:
         marks = ", ".join(
             f"{name} +{at:.1f}s" if at is not None else f"{name} ?" for name, at in self.marks.items()
         )
-        e = self.engine
+        e = self.durations
         return (
             f"kill {self.number}: routing again {self.routed_s:.1f}s after the kill: {marks}; the engine: "
             f"Spark session {e['session']:.1f}s, checks {e['checks']:.1f}s, checkpoint lease {e['lease']:.1f}s "
-            f"(waiting for the killed holder {e['waited']:.1f}s), query start {e['query']:.1f}s"
+            f"(waiting for the killed holder {e['waited']:.1f}s), query start {e['query']:.1f}s; the "
+            f"spark-operator's restart policy let it resubmit {e['retry wait']:.1f}s after the kill at the earliest"
         )
 
 
@@ -142,23 +143,37 @@ def kill_timeline(
     found = [m for line in driver_log.splitlines() if (m := ENGINE_LINE.match(line))]
     assert found, f"no start-up line in the new driver's log:\n{driver_log[-3000:]}"
     match = found[-1]
-    engine = {key: float(match[key]) for key in ("total", "session", "checks", "lease", "waited", "query")}
+    durations = {key: float(match[key]) for key in ("total", "session", "checks", "lease", "waited", "query")}
     query_at = _rfc3339(match["at"])
 
     def since(at: float | None) -> float | None:
         return None if at is None else at - killed_at
 
+    before = [obj for at, obj in list(apps.events) if at < killed_at]
     marks: dict[str, float | None] = {
         "spark-operator noticed": since(apps.first(killed_at, lambda o: _state(o) not in ("", "RUNNING"))),
         "resubmitted": since(apps.first(killed_at, lambda o: _state(o) == "SUBMITTED")),
         "driver pod created": since(pods.new(killed_at, lambda o: _role(o) == "driver")),
         "driver pod running": since(pods.new(killed_at, lambda o: _role(o) == "driver" and _running(o))),
-        "engine started": query_at - engine["total"] - killed_at,
+        "engine started": query_at - durations["total"] - killed_at,
         "executor pod running": since(pods.new(killed_at, lambda o: _role(o) == "executor" and _running(o))),
         "query started": query_at - killed_at,
         "first order routed": routed_at - killed_at,
     }
-    return KillTimeline(number, marks, engine)
+    durations["retry wait"] = _retry_wait(before[-1], killed_at) if before else 0.0
+    return KillTimeline(number, marks, durations)
+
+
+def _retry_wait(app: Mapping[str, Any], killed_at: float) -> float:
+    """How long after the kill the spark-operator's restart policy let it resubmit at the
+    earliest: it waits its retry interval times the submissions so far, from the last one."""
+    status = app.get("status") or {}
+    interval = float(((app.get("spec") or {}).get("restartPolicy") or {}).get("onFailureRetryInterval") or 0)
+    last = status.get("lastSubmissionAttemptTime")
+    if not last:
+        return 0.0
+    due = _rfc3339(str(last)) + interval * int(status.get("submissionAttempts") or 0)
+    return max(0.0, due - killed_at)
 
 
 def summary(kills: Sequence[KillTimeline]) -> list[str]:
@@ -168,7 +183,12 @@ def summary(kills: Sequence[KillTimeline]) -> list[str]:
         values = [at for kill in kills if (at := kill.marks[name]) is not None]
         if values:
             lines.append(f"{name}: +{min(values):.1f}s to +{max(values):.1f}s")
-    for key, name in (("session", "Spark session"), ("lease", "checkpoint lease"), ("waited", "lease wait")):
-        values = [kill.engine[key] for kill in kills]
+    for key, name in (
+        ("session", "Spark session"),
+        ("lease", "checkpoint lease"),
+        ("waited", "lease wait"),
+        ("retry wait", "restart policy's wait"),
+    ):
+        values = [kill.durations[key] for kill in kills]
         lines.append(f"{name}: {min(values):.1f}s to {max(values):.1f}s")
     return lines
