@@ -87,6 +87,11 @@ def _role(obj: Mapping[str, Any]) -> str:
     return str(((obj.get("metadata") or {}).get("labels") or {}).get("spark-role", ""))
 
 
+def pod_created(pods: Watch, after: float, role: str) -> float | None:
+    """When a new pod of ``role`` (``driver``, ``executor``) was first seen after ``after``."""
+    return pods.new(after, lambda o: _role(o) == role)
+
+
 def _running(obj: Mapping[str, Any]) -> bool:
     return (obj.get("status") or {}).get("phase") == "Running" and not obj["metadata"].get(
         "deletionTimestamp"
@@ -153,7 +158,7 @@ def kill_timeline(
     marks: dict[str, float | None] = {
         "spark-operator noticed": since(apps.first(killed_at, lambda o: _state(o) not in ("", "RUNNING"))),
         "resubmitted": since(apps.first(killed_at, lambda o: _state(o) == "SUBMITTED")),
-        "driver pod created": since(pods.new(killed_at, lambda o: _role(o) == "driver")),
+        "driver pod created": since(pod_created(pods, killed_at, "driver")),
         "driver pod running": since(pods.new(killed_at, lambda o: _role(o) == "driver" and _running(o))),
         "engine started": query_at - durations["total"] - killed_at,
         "executor pod running": since(pods.new(killed_at, lambda o: _role(o) == "executor" and _running(o))),

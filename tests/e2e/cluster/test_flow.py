@@ -40,7 +40,7 @@ from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT, cache_dir, helm_bin, versions, work_dir
 from tests.e2e.cluster import red_team
-from tests.e2e.cluster.kill_timeline import KillTimeline, Watch, kill_timeline, summary
+from tests.e2e.cluster.kill_timeline import KillTimeline, Watch, kill_timeline, pod_created, summary
 from tests.helpers import read_all
 
 NAMESPACE = "payments"
@@ -492,6 +492,14 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
             killed_at = time.time()
             cluster.kubectl(
                 "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--force", "--wait=false"
+            )
+            # New orders once the new driver pod exists: the killed one (its kubelet stops it
+            # within seconds of a forced deletion) is not the one that routes them.
+            cluster.wait(
+                "a new driver pod",
+                lambda killed_at=killed_at: pod_created(pods, killed_at, "driver"),
+                180,
+                interval=0.5,
             )
             routed_at = first_routed(kafka.bootstrap_servers, after, orders.produce(20), timeout=400)
             driver, _ = cluster.running_job()
