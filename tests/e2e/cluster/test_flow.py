@@ -474,6 +474,10 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     driver, _ = cluster.running_job()
     assert driver["metadata"]["uid"] != first_driver, "the spark-operator did not resubmit"
     orders.wait_accounted(400)
+    # The old driver was stopped with SIGTERM (to its JVM, by tini): it released its lease.
+    log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE)
+    for line in (line for line in log.splitlines() if "checkpoint lease" in line or "query started" in line):
+        print(f"[cluster-e2e]   {line.strip()[:240]}")
     outputs = len(read_all(kafka.bootstrap_servers, OUTPUT))
     expected = sum(1 for kind in orders.kinds.values() if KINDS[kind] == "output")
     # From the checkpoint: at most a replayed batch twice, never everything from the start.
