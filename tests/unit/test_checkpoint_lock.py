@@ -161,7 +161,7 @@ def test_a_holder_whose_pod_runs_but_which_stopped_renewing_fences_before_it_is_
     drivers: Drivers,
 ) -> None:
     """A holder cut off from the file (or paused) with its pod Running: the successor waits out
-    the lease; the holder has stopped a third of a lease before."""
+    the lease; the holder has stopped a quarter of a lease before."""
     holder = drivers.holder()
     acquired = drivers.clock.now
     fenced_at: list[float] = []
@@ -249,7 +249,7 @@ def test_a_paused_holder_does_not_renew_when_it_comes_back_late(drivers: Drivers
     assert holder.beat() is None
     assert drivers.file.data == before  # not renewed: a successor may be taking it over
     assert holder.lost is not None
-    assert holder.lost.startswith("the checkpoint lease was not renewed for 20s of its 30s")
+    assert holder.lost.startswith("the checkpoint lease was not renewed for 23s of its 30s")
 
 
 def test_keep_renewed_calls_on_lost_once_when_renewals_fail(drivers: Drivers) -> None:

@@ -16,16 +16,16 @@ HDFS, an object store).
   token, so of two engines claiming at once (a file system whose create is not exclusive) only
   the last writer goes on. A lease of another owner that has not run out, whose pod runs or
   cannot be read: wait, reading the file and the pod; if its owner renews it meanwhile, the
-  owner lives -> ``CheckpointLocked`` naming it (within about a quarter of a lease); if its pod
+  owner lives -> ``CheckpointLocked`` naming it (within about a fifth of a lease); if its pod
   goes, or the lease runs out unrenewed (a killed driver outside Kubernetes, or one whose pod
   cannot be read), take it over.
-- Renew: at once and then every quarter of the lease, a thread reads the file and rewrites it
+- Renew: at once and then every fifth of the lease, a thread reads the file and rewrites it
   with a new ``renewed``. When the file carries another token (the lease was taken over), or
   this driver's own pod is gone (force-deleted: its successor may be taking over already), the
   lease is lost: ``on_lost`` is called and the engine stops its query. A second thread, which
-  does no I/O, fences: when no renewal succeeded for two thirds of the lease (every one
+  does no I/O, fences: when no renewal succeeded for three quarters of the lease (every one
   failed or hung: a holder cut off from the file; or the process was paused), the lease is
-  lost too, a third of a lease before a successor may take it over.
+  lost too, a quarter of a lease before a successor may take it over.
 - Release: on a clean end the file is deleted if it is still this engine's, so a successor
   starts at once; after a crash it takes over when the pod is gone, else when the lease ran out.
 
@@ -58,10 +58,10 @@ LOCK_FILE: Final = "dlq-engine.lock"
 DEFAULT_LEASE_S: Final = 30.0
 DEFAULT_SETTLE_S: Final = 2.0
 #: The lease is renewed every this share of it.
-RENEW: Final = 1 / 4
+RENEW: Final = 1 / 5
 #: A holder that has not renewed for this share of its lease stops its query: the rest of the
 #: lease is the time it has to stop before a successor may take the lease.
-FENCE: Final = 2 / 3
+FENCE: Final = 3 / 4
 
 
 class CheckpointLocked(Exception):
@@ -416,7 +416,7 @@ class CheckpointLock:
         )
 
     def keep_renewed(self, on_lost: Callable[[str], None]) -> None:
-        """Renew every quarter of the lease in a thread until ``release``, and check in another,
+        """Renew every fifth of the lease in a thread until ``release``, and check in another,
         which does no I/O, that the lease is renewed in time; call ``on_lost`` once when the
         lease is lost."""
         once = threading.Lock()
