@@ -194,10 +194,11 @@ def _config_hash_mismatch(policy: DeadLetterPolicy, path: str, expected: str | N
 
 def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
     from dlq_engine.job import pulsar_topics
-    from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked, HadoopLockFile
+    from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.driver_pod import this_driver
     from dlq_engine.job.heartbeat import Heartbeat, HeartbeatError
+    from dlq_engine.job.lock_file import HadoopLockFile
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import RunOptions, client_properties
     from dlq_engine.job.preflight import (

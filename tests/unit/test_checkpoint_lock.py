@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from dlq_engine.job.checkpoint_lock import FENCE, CheckpointLock, CheckpointLocked, Holder
+from dlq_engine.job.checkpoint_lock import FENCE, CheckpointLock, CheckpointLocked
 from dlq_engine.job.driver_pod import DriverPods, PodRef
+from dlq_engine.job.lock_file import Holder
 from tests.unit.fake_kube import FakeKube
 from tests.unit.test_driver_pod import DRIVER, NAMESPACE, TERMINATED, EngineView, driver_pod
 

@@ -17,13 +17,8 @@ import pytest
 
 from dlq_engine import cli
 from dlq_engine.exits import EXIT_CHECKPOINT_LOCKED, EXIT_OK
-from dlq_engine.job.checkpoint_lock import (
-    DEFAULT_LEASE_S,
-    LOCK_FILE,
-    CheckpointLock,
-    CheckpointLocked,
-    HadoopLockFile,
-)
+from dlq_engine.job.checkpoint_lock import DEFAULT_LEASE_S, CheckpointLock, CheckpointLocked
+from dlq_engine.job.lock_file import LOCK_FILE, HadoopLockFile
 from tests.helpers import produce, read_all
 from tests.integration.engine.test_cli import ENGINE, _env, _write_policy
 
