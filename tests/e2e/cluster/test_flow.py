@@ -489,6 +489,8 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     pods = Watch(cluster.node.kubeconfig, "pods", NAMESPACE)
     kills: list[KillTimeline] = []
     try:
+        # Their first lists (the running driver and executor) arrive before the first kill.
+        cluster.wait("the watches' first lists", lambda: apps.events and pods.events, 60, interval=0.2)
         for kill in range(1, DRIVER_KILLS + 1):
             done = step(f"driver pod killed ({kill}/{DRIVER_KILLS}): the policy must come back")
             name, uid = driver["metadata"]["name"], driver["metadata"]["uid"]
