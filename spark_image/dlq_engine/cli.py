@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
         default=_env_str("SPARK_DLQ_CHECKPOINT_LEASE") or str(DEFAULT_LEASE_S),
         help="seconds an engine's lease on its checkpoint lasts unrenewed: a second engine on the "
         "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
-        "(default: $SPARK_DLQ_CHECKPOINT_LEASE, else %(default)s)",
+        "(on Kubernetes: as soon as its pod is gone) (default: $SPARK_DLQ_CHECKPOINT_LEASE, else "
+        "%(default)s)",
     )
     run.add_argument(
         "--heartbeat-lease",
