@@ -1,6 +1,6 @@
 """``kubectl dlq`` against the real broker (and, for ``--policy``, the real apiserver): dead letters
 with the headers the engine writes, read back by the command as a user runs it, in a process of
-its own (``python -m spark_dlq_operator.triage``, what the ``kubectl-dlq`` entry point runs)."""
+its own (``python -m spark_dlq_operator.kubectl_dlq``, what the ``kubectl-dlq`` entry point runs)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def dlq(
     )
     environ.update(env or {})
     done = subprocess.run(
-        [sys.executable, "-m", "spark_dlq_operator.triage", *args],
+        [sys.executable, "-m", "spark_dlq_operator.kubectl_dlq", *args],
         capture_output=True,
         text=True,
         env=environ,
@@ -811,7 +811,7 @@ def test_a_long_scan_shows_progress_on_a_terminal_only(
     terminal (a pty here), cleared at the end; nothing when it is a pipe."""
     import pty
 
-    from spark_dlq_operator.triage import LARGE_SCAN
+    from spark_dlq_operator.kubectl_dlq.progress import LARGE_SCAN
 
     topic = make_topic("big-DLQ", partitions=2)
     producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20})
@@ -831,7 +831,16 @@ def test_a_long_scan_shows_progress_on_a_terminal_only(
             ),
         }
         done = subprocess.run(
-            [sys.executable, "-m", "spark_dlq_operator.triage", "stats", "-f", str(policy), "-o", "json"],
+            [
+                sys.executable,
+                "-m",
+                "spark_dlq_operator.kubectl_dlq",
+                "stats",
+                "-f",
+                str(policy),
+                "-o",
+                "json",
+            ],
             stdout=subprocess.PIPE,
             stderr=secondary,
             env=environ,
@@ -874,7 +883,7 @@ def test_shell_completion_through_kubectl(
     for name, function in (("kubectl-dlq", "main"), ("kubectl_complete-dlq", "complete")):
         shim = bin_dir / name
         shim.write_text(
-            f"#!{sys.executable}\nimport sys\nfrom spark_dlq_operator.plugin import {function}\nsys.exit({function}())\n"
+            f"#!{sys.executable}\nimport sys\nfrom spark_dlq_operator.kubectl_dlq.plugin import {function}\nsys.exit({function}())\n"
         )
         shim.chmod(0o755)
     environ = {

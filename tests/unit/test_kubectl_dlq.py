@@ -1,5 +1,5 @@
 """``kubectl dlq``: what it parses from the command line, how it filters and counts dead letters,
-and how it prints them. The reading of a real topic is in tests/integration/test_triage.py."""
+and how it prints them. The reading of a real topic is in tests/integration/test_kubectl_dlq.py."""
 
 from __future__ import annotations
 
@@ -11,17 +11,15 @@ from typing import Any
 import pytest
 import yaml
 
+from dlq_engine.model import headers as h
+from dlq_engine.model.dead_letter import DeadLetter
 from dlq_engine.model.policy import parse_policy
-from dlq_engine.routing import headers as h
 from dlq_engine.routing.headers import failure_headers
-from spark_dlq_operator import triage
-from spark_dlq_operator.triage import (
-    BadInput,
-    DeadLetter,
-    Filters,
-    Unreachable,
-    Window,
-)
+from spark_dlq_operator.kubectl_dlq import cli, expired, policies, render, times
+from spark_dlq_operator.kubectl_dlq import target as targets
+from spark_dlq_operator.kubectl_dlq.errors import BadInput, Unreachable
+from spark_dlq_operator.kubectl_dlq.letters import Filters, Stats, count, select
+from spark_dlq_operator.kubectl_dlq.times import Window
 from tests.policy_builder import DELETE, policy_document
 
 T0 = 1_795_600_000_000  # 2026-11-25T09:46:40Z
@@ -80,18 +78,18 @@ def letter(
     ],
 )
 def test_times_are_iso_8601(text: str, expected: int) -> None:
-    assert triage.parse_time(text, flag="--after") == expected
+    assert times.parse_time(text, flag="--after") == expected
 
 
 def test_a_bad_time_names_the_flag() -> None:
     with pytest.raises(BadInput, match=r"^--before: must be an ISO-8601 time .*'yesterday'"):
-        triage.parse_time("yesterday", flag="--before")
+        times.parse_time("yesterday", flag="--before")
 
 
 def test_since_counts_back_from_now() -> None:
-    assert triage.parse_window("1h30m", None, None, now_ms=T0) == Window(T0 - 5_400_000, None)
-    assert triage.parse_window(None, None, None, now_ms=T0) == Window()
-    window = triage.parse_window(None, "2026-11-25T09:00:00Z", "2026-11-25T10:00:00Z", now_ms=T0)
+    assert times.parse_window("1h30m", None, None, now_ms=T0) == Window(T0 - 5_400_000, None)
+    assert times.parse_window(None, None, None, now_ms=T0) == Window()
+    window = times.parse_window(None, "2026-11-25T09:00:00Z", "2026-11-25T10:00:00Z", now_ms=T0)
     assert window == Window(T0 - 2_800_000, T0 + 800_000)
 
 
@@ -109,7 +107,7 @@ def test_bad_ranges_are_refused(
     since: str | None, after: str | None, before: str | None, problem: str
 ) -> None:
     with pytest.raises(BadInput) as info:
-        triage.parse_window(since, after, before, now_ms=T0)
+        times.parse_window(since, after, before, now_ms=T0)
     assert str(info.value).startswith(problem)
 
 
@@ -124,10 +122,12 @@ def test_window_bounds_after_inclusive_before_exclusive() -> None:
 
 
 def test_positions_are_partition_slash_offset() -> None:
-    assert triage.parse_position("2/1534") == (2, 1534)
-    for bad in ("2", "2:1534", "-1/3", "a/b", "2/1534/1"):
+    assert cli.parse_position("2/1534") == (2, 1534)
+    # -1: a non-partitioned Pulsar topic's, as the engine numbers it.
+    assert cli.parse_position("-1/3") == (-1, 3)
+    for bad in ("2", "2:1534", "-2/3", "a/b", "2/1534/1"):
         with pytest.raises(BadInput, match="PARTITION/OFFSET such as 2/1534"):
-            triage.parse_position(bad)
+            cli.parse_position(bad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_positions_are_partition_slash_offset() -> None:
 def test_kafka_config_reads_key_value_lines(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     path.write_text("# SASL\nsecurity.protocol = SASL_SSL\n\nsasl.mechanism=PLAIN\nsasl.password=a=b\n")
-    assert triage.read_kafka_config(str(path)) == {
+    assert targets.read_kafka_config(str(path)) == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
         "sasl.password": "a=b",
@@ -148,46 +148,71 @@ def test_kafka_config_problems_name_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     path.write_text("security.protocol=SSL\nssl.ca.location\n")
     with pytest.raises(BadInput, match=r"client.properties:2: expected key=value, got 'ssl.ca.location'"):
-        triage.read_kafka_config(str(path))
+        targets.read_kafka_config(str(path))
     with pytest.raises(BadInput, match=r"--kafka-config .*missing: No such file"):
-        triage.read_kafka_config(str(tmp_path / "missing"))
+        targets.read_kafka_config(str(tmp_path / "missing"))
 
 
 def test_the_topic_is_the_policys_dead_letter_topic() -> None:
     default = parse_policy(policy_document())
-    target = triage.target_for(default, bootstrap_servers=None, kafka_config=None)
+    target = targets.target_for(default, bootstrap_servers=None, kafka_config=None)
     assert target.topic == "orders-billing-DLQ"
     assert target.client == {"bootstrap.servers": "kafka.kafka:9092"}
     assert "spec.broker.bootstrapServers of payments/orders-billing" in target.broker_origin
     named = parse_policy(policy_document({"spec.deadLetter.topic": "billing-dead"}))
-    assert triage.target_for(named, bootstrap_servers=None, kafka_config=None).topic == "billing-dead"
+    assert targets.target_for(named, bootstrap_servers=None, kafka_config=None).topic == "billing-dead"
 
 
-def test_a_pulsar_policy_is_refused_naming_why() -> None:
-    broker = {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"}
-    pulsar = parse_policy(policy_document({"spec.broker": broker}))
-    with pytest.raises(
-        BadInput, match=r"payments/orders-billing is a Pulsar policy \(spec.broker.type pulsar\)"
-    ):
-        triage.target_for(pulsar, bootstrap_servers=None, kafka_config=None)
+PULSAR_BROKER = {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"}
+
+
+def test_a_pulsar_policy_is_read_at_its_service_url_or_the_flags() -> None:
+    pulsar = parse_policy(policy_document({"spec.broker": PULSAR_BROKER}))
+    target = targets.target_for(pulsar, bootstrap_servers=None, kafka_config=None)
+    assert (target.broker, target.topic, target.address) == (
+        "pulsar",
+        "orders-billing-DLQ",
+        "pulsar://p:6650",
+    )
+    assert target.broker_origin.startswith("spec.broker.serviceUrl of payments/orders-billing")
+    given = targets.target_for(
+        pulsar, bootstrap_servers=None, kafka_config=None, service_url="pulsar://laptop:6650"
+    )
+    assert (given.address, given.broker_origin) == ("pulsar://laptop:6650", "--service-url")
+
+
+@pytest.mark.parametrize(
+    ("spec", "flags", "problem"),
+    [
+        pytest.param(PULSAR_BROKER, {"bootstrap_servers": "k:9092"}, r"--bootstrap-servers: is for a Kafka policy; payments/orders-billing is on Pulsar", id="kafka-flag-on-pulsar"),
+        pytest.param(PULSAR_BROKER, {"kafka_config": "client.properties"}, r"--kafka-config: is for a Kafka policy", id="kafka-config-on-pulsar"),
+        pytest.param(None, {"service_url": "pulsar://p:6650"}, r"--service-url: is for a Pulsar policy; payments/orders-billing is on Kafka", id="pulsar-flag-on-kafka"),
+        pytest.param(PULSAR_BROKER, {"service_url": "http://p:8080"}, r"--service-url: must be pulsar://host:port", id="not-a-service-url"),
+    ],
+)  # fmt: skip
+def test_the_other_brokers_options_are_refused(spec: Any, flags: dict[str, str], problem: str) -> None:
+    policy = parse_policy(policy_document({"spec.broker": spec} if spec else {}))
+    given = {"bootstrap_servers": None, "kafka_config": None, **flags}
+    with pytest.raises(BadInput, match=problem):
+        targets.target_for(policy, **given)
 
 
 def test_the_broker_address_flag_over_the_file_over_the_policy(tmp_path: Path) -> None:
     policy = parse_policy(policy_document())
     config = tmp_path / "client.properties"
     config.write_text("bootstrap.servers=file:9093\nsecurity.protocol=SSL\n")
-    target = triage.target_for(policy, bootstrap_servers=None, kafka_config=str(config))
+    target = targets.target_for(policy, bootstrap_servers=None, kafka_config=str(config))
     assert target.client == {"bootstrap.servers": "file:9093", "security.protocol": "SSL"}
     assert target.broker_origin == f"bootstrap.servers in {config}"
-    target = triage.target_for(policy, bootstrap_servers="localhost:9092", kafka_config=str(config))
+    target = targets.target_for(policy, bootstrap_servers="localhost:9092", kafka_config=str(config))
     assert target.client["bootstrap.servers"] == "localhost:9092"
     assert target.broker_origin == "--bootstrap-servers"
     with pytest.raises(BadInput, match="--bootstrap-servers: must not be empty"):
-        triage.target_for(policy, bootstrap_servers=" ", kafka_config=None)
+        targets.target_for(policy, bootstrap_servers=" ", kafka_config=None)
 
 
 def test_kubectl_gets_the_connection_flags_a_plugin_was_given() -> None:
-    command = triage.kubectl_command(
+    command = policies.kubectl_command(
         "orders-billing", namespace="payments", kubeconfig="/k/config", context="prod", timeout_ms=10_000
     )
     assert command[1:] == [
@@ -201,29 +226,29 @@ def test_kubectl_gets_the_connection_flags_a_plugin_was_given() -> None:
         "-o",
         "yaml",
     ]
-    bare = triage.kubectl_command("p", namespace=None, kubeconfig=None, context=None, timeout_ms=500)
+    bare = policies.kubectl_command("p", namespace=None, kubeconfig=None, context=None, timeout_ms=500)
     assert bare[1:3] == ["--request-timeout=1s", "get"]
 
 
 def test_policy_names_are_checked_before_kubectl_runs() -> None:
     kwargs: dict[str, Any] = {"kubeconfig": None, "context": None, "timeout_ms": 1000}
     with pytest.raises(BadInput, match="--policy: 'Orders_Billing' is not a valid resource name"):
-        triage.policy_from_cluster("Orders_Billing", namespace=None, **kwargs)
+        policies.policy_from_cluster("Orders_Billing", namespace=None, **kwargs)
     with pytest.raises(BadInput, match="--namespace: 'a b' is not a valid namespace name"):
-        triage.policy_from_cluster("orders", namespace="a b", **kwargs)
+        policies.policy_from_cluster("orders", namespace="a b", **kwargs)
 
 
 def test_a_missing_kubectl_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KUBECTL", str(tmp_path / "no-kubectl"))
     with pytest.raises(Unreachable, match=r"no-kubectl is not on the PATH \(--policy reads the policy"):
-        triage.policy_from_cluster("orders", namespace=None, kubeconfig=None, context=None, timeout_ms=1000)
+        policies.policy_from_cluster("orders", namespace=None, kubeconfig=None, context=None, timeout_ms=1000)
 
 
 def test_a_bad_policy_file_is_bad_input(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(policy_document({"spec.source.topic": "no spaces"})))
     with pytest.raises(BadInput, match=r"policy.yaml:\d+: spec.source.topic: "):
-        triage.policy_from_file(str(path))
+        policies.policy_from_file(str(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,12 +296,12 @@ def test_filters_match_every_given_field() -> None:
 
 def test_select_lists_oldest_first_and_limit_keeps_the_newest() -> None:
     letters = [letter(i, partition=i % 2, failed_at=T0 + (5 - i) * 1000) for i in range(6)]
-    chosen = triage.select(letters, Filters(), None)
+    chosen = select(letters, Filters(), None)
     assert [d.offset for d in chosen] == [5, 4, 3, 2, 1, 0]
     assert all(d.value is None for d in chosen)  # values are not kept for a list
-    assert [d.offset for d in triage.select(letters, Filters(), 2)] == [1, 0]
+    assert [d.offset for d in select(letters, Filters(), 2)] == [1, 0]
     tied = [letter(3, partition=1), letter(9, partition=0), letter(2, partition=1)]
-    assert [d.position for d in triage.select(tied, Filters(), None)] == ["0/9", "1/2", "1/3"]
+    assert [d.position for d in select(tied, Filters(), None)] == ["0/9", "1/2", "1/3"]
 
 
 def test_stats_count_reasons_classes_and_both() -> None:
@@ -286,14 +311,14 @@ def test_stats_count_reasons_classes_and_both() -> None:
         letter(2, reason="terminated", error_class="FraudError", failed_at=T0 + 2000),
         letter(3, reason=None, failed_at=T0 + 9000),
     ]
-    stats = triage.count(letters, Window(None, T0 + 5000))
+    stats = count(letters, Window(None, T0 + 5000))
     assert stats.total == 3
     assert (stats.oldest, stats.newest) == (T0 + 1000, T0 + 3000)
     assert stats.by_reason == {"exhausted": 2, "terminated": 1}
     assert stats.by_class == {"ValueError": 2, "FraudError": 1}
     assert stats.by_both == {("exhausted", "ValueError"): 2, ("terminated", "FraudError"): 1}
-    everything = triage.count(letters, Window())
-    assert everything.by_reason[triage.NONE] == 1
+    everything = count(letters, Window())
+    assert everything.by_reason[times.NONE] == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,28 +326,28 @@ def test_stats_count_reasons_classes_and_both() -> None:
 
 
 def test_times_print_in_utc() -> None:
-    assert triage.format_time(T0 + 123) == "2026-11-25T09:46:40Z"
-    assert triage.format_time(T0 + 123, precise=True) == "2026-11-25T09:46:40.123Z"
-    assert triage.format_time(None) == "<none>"
+    assert times.format_time(T0 + 123) == "2026-11-25T09:46:40Z"
+    assert times.format_time(T0 + 123, precise=True) == "2026-11-25T09:46:40.123Z"
+    assert times.format_time(None) == "<none>"
 
 
 def test_keys_and_headers_print_as_text_or_hex() -> None:
-    assert triage.show_bytes(b"order-1") == "order-1"
-    assert triage.show_bytes(None) == "<none>"
-    assert triage.show_bytes(b"\x00\xff") == "0x00ff"
-    assert triage.show_bytes(b"a\nb") == "0x610a62"
-    assert triage.show_header(b"line one\n  line two") == "line one line two"
-    assert triage.show_header(b"\xc3") == "0xc3"
+    assert render.show_bytes(b"order-1") == "order-1"
+    assert render.show_bytes(None) == "<none>"
+    assert render.show_bytes(b"\x00\xff") == "0x00ff"
+    assert render.show_bytes(b"a\nb") == "0x610a62"
+    assert render.show_header(b"line one\n  line two") == "line one line two"
+    assert render.show_header(b"\xc3") == "0xc3"
 
 
 def test_table_cuts_the_last_column_to_the_width() -> None:
     rows = [["a", "short"], ["bbbb", "x" * 50]]
-    text = triage.table(["NAME", "MESSAGE"], rows, width=20)
+    text = render.table(["NAME", "MESSAGE"], rows, width=20)
     assert text.splitlines() == ["NAME   MESSAGE", "a      short", "bbbb   " + "x" * 10 + "..."]
     assert all(len(line) <= 20 for line in text.splitlines())
-    assert triage.table(["NAME", "MESSAGE"], rows).splitlines()[2].endswith("x" * 50)
+    assert render.table(["NAME", "MESSAGE"], rows).splitlines()[2].endswith("x" * 50)
     # Never narrower than MIN_MESSAGE_COLUMN, however narrow the terminal.
-    assert triage.table(["NAME", "MESSAGE"], rows, width=5).splitlines()[2] == "bbbb   xxxx..."
+    assert render.table(["NAME", "MESSAGE"], rows, width=5).splitlines()[2] == "bbbb   xxxx..."
 
 
 def test_the_width_comes_from_columns_or_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,15 +356,15 @@ def test_the_width_comes_from_columns_or_the_terminal(monkeypatch: pytest.Monkey
             return False
 
     monkeypatch.delenv("COLUMNS", raising=False)
-    assert triage.terminal_width(Pipe()) is None  # a pipe gets whole messages
+    assert render.terminal_width(Pipe()) is None  # a pipe gets whole messages
     monkeypatch.setenv("COLUMNS", "123")
-    assert triage.terminal_width(Pipe()) == 123
+    assert render.terminal_width(Pipe()) == 123
 
 
 def test_ls_rows() -> None:
     long_key = ("k" * 60).encode()
     dead = letter(3, partition=1, message="first line\nsecond line", key=long_key)
-    header, [row] = triage.ls_rows([dead], wide=False)
+    header, [row] = render.ls_rows([dead], wide=False)
     assert header == ["TIME", "PARTITION/OFFSET", "KEY", "REASON", "CLASS", "MESSAGE"]
     assert row == [
         "2026-11-25T09:46:40Z",
@@ -349,33 +374,33 @@ def test_ls_rows() -> None:
         "ValueError",
         "first line second line",
     ]
-    header, [row] = triage.ls_rows([dead], wide=True)
+    header, [row] = render.ls_rows([dead], wide=True)
     assert header[5:] == ["ATTEMPT", "ORIGINAL", "REDRIVES", "MESSAGE"]
     assert row[2] == "k" * 60
     assert row[5:8] == ["4", "orders/2/17", "0"]
 
 
 def test_values_show_as_json_text_or_hex() -> None:
-    assert triage.value_text(b'{"id":1,"tags":["a"]}') == (
+    assert render.value_text(b'{"id":1,"tags":["a"]}') == (
         "JSON, 21 bytes",
         '{\n  "id": 1,\n  "tags": [\n    "a"\n  ]\n}',
     )
-    assert triage.value_text("héllo\nworld".encode()) == ("text, 12 bytes", "héllo\nworld")
-    assert triage.value_text(None) == ("null", "<none>")
-    kind, dump = triage.value_text(b"\x00\x01AB")  # valid UTF-8, but control characters
+    assert render.value_text("héllo\nworld".encode()) == ("text, 12 bytes", "héllo\nworld")
+    assert render.value_text(None) == ("null", "<none>")
+    kind, dump = render.value_text(b"\x00\x01AB")  # valid UTF-8, but control characters
     assert kind == "binary, 4 bytes"
     assert dump == "00000000  00 01 41 42" + " " * 36 + "  |..AB|"
 
 
 def test_hexdump_lines_of_sixteen() -> None:
-    lines = triage.hexdump(bytes(range(65, 65 + 20))).splitlines()
+    lines = render.hexdump(bytes(range(65, 65 + 20))).splitlines()
     assert lines[0] == "00000000  41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50  |ABCDEFGHIJKLMNOP|"
     assert lines[1].startswith("00000010  51 52 53 54 ")
     assert lines[1].endswith("  |QRST|")
 
 
 def test_show_text_has_headers_value_and_stack_trace() -> None:
-    text = triage.show_text(letter(4, partition=2, value=b'{"id": 17}'), topic="orders-billing-DLQ")
+    text = render.show_text(letter(4, partition=2, value=b'{"id": 17}'), topic="orders-billing-DLQ")
     lines = text.splitlines()
     assert lines[:3] == [
         "Topic:        orders-billing-DLQ",
@@ -390,27 +415,27 @@ def test_show_text_has_headers_value_and_stack_trace() -> None:
         'Value (JSON, 10 bytes):\n  {\n    "id": 17\n  }\n'
         "Stack trace:\n  Traceback (most recent call last):\n  ValueError: bad amount"
     )
-    bare = triage.show_text(letter(stacktrace=None, value=None), topic="t")
+    bare = render.show_text(letter(stacktrace=None, value=None), topic="t")
     assert bare.endswith("Value (null):\n  <none>\nStack trace:\n  <none>")
 
 
 def test_documents_for_json_and_yaml() -> None:
     dead = letter(4, partition=2, key=b"\xff", value=b"plain")
-    document = triage.letter_document(dead, topic="t", value=True)
+    document = render.letter_document(dead, topic="t", value=True)
     assert document["failedAt"] == "2026-11-25T09:46:40.000Z"
     assert document["key"] == {"encoding": "hex", "data": "ff"}
     assert document["value"] == {"encoding": "text", "data": "plain"}
     assert {"name": "team", "encoding": "text", "data": "payments"} in document["headers"]
-    assert "value" not in triage.letter_document(dead, topic="t", value=False)
-    json_value = triage.letter_document(letter(value=b'{"a": [1]}'), topic="t", value=True)["value"]
+    assert "value" not in render.letter_document(dead, topic="t", value=False)
+    json_value = render.letter_document(letter(value=b'{"a": [1]}'), topic="t", value=True)["value"]
     assert json_value == {"encoding": "json", "data": {"a": [1]}}
-    assert json.loads(triage.dump(document, "json")) == yaml.safe_load(triage.dump(document, "yaml"))
+    assert json.loads(render.dump(document, "json")) == yaml.safe_load(render.dump(document, "yaml"))
 
 
 def test_stats_print_as_tables_and_documents() -> None:
     letters = [letter(0), letter(1), letter(2, reason="terminated", error_class="billing.FraudError")]
-    stats = triage.count(letters, Window())
-    text = triage.stats_text(stats, topic="orders-billing-DLQ", window=Window(T0, None))
+    stats = count(letters, Window())
+    text = render.stats_text(stats, topic="orders-billing-DLQ", window=Window(T0, None))
     assert text.splitlines()[:5] == [
         "TOPIC    orders-billing-DLQ",
         "RANGE    2026-11-25T09:46:40Z .. now",
@@ -423,7 +448,7 @@ def test_stats_print_as_tables_and_documents() -> None:
         "exhausted    ValueError           2\n"
         "terminated   billing.FraudError   1"
     )
-    document = triage.stats_document(stats, topic="t", window=Window())
+    document = render.stats_document(stats, topic="t", window=Window())
     assert document["byReason"] == {"exhausted": 2, "terminated": 1}
     assert list(document["byErrorClass"]) == ["ValueError", "billing.FraudError"]  # most first
     assert document["byReasonAndErrorClass"][0] == {
@@ -431,7 +456,7 @@ def test_stats_print_as_tables_and_documents() -> None:
         "errorClass": "ValueError",
         "count": 2,
     }
-    empty = triage.stats_text(triage.Stats(), topic="t", window=Window())
+    empty = render.stats_text(Stats(), topic="t", window=Window())
     assert empty.splitlines() == [
         "TOPIC    t",
         "RANGE    all",
@@ -446,13 +471,13 @@ def test_stats_print_as_tables_and_documents() -> None:
 
 
 def test_common_options_go_before_or_after_the_command() -> None:
-    before = triage.parse_args(["-f", "p.yaml", "--bootstrap-servers", "b:1", "ls", "--limit", "3"])
-    after = triage.parse_args(["ls", "-f", "p.yaml", "--bootstrap-servers", "b:1", "--limit", "3"])
+    before = cli.parse_args(["-f", "p.yaml", "--bootstrap-servers", "b:1", "ls", "--limit", "3"])
+    after = cli.parse_args(["ls", "-f", "p.yaml", "--bootstrap-servers", "b:1", "--limit", "3"])
     for args in (before, after):
         assert (args.command, args.file, args.bootstrap_servers, args.limit) == ("ls", "p.yaml", "b:1", 3)
         assert args.policy is None
         assert args.request_timeout == "10s"
-    show = triage.parse_args(["show", "2/1534", "--policy", "orders", "-n", "payments", "-o", "json"])
+    show = cli.parse_args(["show", "2/1534", "--policy", "orders", "-n", "payments", "-o", "json"])
     assert (show.position, show.policy, show.namespace, show.output) == (
         "2/1534",
         "orders",
@@ -488,7 +513,7 @@ def test_bad_arguments_are_one_line_and_status_2(
     argv: list[str], problem: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     try:
-        status = triage.main(argv)
+        status = cli.main(argv)
     except SystemExit as exit:
         status = exit.code  # argparse's own refusals
     captured = capsys.readouterr()
@@ -503,7 +528,7 @@ def test_every_option_is_in_the_reference() -> None:
 
     reference = (REPO_ROOT / "docs" / "reference.md").read_text()
     section = reference[reference.index("## 5. Triage: `kubectl dlq`") :]
-    parser = triage.build_parser()
+    parser = cli.build_parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     options = set()
     for sub in (parser, *commands.choices.values()):
@@ -530,17 +555,17 @@ def test_every_option_is_in_the_reference() -> None:
 def test_expired_spans_are_the_offsets_below_the_first_kept(
     lows: dict[int, int], jumps: dict[int, list[tuple[int, int]]], spans: dict[int, list[tuple[int, int]]]
 ) -> None:
-    assert triage.expired_spans(lows, jumps) == spans
+    assert expired.expired_spans(lows, jumps) == spans
 
 
 def test_expired_dead_letters_in_stats() -> None:
     spans = {0: [(0, 1)], 2: [(0, 0)]}
-    assert triage.describe_spans(spans) == "0/0-1, 2/0"
-    text = triage.stats_text(triage.Stats(), topic="t", window=triage.Window(), expired=spans)
+    assert expired.describe_spans(spans) == "0/0-1, 2/0"
+    text = render.stats_text(Stats(), topic="t", window=times.Window(), expired=spans)
     assert "EXPIRED   3 (deleted by the broker: 0/0-1, 2/0)" in text.splitlines()
-    document = triage.stats_document(triage.Stats(), topic="t", window=triage.Window(), expired=spans)
+    document = render.stats_document(Stats(), topic="t", window=times.Window(), expired=spans)
     assert (document["expired"], document["expiredRanges"][1]) == (3, {"partition": 2, "first": 0, "last": 0})
-    assert "EXPIRED" not in triage.stats_text(triage.Stats(), topic="t", window=triage.Window())
+    assert "EXPIRED" not in render.stats_text(Stats(), topic="t", window=times.Window())
 
 
 # --- a policy that names no broker gets its class's (issue 27: the operator's rule, reused) ---
@@ -586,7 +611,7 @@ KAFKA_B = {"bootstrapServers": "kafka-b:9092", "engineSecretName": "kafka-client
 def test_a_policy_without_a_broker_gets_its_classs(
     policy: dict[str, Any], classes: list[dict[str, Any]], broker: dict[str, Any], origin: str
 ) -> None:
-    found, note = triage.class_broker(policy, classes, where=WHERE)
+    found, note = policies.class_broker(policy, classes, where=WHERE)
     assert found == broker
     assert note == f"{origin}, the broker of {WHERE}; --bootstrap-servers overrides it"
 
@@ -627,5 +652,5 @@ def test_a_policy_without_a_broker_whose_class_gives_none_is_bad_input_naming_th
     policy: dict[str, Any], classes: list[dict[str, Any]], message: str
 ) -> None:
     with pytest.raises(BadInput) as refused:
-        triage.class_broker(policy, classes, where=WHERE)
+        policies.class_broker(policy, classes, where=WHERE)
     assert str(refused.value).startswith(f"{WHERE}: {message}"), str(refused.value)
