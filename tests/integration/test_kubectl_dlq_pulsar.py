@@ -173,7 +173,7 @@ def test_a_non_partitioned_topic_is_partition_minus_one(
     assert err.startswith(f"error: no message at {missing} of {letters.single!r}"), err
 
 
-def test_pulsar_refusals_are_one_line(
+def test_pulsar_refusals_are_one_line_and_redrive_only_counts(
     letters: PulsarLetters, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     status, _, err = run(capsys, "stats", "-f", str(letters.policy), "--bootstrap-servers", "k:9092")
@@ -206,6 +206,10 @@ def test_pulsar_refusals_are_one_line(
     ), err
     assert err.count("\n") == 1
 
+    # redrive counts from a Pulsar topic too; only --execute is Kafka's.
+    status, out, _ = run(capsys, "redrive", "-f", str(letters.policy), "--reason", "exhausted")
+    assert status == 0
+    assert out.startswith("Would redrive 4 of 6 dead letters of payments/orders-billing to "), out
     status, _, err = run(capsys, "redrive", "-f", str(letters.policy), "--execute")
     assert status == 2
     assert err.startswith("error: --execute: payments/orders-billing is on Pulsar"), err
