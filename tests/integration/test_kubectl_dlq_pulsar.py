@@ -190,21 +190,12 @@ def test_pulsar_refusals_are_one_line_and_redrive_only_counts(
         f"{letters.pulsar.service_url}\n"
     )
 
-    status, _, err = run(
-        capsys,
-        "ls",
-        "-f",
-        str(letters.policy),
-        "--service-url",
-        "pulsar://127.0.0.1:1",
-        "--request-timeout",
-        "2s",
+    unreachable = ("--service-url", "pulsar://127.0.0.1:1", "--request-timeout", "2s")
+    status, _, err = run(capsys, "ls", "-f", str(letters.policy), *unreachable)
+    assert (status, err) == (
+        1,
+        "error: cannot reach the Pulsar broker at pulsar://127.0.0.1:1 (--service-url): no answer within 2s\n",
     )
-    assert status == 1
-    assert err.startswith(
-        "error: cannot reach the Pulsar broker at pulsar://127.0.0.1:1 (--service-url): "
-    ), err
-    assert err.count("\n") == 1
 
     # redrive counts from a Pulsar topic too; only --execute is Kafka's.
     status, out, _ = run(capsys, "redrive", "-f", str(letters.policy), "--reason", "exhausted")

@@ -90,9 +90,12 @@ class PulsarReader:
         return f"the Pulsar broker at {self.target.address}"
 
     def _failed(self, what: str, error: Exception) -> TriageError:
-        said = str(error) or type(error).__name__
+        """``what`` names the broker (``self.broker``); the client's error says why."""
+        said = (str(error) or type(error).__name__).removeprefix("Pulsar error: ")
         if isinstance(error, self.pulsar.TopicNotFound) or "TopicNotFound" in said:
             return Unreachable(f"the dead-letter topic {self.topic!r} does not exist on {self.broker}")
+        if isinstance(error, self.pulsar.Timeout):
+            said = f"no answer within {self.timeout_ms / 1000:g}s"
         return Unreachable(f"{what} ({self.target.broker_origin}): {said}")
 
     def close(self) -> None:
