@@ -20,7 +20,6 @@ from dlq_engine.model import headers as h
 from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION
 from dlq_engine.routing.headers import failure_headers
 from spark_dlq_devtools.pulsar import Message, PulsarBroker, full_topic
-from spark_dlq_operator.kubectl_dlq import cli
 from tests.conftest import unique
 from tests.integration.test_kubectl_dlq import dlq
 from tests.policy_builder import policy_document
@@ -101,36 +100,33 @@ def letters(pulsar: PulsarBroker, tmp_path_factory: pytest.TempPathFactory) -> I
     pulsar.delete_topic(single)
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``kubectl dlq ARGS`` in this process (the subprocess run is ``dlq``): status, out, err."""
-    status = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return status, out, err
+def run(*args: str) -> tuple[int, str, str]:
+    """``kubectl dlq ARGS`` in this process (``dlq``): status, out, err."""
+    done = dlq(*args)
+    return done.returncode, done.stdout, done.stderr
 
 
-def test_stats_ls_and_show_read_a_pulsar_dead_letter_topic(
-    letters: PulsarLetters, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_stats_ls_and_show_read_a_pulsar_dead_letter_topic(letters: PulsarLetters) -> None:
     backlog = letters.pulsar.backlog(letters.topic, PULSAR_KEEP_SUBSCRIPTION)
-    table = dlq("stats", "-f", str(letters.policy))
+    table = dlq("stats", "-f", str(letters.policy), process=True)
     assert table.returncode == 0, table.stderr
     assert table.stderr == ""
     lines = table.stdout.splitlines()
     assert lines[:3] == [f"TOPIC    {letters.topic}", "RANGE    all", "TOTAL    6"]
     assert "exhausted       ValueError                  3" in lines
 
-    status, out, err = run(capsys, "stats", "-f", str(letters.policy), "-o", "json")
+    status, out, err = run("stats", "-f", str(letters.policy), "-o", "json")
     stats = json.loads(out)
     assert (status, err, stats["total"], stats["expired"]) == (0, "", 6, 0)
     assert stats["byReason"] == {"exhausted": 4, "non-retryable": 1, "terminated": 1}
 
     # --since: by dlq.failed.at, as on Kafka (the read seeks by publish time, 5 minutes early).
-    status, out, _ = run(capsys, "ls", "-f", str(letters.policy), "--since", "50m", "-o", "json")
+    status, out, _ = run("ls", "-f", str(letters.policy), "--since", "50m", "-o", "json")
     assert [item["key"]["data"] for item in json.loads(out)["items"]] == ["order-4", "order-5"]
-    status, out, err = run(capsys, "ls", "-f", str(letters.policy), "--after", "2099-01-01")
+    status, out, err = run("ls", "-f", str(letters.policy), "--after", "2099-01-01")
     assert (status, out, err) == (0, "", f"No dead letters found in {letters.topic}.\n")
 
-    status, out, _ = run(capsys, "ls", "-f", str(letters.policy), "--reason", "exhausted", "-o", "wide")
+    status, out, _ = run("ls", "-f", str(letters.policy), "--reason", "exhausted", "-o", "wide")
     rows = out.splitlines()
     assert rows[0].split() == [
         "TIME", "PARTITION/OFFSET", "KEY", "REASON", "CLASS", "ATTEMPT", "ORIGINAL", "REDRIVES", "MESSAGE",
@@ -139,10 +135,10 @@ def test_stats_ls_and_show_read_a_pulsar_dead_letter_topic(
     assert all(row.split()[5:7] == ["3", "orders/1/4096"] for row in rows[1:])
 
     # show: the position ls prints, the partition index and the packed message id.
-    status, out, _ = run(capsys, "ls", "-f", str(letters.policy), "--key", "order-3", "-o", "json")
+    status, out, _ = run("ls", "-f", str(letters.policy), "--key", "order-3", "-o", "json")
     [item] = json.loads(out)["items"]
     assert item["partition"] in (0, 1)
-    status, out, _ = run(capsys, "show", "-f", str(letters.policy), f"{item['partition']}/{item['offset']}", "-o", "json")  # fmt: skip
+    status, out, _ = run("show", "-f", str(letters.policy), f"{item['partition']}/{item['offset']}", "-o", "json")  # fmt: skip
     shown = json.loads(out)
     assert shown["key"] == {"encoding": "text", "data": "order-3"}
     assert shown["value"] == {"encoding": "json", "data": {"order": "order-3"}}
@@ -155,35 +151,31 @@ def test_stats_ls_and_show_read_a_pulsar_dead_letter_topic(
     assert letters.pulsar.backlog(letters.topic, PULSAR_KEEP_SUBSCRIPTION) == backlog == 6
 
 
-def test_a_non_partitioned_topic_is_partition_minus_one(
-    letters: PulsarLetters, capsys: pytest.CaptureFixture[str]
-) -> None:
-    status, out, _ = run(capsys, "ls", "-f", str(letters.single_policy), "-o", "json")
+def test_a_non_partitioned_topic_is_partition_minus_one(letters: PulsarLetters) -> None:
+    status, out, _ = run("ls", "-f", str(letters.single_policy), "-o", "json")
     [item] = json.loads(out)["items"]
     assert (status, item["partition"], item["reason"]) == (0, -1, "too-large")
     position = f"-1/{item['offset']}"
-    status, out, _ = run(capsys, "show", position, "-f", str(letters.single_policy))
+    status, out, _ = run("show", position, "-f", str(letters.single_policy))
     assert status == 0
     assert f"Position:     {position}" in out.splitlines()
     assert "Key:          only" in out.splitlines()
 
     missing = f"-1/{item['offset'] + 4096}"
-    status, out, err = run(capsys, "show", "-f", str(letters.single_policy), missing)
+    status, out, err = run("show", "-f", str(letters.single_policy), missing)
     assert (status, out) == (2, "")
     assert err.startswith(f"error: no message at {missing} of {letters.single!r}"), err
 
 
-def test_pulsar_refusals_are_one_line_and_redrive_only_counts(
-    letters: PulsarLetters, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    status, _, err = run(capsys, "stats", "-f", str(letters.policy), "--bootstrap-servers", "k:9092")
+def test_pulsar_refusals_are_one_line_and_redrive_only_counts(letters: PulsarLetters, tmp_path: Path) -> None:
+    status, _, err = run("stats", "-f", str(letters.policy), "--bootstrap-servers", "k:9092")
     assert status == 2
     assert err.startswith(
         "error: --bootstrap-servers: is for a Kafka policy; payments/orders-billing is on Pulsar"
     )
 
     gone = write_policy(tmp_path / "gone.yaml", letters.pulsar, unique("never-made"))
-    status, _, err = run(capsys, "stats", "-f", str(gone))
+    status, _, err = run("stats", "-f", str(gone))
     assert status == 1
     assert err == (
         f"error: the dead-letter topic {gone_topic(gone)!r} does not exist on the Pulsar broker at "
@@ -191,17 +183,17 @@ def test_pulsar_refusals_are_one_line_and_redrive_only_counts(
     )
 
     unreachable = ("--service-url", "pulsar://127.0.0.1:1", "--request-timeout", "2s")
-    status, _, err = run(capsys, "ls", "-f", str(letters.policy), *unreachable)
+    status, _, err = run("ls", "-f", str(letters.policy), *unreachable)
     assert (status, err) == (
         1,
         "error: cannot reach the Pulsar broker at pulsar://127.0.0.1:1 (--service-url): no answer within 2s\n",
     )
 
     # redrive counts from a Pulsar topic too; only --execute is Kafka's.
-    status, out, _ = run(capsys, "redrive", "-f", str(letters.policy), "--reason", "exhausted")
+    status, out, _ = run("redrive", "-f", str(letters.policy), "--reason", "exhausted")
     assert status == 0
     assert out.startswith("Would redrive 4 of 6 dead letters of payments/orders-billing to "), out
-    status, _, err = run(capsys, "redrive", "-f", str(letters.policy), "--execute")
+    status, _, err = run("redrive", "-f", str(letters.policy), "--execute")
     assert status == 2
     assert err.startswith("error: --execute: payments/orders-billing is on Pulsar"), err
 
@@ -211,9 +203,7 @@ def gone_topic(policy: Path) -> str:
     return str(document["spec"]["deadLetter"]["topic"])
 
 
-def test_full_topic_names_read_the_same_topic(
-    letters: PulsarLetters, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_full_topic_names_read_the_same_topic(letters: PulsarLetters, tmp_path: Path) -> None:
     full = write_policy(tmp_path / "full.yaml", letters.pulsar, full_topic(letters.topic))
-    status, out, _ = run(capsys, "stats", "-f", str(full), "-o", "json")
+    status, out, _ = run("stats", "-f", str(full), "-o", "json")
     assert (status, json.loads(out)["total"]) == (0, 6)
