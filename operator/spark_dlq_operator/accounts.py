@@ -71,7 +71,7 @@ async def ensure(
                     continue
             why = identity.conflict(current, owner, kind=desired["kind"]) or identity.rebind(current, desired)
             if why is not None:
-                return ConditionState("False", "Conflict", why)
+                return ConditionState("False", Reason.CONFLICT, why)
             patch = identity.repair(current, desired)
             if patch is not None:
                 await api.patch(kind, owner.namespace, name, patch)

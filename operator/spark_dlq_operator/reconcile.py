@@ -22,7 +22,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash
 from dlq_engine.model.topics import broker_topic_name
@@ -41,7 +41,7 @@ from spark_dlq_operator.kubeapi import (
     Obj,
 )
 from spark_dlq_operator.policy_class import ClassRefusal
-from spark_dlq_operator.reasons import BreakerReason, Reason, TopicsReason
+from spark_dlq_operator.reasons import DECIDED_JOB, STALE_JOB, WARNING, Reason, RestartReason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
@@ -53,28 +53,6 @@ from spark_dlq_operator.topics import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: Condition reasons worth a Warning event when a condition turns to them.
-_WARNING_REASONS: Final = frozenset(
-    {
-        "BrokerUnavailable",
-        "SourceTopicMissing",
-        "CreateFailed",
-        "StrimziClusterMissing",
-        "Conflict",
-        "Failed",
-        *Reason,
-        "KafkaTopicError",
-        "StrimziNotServed",
-        "SparkApplicationRefused",
-        "NamespaceNotWatched",
-        "NotPickedUp",
-        "EngineStalled",
-        "DriverPending",
-        Reason.IDENTITY_REFUSED,
-        topic_claims.TOPIC_IN_USE,
-    }
-)
 
 
 class TopicsNotReady(Exception):
@@ -294,14 +272,12 @@ async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], ne
         reason, message = condition.get("reason", ""), condition.get("message", "")
         if condition["type"] == "BreakerClosed":
             await _announce_breaker(services, owner, previous, condition)
-        elif condition["status"] == "False" and reason in _WARNING_REASONS:
+        elif condition["status"] == "False" and reason in WARNING:
             await services.events.warn(owner, reason, message)
-        elif condition["type"] == "TopicsReady" and (
-            "drift:" in message or reason == TopicsReason.SHORT_RETENTION
-        ):
+        elif condition["type"] == "TopicsReady" and ("drift:" in message or reason == Reason.SHORT_RETENTION):
             if "drift:" in message:
                 await services.events.warn(owner, "TopicPartitionsDrift", message)
-            if reason == TopicsReason.SHORT_RETENTION:
+            if reason == Reason.SHORT_RETENTION:
                 await services.events.warn(owner, "TopicRetentionShort", message)
         elif (
             condition["type"] == "Ready"
@@ -318,8 +294,8 @@ async def _announce_breaker(
     goes between open and half-open (its condition's message says which, and when)."""
     if condition["status"] == previous.get("status"):
         return
-    if condition["status"] == "False" and condition.get("reason") == BreakerReason.OPEN:
-        await services.events.warn(owner, BreakerReason.OPEN, condition.get("message", ""))
+    if condition["status"] == "False" and condition.get("reason") == Reason.BREAKER_OPEN:
+        await services.events.warn(owner, Reason.BREAKER_OPEN, condition.get("message", ""))
     elif condition["status"] == "True" and previous.get("status") == "False":
         await services.events.info(owner, "BreakerClosed", condition.get("message", ""))
 
@@ -444,13 +420,7 @@ async def _reconcile(
                 # A restart whose status write was lost (the operator stopped in between): the
                 # application already carries the new hash, the status still the old one.
                 condition, restarted = render.JOB_RESTARTING, True
-            elif old_job is None or old_job.get("reason") in (
-                "Suspended",
-                "Conflict",
-                "SparkApplicationRefused",
-                "Submitted",
-                "NamespaceNotWatched",
-            ):
+            elif old_job is None or old_job.get("reason") in STALE_JOB:
                 condition = job_state(services, job.app)[0]
         return Observation(
             generation=generation,
@@ -558,7 +528,7 @@ async def _claim_topics(
     refused = services.claims.claim(topic_claims.claim_of(policy, body))
     if refused is None:
         return
-    condition = ConditionState("False", topic_claims.TOPIC_IN_USE, refused.message)
+    condition = ConditionState("False", Reason.TOPIC_IN_USE, refused.message)
     await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
     raise TopicsNotReady(condition, delay=services.config.topics_retry_delay, backoff=True)
 
@@ -577,7 +547,9 @@ async def _provision_topics(
     config = services.config
     if provisioner is None:
         return ConditionState(
-            "True", "NotManaged", "spec.topics.create is false: the operator does not provision the topics"
+            "True",
+            Reason.NOT_MANAGED,
+            "spec.topics.create is false: the operator does not provision the topics",
         ), []
     owned = topic_ownership.owned_here(policy, status)
     try:
@@ -595,11 +567,11 @@ async def _provision_topics(
         else:
             report = await services.admin.ensure(policy, credentials=admin_credentials(services, policy))
     except BrokerUnavailable as error:
-        condition = ConditionState("False", "BrokerUnavailable", str(error))
+        condition = ConditionState("False", Reason.BROKER_UNAVAILABLE, str(error))
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
         raise TopicsNotReady(condition, delay=config.broker_retry_delay, backoff=True) from None
     except ApiError as error:  # a KafkaTopic refused: no such namespace, no RBAC there, ...
-        condition = ConditionState("False", "KafkaTopicError", str(error))
+        condition = ConditionState("False", Reason.KAFKA_TOPIC_ERROR, str(error))
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
         raise TopicsNotReady(condition, delay=config.topics_retry_delay, backoff=True) from None
     for name in report.created:
@@ -620,9 +592,9 @@ async def _provision_topics(
     condition = ConditionState("True" if report.ready else "False", report.reason, message)
     if not report.ready:
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
-        waiting = report.reason == "WaitingForStrimzi"
+        waiting = report.reason == Reason.WAITING_FOR_STRIMZI
         delay = config.strimzi_poll_delay if waiting else config.topics_retry_delay
-        raise TopicsNotReady(condition, delay=delay, backoff=report.reason == "StrimziNotServed")
+        raise TopicsNotReady(condition, delay=delay, backoff=report.reason == Reason.STRIMZI_NOT_SERVED)
     return condition, found
 
 
@@ -756,7 +728,7 @@ async def _ensure_application(
         return _Job(
             ConditionState(
                 "False",
-                "Conflict",
+                Reason.CONFLICT,
                 f"SparkApplication {name} belongs to DeadLetterPolicy {controller.name}: rename one of them",
             )
         )
@@ -764,7 +736,7 @@ async def _ensure_application(
         return _Job(
             ConditionState(
                 "False",
-                "Conflict",
+                Reason.CONFLICT,
                 f"SparkApplication {name} exists and is not managed by spark-dlq: delete or rename it",
             )
         )
@@ -814,7 +786,9 @@ async def _ensure_application(
 def _refused(name: str, error: ApiError) -> ConditionState:
     """JobRunning for a SparkApplication the API server (its schema, or the spark-operator's
     validating webhook) refused: nothing runs until the policy changes."""
-    return ConditionState("False", "SparkApplicationRefused", f"SparkApplication {name} was refused: {error}")
+    return ConditionState(
+        "False", Reason.SPARK_APPLICATION_REFUSED, f"SparkApplication {name} was refused: {error}"
+    )
 
 
 # --- the SparkApplication watcher --------------------------------------------------------------
@@ -866,7 +840,7 @@ async def update_job_status(services: Services, app: Mapping[str, Any]) -> None:
         current: Mapping[str, Any] = next(
             (c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), {}
         )
-        if current.get("reason") == "Suspended":  # the application is on its way out
+        if current.get("reason") == Reason.SUSPENDED:  # the application is on its way out
             return Observation()
         return Observation(job=condition)
 
@@ -1016,7 +990,9 @@ async def supervise(
             await write_status(
                 services,
                 owner,
-                lambda _: Observation(job=stalled, restarted=True, restart_reason="EngineStalled"),
+                lambda _: Observation(
+                    job=stalled, restarted=True, restart_reason=RestartReason.ENGINE_STALLED
+                ),
             )
         return
     if render.driver_pending(app, None, now=now, bound=config.pending_timeout) is None:
@@ -1031,7 +1007,7 @@ async def supervise(
         current: Mapping[str, Any] = next(
             (c for c in old.get("conditions") or [] if c.get("type") == "JobRunning"), {}
         )
-        if current.get("reason") in ("Suspended", "Conflict", "SparkApplicationRefused"):
+        if current.get("reason") in DECIDED_JOB:
             return Observation()
         return Observation(job=pending)
 

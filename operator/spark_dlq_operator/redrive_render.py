@@ -17,6 +17,7 @@ from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
+from spark_dlq_operator.reasons import FINAL_REDRIVE_PHASES, RedrivePhase, RedriveReason
 
 REDRIVE_PLURAL: Final = "deadletterredrives"
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
@@ -30,8 +31,8 @@ TERMINATION_LOG: Final = "/dev/termination-log"
 REDRIVE_RETRIES: Final = 3
 
 #: The phases of a redrive; the last three are final.
-PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
-FINAL_PHASES: Final = frozenset({"Succeeded", "Failed", "Cancelled"})
+PHASES: Final = tuple(RedrivePhase)
+FINAL_PHASES: Final = FINAL_REDRIVE_PHASES
 
 
 #: Its conditions, as a batch/v1 Job's: ``Complete`` True only when it succeeded, ``Failed``
@@ -172,7 +173,7 @@ def next_status(
     status["observedGeneration"] = generation
     status["phase"] = phase
     status["sparkApplication"] = status.get("sparkApplication") or ""
-    if phase == "Running" and not status.get("startTime"):
+    if phase == RedrivePhase.RUNNING and not status.get("startTime"):
         status["startTime"] = now
     if phase in FINAL_PHASES and not status.get("completionTime"):
         status["completionTime"] = now
@@ -213,7 +214,7 @@ def conditions(
 ) -> list[dict[str, Any]]:
     """``Running`` (True while the job runs), then ``Complete`` or ``Failed`` once the redrive
     ended, as a batch/v1 Job's. A condition keeps its lastTransitionTime while its status stays."""
-    wanted = [(RedriveCondition.RUNNING, "True" if phase == "Running" else "False")]
+    wanted = [(RedriveCondition.RUNNING, "True" if phase == RedrivePhase.RUNNING else "False")]
     if phase == "Succeeded":
         wanted.append((RedriveCondition.COMPLETE, "True"))
     elif phase in FINAL_PHASES:
@@ -237,23 +238,27 @@ def conditions(
     return result
 
 
-def phase_of(app: Mapping[str, Any] | None) -> tuple[str, str, str]:
+def phase_of(app: Mapping[str, Any] | None) -> tuple[RedrivePhase, str, str]:
     """``(phase, reason, message)`` of a redrive from its SparkApplication's state."""
     if app is None:
-        return "Pending", "Submitting", "the redrive's SparkApplication is being created"
+        return (
+            RedrivePhase.PENDING,
+            RedriveReason.SUBMITTING,
+            "the redrive's SparkApplication is being created",
+        )
     state, _, error = render.application_state(app)
     if state == "COMPLETED":
-        return "Succeeded", "Completed", "the redrive finished"
+        return RedrivePhase.SUCCEEDED, RedriveReason.COMPLETED, "the redrive finished"
     if state in ("FAILED", "SUBMISSION_FAILED"):
         return (
-            "Failed",
-            "SparkApplicationFailed",
+            RedrivePhase.FAILED,
+            RedriveReason.SPARK_APPLICATION_FAILED,
             f"the redrive's Spark application failed (state {state})" + (f": {error}" if error else ""),
         )
     if state == "RUNNING":
-        return "Running", "Running", "the redrive is running"
+        return RedrivePhase.RUNNING, RedriveReason.RUNNING, "the redrive is running"
     return (
-        "Running",
-        "Submitted",
+        RedrivePhase.RUNNING,
+        RedriveReason.SUBMITTED,
         f"the redrive's Spark application is submitted (state {state or 'none yet'})",
     )

@@ -28,7 +28,7 @@ from dlq_engine.model.topics import TopicWant
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
-from spark_dlq_operator.reasons import INVALID, BreakerReason, Reason
+from spark_dlq_operator.reasons import INVALID, JOB_PHASE, Phase, Reason, RestartReason, reason_of
 from spark_dlq_operator.topic_ownership import OwnedTopic
 
 Manifest = dict[str, Any]
@@ -36,7 +36,6 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 ConditionType = Literal["Ready", "TopicsReady", "JobRunning", "BreakerClosed"]
 #: The conditions in the order ``status.conditions`` lists them.
 CONDITION_TYPES: Final[tuple[ConditionType, ...]] = get_args(ConditionType)
-Phase = Literal["Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid"]
 
 # --- names the contract fixes ------------------------------------------------------------------
 POLICY_GROUP: Final = "sparkdlq.io"
@@ -537,7 +536,7 @@ def strimzi_ready(kafka_topic_object: Mapping[str, Any]) -> tuple[bool, str]:
 @dataclass(frozen=True, slots=True)
 class ConditionState:
     status: ConditionStatus
-    reason: str
+    reason: Reason
     message: str
 
 
@@ -569,36 +568,42 @@ def job_condition(app: Mapping[str, Any]) -> ConditionState:
     """JobRunning from the spark-operator's ``status.applicationState``."""
     state, _, error = application_state(app)
     if state == "RUNNING":
-        return ConditionState("True", "Running", "the Spark application is running")
+        return ConditionState("True", Reason.RUNNING, "the Spark application is running")
     if state in _SUBMITTED:
         return ConditionState(
-            "False", "Submitted", f"the Spark application is submitted (state {state or 'none yet'})"
+            "False", Reason.SUBMITTED, f"the Spark application is submitted (state {state or 'none yet'})"
         )
     if state in _RESTARTING:
         return ConditionState(
             "False",
-            "Restarting",
+            Reason.RESTARTING,
             f"the Spark application is restarting (state {state})" + (f": {error}" if error else ""),
         )
     if state == "SUSPENDED":
         return ConditionState(
-            "False", "Suspended", "the SparkApplication is suspended (its spec.suspend, not the policy's)"
+            "False",
+            Reason.SUSPENDED,
+            "the SparkApplication is suspended (its spec.suspend, not the policy's)",
         )
     if state in _FAILED:
         return ConditionState(
             "False",
-            "Failed",
+            Reason.FAILED,
             f"the Spark application failed (state {state})" + (f": {error}" if error else ""),
         )
     if state == "COMPLETED":
         return ConditionState(
-            "False", "Completed", "the Spark application completed; a streaming job should not stop by itself"
+            "False",
+            Reason.COMPLETED,
+            "the Spark application completed; a streaming job should not stop by itself",
         )
     if state == "UNKNOWN":
         return ConditionState(
-            "Unknown", "DriverUnknown", "the driver pod's state is unknown (its node may be unreachable)"
+            "Unknown",
+            Reason.DRIVER_UNKNOWN,
+            "the driver pod's state is unknown (its node may be unreachable)",
         )
-    return ConditionState("Unknown", "Unknown", f"the Spark application is in state {state}")
+    return ConditionState("Unknown", Reason.UNKNOWN, f"the Spark application is in state {state}")
 
 
 def unwatched(namespace: str, watched: Sequence[str]) -> ConditionState | None:
@@ -607,7 +612,7 @@ def unwatched(namespace: str, watched: Sequence[str]) -> ConditionState | None:
         return None
     return ConditionState(
         "False",
-        "NamespaceNotWatched",
+        Reason.NAMESPACE_NOT_WATCHED,
         f"the spark-operator watches {', '.join(sorted(watched))}, not {namespace}: no job starts "
         f"here until {namespace} is one of its job namespaces (its chart's spark.jobNamespaces)",
     )
@@ -623,7 +628,7 @@ def unnoticed(app: Mapping[str, Any], *, now: datetime.datetime, timeout: float)
     metadata = app.get("metadata") or {}
     return ConditionState(
         "False",
-        "NotPickedUp",
+        Reason.NOT_PICKED_UP,
         f"SparkApplication {metadata.get('name')} has no state {timeout:.0f}s after it was created: "
         f"the spark-operator may not watch namespace {metadata.get('namespace')} (its chart's "
         "spark.jobNamespaces), or may not be running",
@@ -804,17 +809,17 @@ def breaker_condition(
     opened = f"opened {report['opens']} time{'s' if report['opens'] != 1 else ''} in this run"
     if report["state"] == CLOSED:
         last = f"; it last opened because {report['reason']} ({opened})" if report["opens"] else ""
-        return ConditionState("True", BreakerReason.CLOSED, "the breaker is closed" + last)
+        return ConditionState("True", Reason.BREAKER_CLOSED, "the breaker is closed" + last)
     if report["state"] == HALF_OPEN:
         return ConditionState(
             "False",
-            BreakerReason.HALF_OPEN,
+            Reason.BREAKER_HALF_OPEN,
             f"the breaker is half-open since {report['since']}: a few messages probe the processor's "
             f"downstream; it opened because {report['reason']} ({opened})",
         )
     return ConditionState(
         "False",
-        BreakerReason.OPEN,
+        Reason.BREAKER_OPEN,
         f"the breaker opened at {report['since']} because {report['reason']}: the engine reads no new "
         f"source message and holds its retries until it probes at {report['probeAt']} ({opened})",
     )
@@ -838,7 +843,7 @@ def engine_stalled(
     query = "active" if beat.query_active else "not active"
     return ConditionState(
         "False",
-        "EngineStalled",
+        Reason.ENGINE_STALLED,
         f"the driver reports no progress of its query ({query}) since "
         f"{beat.last_progress.strftime('%Y-%m-%dT%H:%M:%SZ')}, {idle:.0f}s before its heartbeat at "
         f"{beat.time.strftime('%Y-%m-%dT%H:%M:%SZ')} (bound {bound:.0f}s): the Spark application is "
@@ -871,7 +876,7 @@ def driver_pending(
         why = f"driver pod {pod_name}: {pod_waiting_reason(pod)}"
     return ConditionState(
         "False",
-        "DriverPending",
+        Reason.DRIVER_PENDING,
         f"the Spark application is in state {state} since "
         f"{since.strftime('%Y-%m-%dT%H:%M:%SZ')}, more than {bound:.0f}s: {why}",
     )
@@ -897,12 +902,12 @@ def pod_waiting_reason(pod: Mapping[str, Any]) -> str:
     return f"phase {status.get('phase') or 'unknown'}"
 
 
-JOB_SUSPENDED: Final = ConditionState("False", "Suspended", "spec.suspend is true: the job is stopped")
+JOB_SUSPENDED: Final = ConditionState("False", Reason.SUSPENDED, "spec.suspend is true: the job is stopped")
 #: JobRunning right after the operator creates the SparkApplication: what the application's own
 #: first event (no state yet) maps to, so that event finds nothing to write.
 JOB_SUBMITTED: Final = job_condition({})
 JOB_RESTARTING: Final = ConditionState(
-    "False", "Restarting", "the configuration changed: the Spark application is resubmitted"
+    "False", Reason.RESTARTING, "the configuration changed: the Spark application is resubmitted"
 )
 
 
@@ -922,8 +927,8 @@ class Observation:
     spark_application: str | None = None
     config_hash: str | None = None
     restarted: bool = False
-    #: Why the job was restarted: ``ConfigChanged`` (the default) or ``EngineStalled``.
-    restart_reason: str = "ConfigChanged"
+    #: Why the job was restarted.
+    restart_reason: RestartReason = RestartReason.CONFIG_CHANGED
     #: ``status.ordering`` as the driver's heartbeat reports it; ``ordering_off``: the policy
     #: does not order by key (any ``status.ordering`` goes).
     ordering: OrderingStatus | None = None
@@ -1011,10 +1016,11 @@ def _ready(conditions: Mapping[str, Condition]) -> ConditionState:
     for kind in ("TopicsReady", "JobRunning"):
         condition = conditions.get(kind)
         if condition is None:
-            return ConditionState("Unknown", "Pending", f"{kind} is not known yet")
+            return ConditionState("Unknown", Reason.PENDING, f"{kind} is not known yet")
         if condition.get("status") != "True":
-            return ConditionState("False", condition.get("reason", kind), condition.get("message", ""))
-    return ConditionState("True", "Ready", "the topics are ready and the Spark application is running")
+            reason = reason_of(condition.get("reason"), Reason.PENDING)
+            return ConditionState("False", reason, condition.get("message", ""))
+    return ConditionState("True", Reason.READY, "the topics are ready and the Spark application is running")
 
 
 def phase(conditions: Mapping[str, Condition]) -> Phase:
@@ -1023,15 +1029,11 @@ def phase(conditions: Mapping[str, Condition]) -> Phase:
     topics = conditions.get("TopicsReady", {})
     job = conditions.get("JobRunning", {})
     if ready.get("reason") in INVALID:
-        return "Invalid"
-    if job.get("reason") == "Suspended":
-        return "Suspended"
+        return Phase.INVALID
+    if job.get("reason") == Reason.SUSPENDED:
+        return Phase.SUSPENDED
     if topics.get("status") != "True":
-        return "Provisioning"
+        return Phase.PROVISIONING
     if job.get("status") == "True":
-        return "Running"
-    if job.get("reason") == "Restarting":
-        return "Restarting"
-    if job.get("reason") in ("Failed", "Completed"):
-        return "Failed"
-    return "Pending"
+        return Phase.RUNNING
+    return JOB_PHASE.get(reason_of(job.get("reason"), Reason.PENDING), Phase.PENDING)

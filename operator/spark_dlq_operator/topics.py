@@ -53,7 +53,7 @@ from dlq_engine.model.topics import (
 )
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
-from spark_dlq_operator.reasons import TopicsReason
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class TopicsReport:
     """What provisioning found. ``ready`` False comes with a reason and a message."""
 
     ready: bool
-    reason: str
+    reason: Reason
     message: str
     created: tuple[str, ...] = ()
     #: Human-readable drift findings (an existing topic with fewer partitions than wanted).
@@ -110,7 +110,7 @@ def ready_report(
         message += "; short retention: " + "; ".join(short_retention)
     return TopicsReport(
         True,
-        TopicsReason.SHORT_RETENTION if short_retention else "TopicsReady",
+        Reason.SHORT_RETENTION if short_retention else Reason.TOPICS_READY,
         message,
         created=tuple(created),
         drift=tuple(drift),
@@ -191,7 +191,7 @@ class AdminProvisioner:
         if not policy.topics.partitions and source_partitions is None:
             return TopicsReport(
                 False,
-                "SourceTopicMissing",
+                Reason.SOURCE_TOPIC_MISSING,
                 f"the source topic {policy.source.topic!r} does not exist, and "
                 "spec.topics.partitions is 0 (as many partitions as the source)",
             )
@@ -226,7 +226,7 @@ class AdminProvisioner:
                     raise BrokerUnavailable(f"creating topic {name!r} timed out") from None
         if problems:
             return TopicsReport(
-                False, "CreateFailed", "; ".join(problems), created=tuple(created), owned=tuple(created)
+                False, Reason.CREATE_FAILED, "; ".join(problems), created=tuple(created), owned=tuple(created)
             )
         drift = tuple(
             f"topic {w.name!r} has {partitions[w.name]} partitions, {w.partitions} wanted "
@@ -425,7 +425,7 @@ class PulsarProvisioner:
         try:
             return await self._ensure(policy, owner=owner, owned=owned)
         except _Refused as error:
-            return TopicsReport(False, "CreateFailed", f"Pulsar's admin API refused {error}")
+            return TopicsReport(False, Reason.CREATE_FAILED, f"Pulsar's admin API refused {error}")
 
     async def _ensure(
         self, policy: DeadLetterPolicy, *, owner: render.Owner, owned: Collection[str]
@@ -434,7 +434,7 @@ class PulsarProvisioner:
         if not policy.topics.partitions and source_partitions is None:
             return TopicsReport(
                 False,
-                "SourceTopicMissing",
+                Reason.SOURCE_TOPIC_MISSING,
                 f"the source topic {pulsar_topic(policy.source.topic).full_name!r} does not exist, "
                 "and spec.topics.partitions is 0 (partitioned like the source)",
             )
@@ -591,14 +591,14 @@ class StrimziProvisioner:
         if not policy.topics.strimzi.cluster:
             return TopicsReport(
                 False,
-                "StrimziClusterMissing",
+                Reason.STRIMZI_CLUSTER_MISSING,
                 "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
                 "must name the Kafka cluster",
             )
         try:
             kind = await self._kind()
         except StrimziNotServed as error:
-            return TopicsReport(False, "StrimziNotServed", str(error))
+            return TopicsReport(False, Reason.STRIMZI_NOT_SERVED, str(error))
         try:
             return await self._ensure(policy, owner=owner, kind=kind, on_cluster=on_cluster, owned=owned)
         except ApiError as error:
@@ -653,7 +653,7 @@ class StrimziProvisioner:
             if (current.get("spec") or {}).get("topicName", kafka_topic_name) != want.name:
                 return TopicsReport(
                     False,
-                    "Conflict",
+                    Reason.CONFLICT,
                     f"KafkaTopic {namespace}/{kafka_topic_name} exists for another "
                     f"topic ({current['spec'].get('topicName')!r})",
                     created=tuple(created),
@@ -687,7 +687,11 @@ class StrimziProvisioner:
                 waiting.append(f"KafkaTopic {namespace}/{kafka_topic_name}: {why}")
         if waiting:
             return TopicsReport(
-                False, "WaitingForStrimzi", "; ".join(waiting), created=tuple(created), owned=tuple(mine)
+                False,
+                Reason.WAITING_FOR_STRIMZI,
+                "; ".join(waiting),
+                created=tuple(created),
+                owned=tuple(mine),
             )
         message = "; ".join(["Strimzi reports the KafkaTopics Ready", *notes])
         if not policy.topics.partitions and source_partitions is None:

@@ -18,7 +18,7 @@ from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
 from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
-from spark_dlq_operator.reasons import BreakerReason
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.reconcile import (
     Seen,
     Services,
@@ -465,17 +465,17 @@ def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_an
     bed.reconcile()
     _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 0))
     _supervise(bed)
-    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
-    assert BreakerReason.OPEN not in bed.reasons()
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", Reason.BREAKER_CLOSED)
+    assert Reason.BREAKER_OPEN not in bed.reasons()
     assert "BreakerClosed" not in bed.reasons()
 
     ready = bed.status()["conditions"][0]
     _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 1))
     _supervise(bed)
     condition = _breaker(bed)
-    assert (condition["status"], condition["reason"]) == ("False", BreakerReason.OPEN)
+    assert (condition["status"], condition["reason"]) == ("False", Reason.BREAKER_OPEN)
     assert "at 2026-11-24T11:58:00Z because 20 of the last 20 processor calls" in condition["message"]
-    assert bed.reasons().count(BreakerReason.OPEN) == 1
+    assert bed.reasons().count(Reason.BREAKER_OPEN) == 1
     assert bed.status()["conditions"][0] == ready  # paused, not failed: Ready is the job's
 
     writes = bed.api.count("PATCH", POLICIES)
@@ -486,12 +486,12 @@ def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_an
     _supervise(bed)
     _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 2))
     _supervise(bed)
-    assert _breaker(bed)["reason"] == BreakerReason.OPEN
-    assert bed.reasons().count(BreakerReason.OPEN) == 1  # open and half-open in turn: one event
+    assert _breaker(bed)["reason"] == Reason.BREAKER_OPEN
+    assert bed.reasons().count(Reason.BREAKER_OPEN) == 1  # open and half-open in turn: one event
 
     _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 2))
     _supervise(bed)
-    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", Reason.BREAKER_CLOSED)
     assert bed.reasons().count("BreakerClosed") == 1
 
 

@@ -23,7 +23,7 @@ from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import PodFit
-from spark_dlq_operator.reasons import BreakerReason
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from tests.policy_builder import policy
 
@@ -978,7 +978,7 @@ OPEN_REPORT = {
             OPEN_REPORT,
             render.ConditionState(
                 "False",
-                BreakerReason.OPEN,
+                Reason.BREAKER_OPEN,
                 f"the breaker opened at 2026-11-24T11:58:00Z because {WHY}: the engine reads no new source "
                 "message and holds its retries until it probes at 2026-11-24T11:58:30Z (opened 1 time in this run)",
             ),
@@ -988,7 +988,7 @@ OPEN_REPORT = {
             {**OPEN_REPORT, "state": "half-open", "since": "2026-11-24T11:58:30Z", "probeAt": "", "opens": 2},
             render.ConditionState(
                 "False",
-                BreakerReason.HALF_OPEN,
+                Reason.BREAKER_HALF_OPEN,
                 "the breaker is half-open since 2026-11-24T11:58:30Z: a few messages probe the processor's "
                 f"downstream; it opened because {WHY} (opened 2 times in this run)",
             ),
@@ -998,14 +998,14 @@ OPEN_REPORT = {
             {**OPEN_REPORT, "state": "closed", "probeAt": "", "opens": 3},
             render.ConditionState(
                 "True",
-                BreakerReason.CLOSED,
+                Reason.BREAKER_CLOSED,
                 f"the breaker is closed; it last opened because {WHY} (opened 3 times in this run)",
             ),
             id="closed-after-opening",
         ),
         pytest.param(
             {"state": "closed", "since": "2026-11-24T11:00:00Z", "reason": "", "opens": 0, "probeAt": ""},
-            render.ConditionState("True", BreakerReason.CLOSED, "the breaker is closed"),
+            render.ConditionState("True", Reason.BREAKER_CLOSED, "the breaker is closed"),
             id="never-opened",
         ),
         pytest.param({**OPEN_REPORT, "state": "ajar"}, None, id="unknown-state"),
@@ -1040,7 +1040,7 @@ def test_breaker_reason_is_bounded() -> None:
 
 def test_next_status_puts_the_breaker_condition_last_and_drops_it_without_a_breaker() -> None:
     status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
-    opened = render.ConditionState("False", BreakerReason.OPEN, "the breaker opened at ...")
+    opened = render.ConditionState("False", Reason.BREAKER_OPEN, "the breaker opened at ...")
     with_breaker = render.next_status(status, render.Observation(breaker=opened), now=LATER)
     assert [c["type"] for c in with_breaker["conditions"]] == [
         "Ready",
@@ -1051,7 +1051,7 @@ def test_next_status_puts_the_breaker_condition_last_and_drops_it_without_a_brea
     assert with_breaker["conditions"][-1]["lastTransitionTime"] == LATER
     # Ready is the topics and the job: an open breaker pauses the job, it does not make it unready.
     assert with_breaker["conditions"][0] == status["conditions"][0]
-    half = render.ConditionState("False", BreakerReason.HALF_OPEN, "the breaker is half-open ...")
+    half = render.ConditionState("False", Reason.BREAKER_HALF_OPEN, "the breaker is half-open ...")
     later = render.next_status(with_breaker, render.Observation(breaker=half), now="2026-11-22T03:00:00Z")
     assert later["conditions"][-1]["lastTransitionTime"] == LATER  # still False: since it opened
     assert render.next_status(later, render.Observation(), now=NOW)["conditions"] == later["conditions"]

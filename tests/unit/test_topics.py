@@ -17,7 +17,7 @@ from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
-from spark_dlq_operator.reasons import TopicsReason
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.reconcile import Services, TopicsNotReady, clean_up, owner_of, reconcile
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
@@ -574,7 +574,7 @@ def test_an_existing_topic_that_deletes_dead_letters_is_reported_not_changed(bed
     bed.add()
     bed.reconcile()
     topics = bed.condition("TopicsReady")
-    assert (topics["status"], topics["reason"]) == ("True", TopicsReason.SHORT_RETENTION)
+    assert (topics["status"], topics["reason"]) == ("True", Reason.SHORT_RETENTION)
     assert (
         f"; short retention: topic {DLQ!r} has retention.ms=604800000 (7d): its dead letters are deleted "
         "after 7d, they must be kept until someone deletes them;"
