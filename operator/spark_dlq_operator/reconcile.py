@@ -41,6 +41,7 @@ from spark_dlq_operator.kubeapi import (
     Obj,
 )
 from spark_dlq_operator.policy_class import ClassRefusal
+from spark_dlq_operator.provisioners import Provisioners
 from spark_dlq_operator.reasons import DECIDED_JOB, STALE_JOB, WARNING, Reason, RestartReason
 from spark_dlq_operator.render import ConditionState, Observation, Owner
 from spark_dlq_operator.topic_claims import TopicClaims
@@ -98,6 +99,8 @@ class Services:
 
     #: The DeadLetterPolicyClasses (built from ``api`` and ``config`` when not given).
     class_catalog: ClassCatalog | None = None
+    #: ``admin``, ``strimzi`` and ``pulsar`` by broker and name (built from them when not given).
+    provisioner_registry: Provisioners | None = None
 
     #: Follow-up checks of SparkApplications, by (namespace, name): one pending at a time.
     _timers: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict)
@@ -137,6 +140,17 @@ class Services:
         if self.class_catalog is None:
             self.class_catalog = ClassCatalog(self.api, self.config)
         return self.class_catalog
+
+    @property
+    def provisioners(self) -> Provisioners:
+        if self.provisioner_registry is None:
+            self.provisioner_registry = Provisioners(
+                admin=self.admin,
+                strimzi=self.strimzi,
+                pulsar=self.pulsar,
+                credentials=lambda policy: admin_credentials(self, policy),
+            )
+        return self.provisioner_registry
 
     def lock(self, uid: str) -> asyncio.Lock:
         lock = self._locks.get(uid)
@@ -553,19 +567,7 @@ async def _provision_topics(
         ), []
     owned = topic_ownership.owned_here(policy, status)
     try:
-        if provisioner == "strimzi":
-            report = await services.strimzi.ensure(
-                policy,
-                owner=owner,
-                owned=owned,
-                on_cluster=lambda: services.admin.existing(
-                    policy, credentials=admin_credentials(services, policy)
-                ),
-            )
-        elif provisioner == PulsarProvisioner.name:
-            report = await services.pulsar.ensure(policy, owner=owner, owned=owned)
-        else:
-            report = await services.admin.ensure(policy, credentials=admin_credentials(services, policy))
+        report = await services.provisioners.of(policy, provisioner).ensure(policy, owner=owner, owned=owned)
     except BrokerUnavailable as error:
         condition = ConditionState("False", Reason.BROKER_UNAVAILABLE, str(error))
         await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
@@ -1108,14 +1110,9 @@ async def clean_up(
                 CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
             )
             provisioner = await resolve_provisioner(services, policy, config_map)
-            if provisioner == "strimzi":
-                deleted = await services.strimzi.delete(policy, plan.delete, owner=owner)
-            elif provisioner == PulsarProvisioner.name:
-                deleted = await services.pulsar.delete(policy, plan.delete)
-            else:
-                deleted = await services.admin.delete(
-                    policy, plan.delete, credentials=admin_credentials(services, policy)
-                )
+            deleted = await services.provisioners.of(policy, provisioner).delete(
+                policy, plan.delete, owner=owner
+            )
         except (BrokerUnavailable, StrimziNotServed, ApiError, OSError) as error:
             delay = max(1.0, min(config.broker_retry_delay, config.finalizer_timeout - elapsed))
             raise CleanupPending(f"deleting topics {names}: {error}", delay=delay) from None
