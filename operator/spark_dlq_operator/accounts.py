@@ -27,8 +27,9 @@ from spark_dlq_operator.kubeapi import (
     KubeApi,
     ResourceType,
 )
+from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.render import ConditionState, Owner
+from spark_dlq_operator.render import ConditionState
 
 _TYPES: Final[Mapping[str, ResourceType]] = {
     "ServiceAccount": SERVICE_ACCOUNTS,

@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 
 from dlq_engine.model import PolicyError
-from spark_dlq_operator import kubeapi, policy_class, reconcile, redrive_render, redrives, render
+from spark_dlq_operator import kubeapi, naming, policy_class, reconcile, redrives
 from spark_dlq_operator.classes import ClassCatalog, own_namespace
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
@@ -33,10 +33,10 @@ from spark_dlq_operator.topics import (
     StrimziProvisioner,
 )
 
-POLICY = (render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
-APPLICATION = (render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
-REDRIVE = (render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
-POLICY_CLASS = (render.POLICY_GROUP, render.POLICY_VERSION, policy_class.CLASS_PLURAL)
+POLICY = (naming.POLICY_GROUP, naming.POLICY_VERSION, naming.POLICY_PLURAL)
+APPLICATION = (naming.SPARK_GROUP, naming.SPARK_VERSION_API, naming.SPARK_PLURAL)
+REDRIVE = (naming.POLICY_GROUP, naming.POLICY_VERSION, naming.REDRIVE_PLURAL)
+POLICY_CLASS = (naming.POLICY_GROUP, naming.POLICY_VERSION, policy_class.CLASS_PLURAL)
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
 
     @kopf.on.event(
         *APPLICATION,
-        labels={render.MANAGED_BY_LABEL: render.MANAGED_BY},
+        labels={naming.MANAGED_BY_LABEL: naming.MANAGED_BY},
         registry=registry,
         id="spark-application",
     )

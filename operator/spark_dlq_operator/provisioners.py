@@ -17,7 +17,7 @@ from typing import Protocol
 
 from dlq_engine.model import DeadLetterPolicy
 from dlq_engine.model.policy import BrokerType
-from spark_dlq_operator.render import Owner
+from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.topics import (
     AdminProvisioner,
     Credentials,

@@ -26,7 +26,7 @@ from typing import Any
 
 from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash
 from dlq_engine.model.topics import broker_topic_name
-from spark_dlq_operator import accounts, identity, metrics, render, topic_claims, topic_ownership
+from spark_dlq_operator import accounts, identity, metrics, naming, render, topic_claims, topic_ownership
 from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
@@ -40,10 +40,11 @@ from spark_dlq_operator.kubeapi import (
     KubeApi,
     Obj,
 )
+from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.policy_class import ClassRefusal
 from spark_dlq_operator.provisioners import Provisioners
 from spark_dlq_operator.reasons import DECIDED_JOB, STALE_JOB, WARNING, Reason, RestartReason
-from spark_dlq_operator.render import ConditionState, Observation, Owner
+from spark_dlq_operator.render import ConditionState, Observation
 from spark_dlq_operator.topic_claims import TopicClaims
 from spark_dlq_operator.topics import (
     AdminProvisioner,
@@ -406,7 +407,7 @@ async def _reconcile(
     config_map = (
         known_config_map.obj
         if known_config_map is not None
-        else await services.api.get(CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name))
+        else await services.api.get(CONFIG_MAPS, policy.namespace, naming.config_map_name(policy.name))
     )
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
     topics, owned = await _provision_topics(
@@ -442,7 +443,7 @@ async def _reconcile(
             job=condition,
             retry_topic=broker_topic_name(policy, policy.retry_topic),
             dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
-            spark_application=render.application_name(policy.name),
+            spark_application=naming.application_name(policy.name),
             config_hash=digest,
             restarted=restarted,
             ordering_off=policy.source.ordering != "key",
@@ -456,7 +457,7 @@ async def _reconcile(
     if written is not None and job.app is not None and job.condition is not None:
         # The JobRunning just written stands for the application's current state: the
         # SparkApplication watcher need not map that same state again (a read and a write).
-        services.job_states[(policy.namespace, render.application_name(policy.name))] = (
+        services.job_states[(policy.namespace, naming.application_name(policy.name))] = (
             *render.application_state(job.app),
             job.condition.reason,
         )
@@ -481,7 +482,7 @@ async def _listing_is_stale(
         due = (
             due
             or app is None
-            or annotations.get(render.CONFIG_HASH_ANNOTATION) != config_hash(policy)
+            or annotations.get(naming.CONFIG_HASH_ANNOTATION) != config_hash(policy)
             or ((app.get("spec") or {}).get("driver") or {}).get("serviceAccount") != account
         )
     if not due:
@@ -518,7 +519,7 @@ async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, conf
     if choice != "auto":
         return choice
     annotations = (config_map or {}).get("metadata", {}).get("annotations") or {}
-    pinned = annotations.get(render.PROVISIONER_ANNOTATION)
+    pinned = annotations.get(naming.PROVISIONER_ANNOTATION)
     if pinned in ("admin", "strimzi"):
         return str(pinned)
     return "strimzi" if await services.strimzi.served() else "admin"
@@ -611,7 +612,7 @@ async def _write_topics_problem(
             topics=condition,
             retry_topic=broker_topic_name(policy, policy.retry_topic),
             dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
-            spark_application=render.application_name(policy.name),
+            spark_application=naming.application_name(policy.name),
         ),
     )
 
@@ -684,14 +685,14 @@ async def _ensure_identity(
 
 def _managed(app: Obj) -> bool:
     labels = (app.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY)
+    return bool(labels.get(naming.MANAGED_BY_LABEL) == naming.MANAGED_BY)
 
 
 async def _ensure_application(
     services: Services, policy: DeadLetterPolicy, *, owner: Owner, fit: PodFit, known: Known | None = None
 ) -> _Job:
     api = services.api
-    name = render.application_name(policy.name)
+    name = naming.application_name(policy.name)
     current = known.obj if known is not None else await api.get(SPARK_APPLICATIONS, policy.namespace, name)
     if policy.suspend:
         if (
@@ -722,7 +723,7 @@ async def _ensure_application(
                 owner,
                 "SparkApplicationCreated",
                 f"created SparkApplication {name} (config hash "
-                f"{desired['metadata']['annotations'][render.CONFIG_HASH_ANNOTATION]})",
+                f"{desired['metadata']['annotations'][naming.CONFIG_HASH_ANNOTATION]})",
             )
             return _Job(submitted, app=current)
     controller = policy_owner(current)
@@ -742,10 +743,10 @@ async def _ensure_application(
                 f"SparkApplication {name} exists and is not managed by spark-dlq: delete or rename it",
             )
         )
-    digest = desired["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION]
+    digest = desired["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
     for _ in range(5):
         metadata = current["metadata"]
-        old_digest = (metadata.get("annotations") or {}).get(render.CONFIG_HASH_ANNOTATION)
+        old_digest = (metadata.get("annotations") or {}).get(naming.CONFIG_HASH_ANNOTATION)
         owned = any(ref.get("uid") == owner.uid for ref in metadata.get("ownerReferences") or [])
         moved = identity.moved(current, desired)
         if old_digest == digest and owned and moved is None:
@@ -920,7 +921,7 @@ async def _resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner)
         return
     state = render.application_state(app)[0]
     if state == "FAILED":
-        count = int(render.resubmission(app)["spec"]["driver"]["annotations"][render.RESUBMIT_ANNOTATION])
+        count = int(render.resubmission(app)["spec"]["driver"]["annotations"][naming.RESUBMIT_ANNOTATION])
         why = (
             f"SparkApplication {metadata['name']} FAILED, which the spark-operator does not retry: "
             f"resubmitted (resubmission {count}; the next waits twice as long, at most "
@@ -1049,7 +1050,7 @@ async def repair_deleted_application(services: Services, app: Mapping[str, Any])
     await services.events.warn(
         owner,
         "SparkApplicationMissing",
-        f"SparkApplication {render.application_name(policy.name)} was deleted: creating it again",
+        f"SparkApplication {naming.application_name(policy.name)} was deleted: creating it again",
     )
     try:
         await reconcile(
@@ -1107,7 +1108,7 @@ async def clean_up(
     if plan.delete:
         try:
             config_map = await services.api.get(
-                CONFIG_MAPS, policy.namespace, render.config_map_name(policy.name)
+                CONFIG_MAPS, policy.namespace, naming.config_map_name(policy.name)
             )
             provisioner = await resolve_provisioner(services, policy, config_map)
             deleted = await services.provisioners.of(policy, provisioner).delete(

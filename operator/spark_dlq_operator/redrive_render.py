@@ -14,12 +14,11 @@ import yaml
 
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to_document
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
 from spark_dlq_operator.reasons import FINAL_REDRIVE_PHASES, RedrivePhase, RedriveReason
 
-REDRIVE_PLURAL: Final = "deadletterredrives"
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
 REDRIVE_FILE_KEY: Final = "redrive.yaml"
 REDRIVE_MOUNT: Final = "/etc/spark-dlq/redrive"
@@ -47,15 +46,15 @@ class RedriveCondition(StrEnum):
     FAILED = "Failed"
 
 
-def owner(body: Mapping[str, Any]) -> render.Owner:
+def owner(body: Mapping[str, Any]) -> naming.Owner:
     metadata = body["metadata"]
-    return render.Owner(
+    return naming.Owner(
         name=metadata["name"], namespace=metadata["namespace"], uid=metadata["uid"], kind=REDRIVE_KIND
     )
 
 
 def application_name(redrive_name: str) -> str:
-    return render.application_name(f"{redrive_name}-redrive")
+    return naming.application_name(f"{redrive_name}-redrive")
 
 
 def config_map_name(redrive_name: str) -> str:
@@ -64,8 +63,8 @@ def config_map_name(redrive_name: str) -> str:
 
 def labels(redrive: DeadLetterRedrive) -> dict[str, str]:
     return {
-        **render.labels(redrive.policy),
-        REDRIVE_LABEL: render.label_value(redrive.name),
+        **naming.labels(redrive.policy),
+        REDRIVE_LABEL: naming.label_value(redrive.name),
     }
 
 
@@ -74,7 +73,7 @@ def checkpoint(redrive: DeadLetterRedrive, policy: DeadLetterPolicy, config: Ope
     return f"{render.checkpoint_location(policy, config).rstrip('/')}-redrives/{redrive.name}"
 
 
-def config_map(redrive: DeadLetterRedrive, *, owner: render.Owner) -> render.Manifest:
+def config_map(redrive: DeadLetterRedrive, *, owner: naming.Owner) -> render.Manifest:
     text = yaml.safe_dump(redrive_to_document(redrive), sort_keys=False)
     return {
         "apiVersion": "v1",
@@ -94,7 +93,7 @@ def spark_application(
     policy: DeadLetterPolicy,
     *,
     config: OperatorConfig,
-    owner: render.Owner,
+    owner: naming.Owner,
     fit: PodFit = NO_FIT,
 ) -> render.Manifest:
     """The policy's own SparkApplication made into a batch job: the same image, Spark settings,
@@ -115,7 +114,7 @@ def spark_application(
         "-f",
         f"{REDRIVE_MOUNT}/{REDRIVE_FILE_KEY}",
         "--policy",
-        f"{render.POLICY_MOUNT}/{render.POLICY_FILE_KEY}",
+        f"{naming.POLICY_MOUNT}/{naming.POLICY_FILE_KEY}",
         "--checkpoint",
         checkpoint(redrive, policy, config),
         "--status-file",

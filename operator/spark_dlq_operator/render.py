@@ -12,22 +12,46 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict, TypeGuard, get_args
 
 import yaml
 
-from dlq_engine.model import API_VERSION, KIND, DeadLetterPolicy, config_hash, to_document
+from dlq_engine.model import DeadLetterPolicy, config_hash, to_document
 from dlq_engine.model.breaker import CLOSED, HALF_OPEN, MAX_REASON_CHARS, BreakerReport, is_state
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
 from dlq_engine.model.topics import TopicWant
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
+from spark_dlq_operator.naming import (
+    CONFIG_HASH_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
+    MANAGED_BY_LABEL,
+    POLICY_FILE_KEY,
+    POLICY_LABEL,
+    POLICY_MOUNT,
+    POLICY_NAMESPACE_LABEL,
+    PROVISIONER_ANNOTATION,
+    RESUBMIT_ANNOTATION,
+    SPARK_GROUP,
+    SPARK_KIND,
+    SPARK_VERSION_API,
+    STRIMZI_CLUSTER_LABEL,
+    STRIMZI_GROUP,
+    STRIMZI_KIND,
+    STRIMZI_VERSIONS,
+    Owner,
+    application_name,
+    config_map_name,
+    kafka_topic_name,
+    label_value,
+    labels,
+    lease_name,
+    service_account_name,
+)
 from spark_dlq_operator.reasons import INVALID, JOB_PHASE, Phase, Reason, RestartReason, reason_of
 from spark_dlq_operator.topic_ownership import OwnedTopic
 
@@ -37,49 +61,12 @@ ConditionType = Literal["Ready", "TopicsReady", "JobRunning", "BreakerClosed"]
 #: The conditions in the order ``status.conditions`` lists them.
 CONDITION_TYPES: Final[tuple[ConditionType, ...]] = get_args(ConditionType)
 
-# --- names the contract fixes ------------------------------------------------------------------
-POLICY_GROUP: Final = "sparkdlq.io"
-POLICY_VERSION: Final = "v1alpha1"
-POLICY_PLURAL: Final = "deadletterpolicies"
-
-SPARK_GROUP: Final = "sparkoperator.k8s.io"
-SPARK_VERSION_API: Final = "v1beta2"
-SPARK_PLURAL: Final = "sparkapplications"
-SPARK_KIND: Final = "SparkApplication"
-
-STRIMZI_GROUP: Final = "kafka.strimzi.io"
-#: The KafkaTopic versions the operator writes, in order of preference: Strimzi 1.0 and later
-#: serve only ``v1``, 0.49-0.51 both, older releases only ``v1beta2``. The fields the operator
-#: writes and reads (topicName, partitions, replicas, config, status.conditions,
-#: status.observedGeneration) are the same in both.
-STRIMZI_VERSIONS: Final = ("v1", "v1beta2")
-STRIMZI_PLURAL: Final = "kafkatopics"
-STRIMZI_KIND: Final = "KafkaTopic"
-STRIMZI_CLUSTER_LABEL: Final = "strimzi.io/cluster"
-
-MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
-MANAGED_BY: Final = "spark-dlq-operator"
-POLICY_LABEL: Final = "sparkdlq.io/policy"
-#: On KafkaTopics only, which may live in another namespace than their policy.
-POLICY_NAMESPACE_LABEL: Final = "sparkdlq.io/policy-namespace"
-CONFIG_HASH_ANNOTATION: Final = "sparkdlq.io/config-hash"
-#: On the ConfigMap: the provisioner ``auto`` resolved to, so a policy keeps it for good (a
-#: Strimzi installed later must not take over topics created through the Admin API).
-PROVISIONER_ANNOTATION: Final = "sparkdlq.io/topic-provisioner"
-
-POLICY_FILE_KEY: Final = "policy.yaml"
-POLICY_MOUNT: Final = "/etc/spark-dlq/policy"
 MAIN_APPLICATION_FILE: Final = "local:///opt/spark-dlq/dlq_engine_main.py"
 
 #: The names Spark gives the driver's and the executors' containers (the pod templates' container
 #: is matched by name).
 DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
-#: In ``spec.driver.annotations``: bumped by the operator to make the spark-operator resubmit a
-#: failed application now (a spec change; see ``resubmit_due``). Not part of the config hash.
-RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
-#: On the policy's Lease: the driver's liveness report (``dlq_engine.job.heartbeat``).
-HEARTBEAT_ANNOTATION: Final = "sparkdlq.io/heartbeat"
 #: The driver's container port for the engine's Prometheus ``/metrics`` (``dlq-engine run``
 #: reads it from ``SPARK_DLQ_METRICS_PORT``), named as the chart's PodMonitor selects it.
 ENGINE_METRICS_PORT: Final = 9091
@@ -115,21 +102,9 @@ DRIVER_SPARK_CONF: Final[Mapping[str, str]] = {
     "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
 }
 
-_LABEL_VALUE_MAX: Final = 63
 #: The CRD's bounds on a condition's reason and message.
 _REASON_MAX: Final = 1024
 _MESSAGE_MAX: Final = 32768
-_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-class OwnerReference(TypedDict):
-    apiVersion: str
-    kind: str
-    name: str
-    uid: str
-    controller: bool
-    blockOwnerDeletion: bool
 
 
 class Condition(TypedDict, total=False):
@@ -141,71 +116,9 @@ class Condition(TypedDict, total=False):
     observedGeneration: int
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """The object (a policy, or a redrive) that owns what is rendered for it."""
-
-    name: str
-    namespace: str
-    uid: str
-    kind: str = KIND
-
-    def reference(self) -> OwnerReference:
-        return {
-            "apiVersion": API_VERSION,
-            "kind": self.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
-
-# --- labels and names --------------------------------------------------------------------------
-
-
-def label_value(text: str) -> str:
-    """``text`` when it is a valid label value, else a shortened form with a hash suffix
-    (policy names may be 253 characters long, label values only 63)."""
-    if len(text) <= _LABEL_VALUE_MAX:
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[: _LABEL_VALUE_MAX - 9].rstrip('-.')}-{digest}"
-
-
-def labels(policy_name: str) -> dict[str, str]:
-    """The labels on everything the operator creates for a policy."""
-    return {MANAGED_BY_LABEL: MANAGED_BY, POLICY_LABEL: label_value(policy_name)}
-
-
 #: libyaml's safe dumper when PyYAML has it (a third of the pure-Python one's CPU time, the same
 #: text for these documents); every reconcile and resync renders the ConfigMap to compare it.
 _YAML_DUMPER: Final[type[yaml.SafeDumper]] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-def application_name(policy_name: str) -> str:
-    """The SparkApplication's name: the policy's own name when it is a DNS-1035 label (the
-    spark-operator's webhook refuses any other), else a label made from it: dots and other
-    characters become ``-``, a leading digit gets a ``p-`` prefix, and a hash of the policy's
-    name ends it (63 characters at most). Only names that change get the hash, and every name
-    that keeps its own is a DNS-1035 label without one of those changes, so two policies of one
-    namespace never share an application."""
-    if len(policy_name) <= _LABEL_VALUE_MAX and _DNS_1035_LABEL.match(policy_name):
-        return policy_name
-    digest = hashlib.sha256(policy_name.encode()).hexdigest()[:8]
-    base = re.sub(r"[^a-z0-9-]+", "-", policy_name.lower()).strip("-")
-    if not base[:1].isalpha():
-        base = f"p-{base}" if base else "p"
-    return f"{base[: _LABEL_VALUE_MAX - 9].rstrip('-')}-{digest}"
-
-
-def config_map_name(policy_name: str) -> str:
-    return f"{policy_name}-policy"
-
-
-def service_account_name(policy_name: str) -> str:
-    """The service account the operator makes for a policy's Spark pods."""
-    return f"{application_name(policy_name)}-spark"
 
 
 def shared_service_account(fit: PodFit, config: OperatorConfig) -> str:
@@ -219,11 +132,6 @@ def shared_service_account(fit: PodFit, config: OperatorConfig) -> str:
 def spark_service_account(policy_name: str, fit: PodFit, config: OperatorConfig) -> str:
     """The service account a policy's Spark pods run as."""
     return shared_service_account(fit, config) or service_account_name(policy_name)
-
-
-def lease_name(policy_name: str) -> str:
-    """The policy's Lease (``coordination.k8s.io``): its driver's heartbeat."""
-    return f"{application_name(policy_name)}-heartbeat"
 
 
 def checkpoint_location(policy: DeadLetterPolicy, config: OperatorConfig) -> str:
@@ -456,16 +364,6 @@ def restart_policy(config: OperatorConfig) -> dict[str, Any]:
 
 
 # --- topics ------------------------------------------------------------------------------------
-
-
-def kafka_topic_name(topic: str) -> str:
-    """A Kubernetes name for a Kafka topic: the topic itself when it is a valid DNS subdomain,
-    else Strimzi's own convention, ``<lower-cased, sanitised>---<sha1 of the topic>``."""
-    if len(topic) <= 253 and _DNS_SUBDOMAIN.match(topic):
-        return topic
-    digest = hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()
-    base = re.sub(r"[^a-z0-9.-]", "-", topic.lower()).strip("-.")[:200].rstrip("-.")
-    return f"{base}---{digest}" if base else digest
 
 
 def strimzi_namespace(policy: DeadLetterPolicy) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dlq_engine.model import PolicyError
-from spark_dlq_operator import metrics, reconcile, render
+from spark_dlq_operator import metrics, naming, reconcile
 from spark_dlq_operator.kubeapi import (
     CLUSTER_KOPF_PEERINGS,
     CONFIG_MAPS,
@@ -86,7 +86,7 @@ class Resync:
         if which is None:
             await services.classes.refresh()
         # Three lists per namespace instead of three reads per policy.
-        selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+        selector = f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}"
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
@@ -114,11 +114,11 @@ class Resync:
             seen = reconcile.Seen(
                 policy=body,
                 listed=True,
-                config_map=config_maps.get((metadata["namespace"], render.config_map_name(metadata["name"]))),
+                config_map=config_maps.get((metadata["namespace"], naming.config_map_name(metadata["name"]))),
                 application=applications.get(
-                    (metadata["namespace"], render.application_name(metadata["name"]))
+                    (metadata["namespace"], naming.application_name(metadata["name"]))
                 ),
-                lease=leases.get((metadata["namespace"], render.lease_name(metadata["name"]))),
+                lease=leases.get((metadata["namespace"], naming.lease_name(metadata["name"]))),
             )
             async with limit:
                 try:

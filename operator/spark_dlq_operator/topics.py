@@ -51,7 +51,7 @@ from dlq_engine.model.topics import (
     retention_shortfall,
     wanted_topics,
 )
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
 from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
@@ -418,7 +418,7 @@ class PulsarProvisioner:
         return answer is not _EXISTS
 
     async def ensure(
-        self, policy: DeadLetterPolicy, *, owner: render.Owner, owned: Collection[str] = ()
+        self, policy: DeadLetterPolicy, *, owner: naming.Owner, owned: Collection[str] = ()
     ) -> TopicsReport:
         """Create what is missing; ``owned``: the topics (full names) recorded as created for
         the policy."""
@@ -428,7 +428,7 @@ class PulsarProvisioner:
             return TopicsReport(False, Reason.CREATE_FAILED, f"Pulsar's admin API refused {error}")
 
     async def _ensure(
-        self, policy: DeadLetterPolicy, *, owner: render.Owner, owned: Collection[str]
+        self, policy: DeadLetterPolicy, *, owner: naming.Owner, owned: Collection[str]
     ) -> TopicsReport:
         source_partitions = await self._partitions(policy, policy.source.topic)
         if not policy.topics.partitions and source_partitions is None:
@@ -529,7 +529,7 @@ class StrimziNotServed(Exception):
     old or too new): nothing can be created or deleted through Strimzi until it does."""
 
     def __init__(self) -> None:
-        versions = " or ".join(f"{render.STRIMZI_GROUP}/{v}" for v in render.STRIMZI_VERSIONS)
+        versions = " or ".join(f"{naming.STRIMZI_GROUP}/{v}" for v in naming.STRIMZI_VERSIONS)
         super().__init__(
             f"the cluster serves no KafkaTopic ({versions}): install Strimzi's KafkaTopic CRD, or "
             "set spec.topics.provisioner to admin"
@@ -554,8 +554,8 @@ class StrimziProvisioner:
         if self._version is not None and now - self._version[1] < self._ttl:
             return self._version[0]
         found: str | None = None
-        for version in render.STRIMZI_VERSIONS:
-            if render.STRIMZI_PLURAL in await self._api.served_resources(render.STRIMZI_GROUP, version):
+        for version in naming.STRIMZI_VERSIONS:
+            if naming.STRIMZI_PLURAL in await self._api.served_resources(naming.STRIMZI_GROUP, version):
                 found = version
                 break
         self._version = (found, now)
@@ -581,7 +581,7 @@ class StrimziProvisioner:
         self,
         policy: DeadLetterPolicy,
         *,
-        owner: render.Owner,
+        owner: naming.Owner,
         on_cluster: Callable[[], Awaitable[Collection[str]]],
         owned: Collection[str] = (),
     ) -> TopicsReport:
@@ -609,7 +609,7 @@ class StrimziProvisioner:
         self,
         policy: DeadLetterPolicy,
         *,
-        owner: render.Owner,
+        owner: naming.Owner,
         kind: ResourceType,
         on_cluster: Callable[[], Awaitable[Collection[str]]],
         owned: Collection[str],
@@ -627,7 +627,7 @@ class StrimziProvisioner:
         notes: list[str] = []
         short: list[str] = []
         for want in wanted_topics(policy, source_partitions=source_partitions):
-            name = render.kafka_topic_name(want.name)
+            name = naming.kafka_topic_name(want.name)
             current = await self._api.get(kind, namespace, name)
             if current is None:
                 if listed is None:
@@ -700,7 +700,7 @@ class StrimziProvisioner:
 
     @staticmethod
     def _desired(
-        policy: DeadLetterPolicy, want: TopicWant, *, owner: render.Owner, kind: ResourceType, mine: bool
+        policy: DeadLetterPolicy, want: TopicWant, *, owner: naming.Owner, kind: ResourceType, mine: bool
     ) -> Obj:
         """The KafkaTopic as the operator writes it; an owner reference (garbage collection
         deletes the topic with the policy) only on one it created for this policy."""
@@ -711,7 +711,7 @@ class StrimziProvisioner:
         )
 
     async def delete(
-        self, policy: DeadLetterPolicy, names: Sequence[str], *, owner: render.Owner
+        self, policy: DeadLetterPolicy, names: Sequence[str], *, owner: naming.Owner
     ) -> list[str]:
         """Delete the KafkaTopics of the topics ``names`` (Strimzi then deletes the topics), each
         only when it is this policy's (its labels and its creator's uid); the topics whose
@@ -722,7 +722,7 @@ class StrimziProvisioner:
         deleted: list[str] = []
         try:
             for topic in names:
-                name = render.kafka_topic_name(topic)
+                name = naming.kafka_topic_name(topic)
                 current = await self._api.get(kind, namespace, name)
                 if (
                     current is not None
@@ -757,9 +757,9 @@ def _naming(kafka_topics: Sequence[Obj], topic: str) -> Obj | None:
 def _ours(kafka_topic: Obj, policy: DeadLetterPolicy) -> bool:
     """Labelled as this policy's (by namespace and name: any incarnation of it)."""
     found = (kafka_topic.get("metadata") or {}).get("labels") or {}
-    return found.get(render.POLICY_LABEL) == render.label_value(policy.name) and found.get(
-        render.POLICY_NAMESPACE_LABEL
-    ) == render.label_value(policy.namespace)
+    return found.get(naming.POLICY_LABEL) == naming.label_value(policy.name) and found.get(
+        naming.POLICY_NAMESPACE_LABEL
+    ) == naming.label_value(policy.namespace)
 
 
 def _creator(kafka_topic: Obj) -> str | None:

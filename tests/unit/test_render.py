@@ -20,11 +20,12 @@ from dlq_engine.model.topics import (
     wanted_topics,
 )
 from spark_dlq_devtools.paths import REPO_ROOT
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import PodFit
+from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.render import ConditionState, Observation, Owner
+from spark_dlq_operator.render import ConditionState, Observation
 from tests.policy_builder import policy
 
 CONFIG = OperatorConfig(
@@ -60,19 +61,19 @@ LATER = "2026-11-22T02:00:00Z"
 
 
 def test_labels_name_the_operator_and_the_policy() -> None:
-    assert render.labels("orders-billing") == LABELS
+    assert naming.labels("orders-billing") == LABELS
 
 
 def test_label_value_keeps_a_short_name() -> None:
-    assert render.label_value("orders-billing") == "orders-billing"
+    assert naming.label_value("orders-billing") == "orders-billing"
 
 
 def test_label_value_shortens_a_long_name_with_a_hash() -> None:
     long = "a" * 100
-    value = render.label_value(long)
+    value = naming.label_value(long)
     assert len(value) <= 63
     assert value.startswith("a" * 50)
-    assert value != render.label_value("a" * 99)
+    assert value != naming.label_value("a" * 99)
 
 
 @pytest.mark.parametrize(
@@ -383,11 +384,11 @@ def test_wanted_topics_partitions_from_the_policy_win() -> None:
     ],
 )
 def test_kafka_topic_name(topic: str, expected: str) -> None:
-    name = render.kafka_topic_name(topic)
+    name = naming.kafka_topic_name(topic)
     assert name.startswith(expected)
     if name != topic:
         assert len(name) == len(expected) + 40
-        assert name != render.kafka_topic_name(topic.lower())
+        assert name != naming.kafka_topic_name(topic.lower())
 
 
 def test_kafka_topic_manifest() -> None:
@@ -402,7 +403,7 @@ def test_kafka_topic_manifest() -> None:
     assert manifest["apiVersion"] == "kafka.strimzi.io/v1"
     assert manifest["kind"] == "KafkaTopic"
     assert manifest["metadata"]["namespace"] == "kafka"
-    assert manifest["metadata"]["name"] == render.kafka_topic_name("orders-billing-DLQ")
+    assert manifest["metadata"]["name"] == naming.kafka_topic_name("orders-billing-DLQ")
     assert manifest["metadata"]["labels"] == {
         "strimzi.io/cluster": "my-cluster",
         **LABELS,
@@ -501,7 +502,7 @@ def test_kafka_topic_is_written_in_the_version_served() -> None:
         render.kafka_topic(p, want, owner=None, uid="u", version="v1beta2")["apiVersion"]
         == "kafka.strimzi.io/v1beta2"
     )
-    assert render.STRIMZI_VERSIONS == ("v1", "v1beta2")
+    assert naming.STRIMZI_VERSIONS == ("v1", "v1beta2")
 
 
 @pytest.mark.parametrize(
@@ -513,7 +514,7 @@ def test_kafka_topic_is_written_in_the_version_served() -> None:
     ],
 )
 def test_application_name_is_the_policy_name_when_it_is_a_dns_1035_label(name: str) -> None:
-    assert render.application_name(name) == name
+    assert naming.application_name(name) == name
 
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -530,21 +531,21 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
     ],
 )
 def test_application_name_of_any_policy_name_is_a_dns_1035_label(name: str, start: str) -> None:
-    derived = render.application_name(name)
+    derived = naming.application_name(name)
     assert DNS_1035.match(derived)
     assert len(derived) <= 63
     assert derived.startswith(start)
-    assert derived == render.application_name(name), "deterministic"
+    assert derived == naming.application_name(name), "deterministic"
 
 
 def test_application_names_of_similar_policies_differ() -> None:
-    derived = [render.application_name(n) for n in ["orders.billing", "orders-billing", "orders..billing"]]
+    derived = [naming.application_name(n) for n in ["orders.billing", "orders-billing", "orders..billing"]]
     assert len(set(derived)) == 3, derived
 
 
 def test_spark_application_is_named_and_recorded_by_its_derived_name() -> None:
     app = render.spark_application(policy({"metadata.name": "orders.billing"}), config=CONFIG, owner=OWNER)
-    assert app["metadata"]["name"] == render.application_name("orders.billing")
+    assert app["metadata"]["name"] == naming.application_name("orders.billing")
     assert app["metadata"]["labels"]["sparkdlq.io/policy"] == "orders.billing"
 
 
@@ -571,7 +572,7 @@ def failing(state: str, *, attempts: int, seconds_ago: float, interval: int = 10
 
 
 def resubmitted(app: dict[str, Any], times: int) -> dict[str, Any]:
-    app["spec"]["driver"] = {"annotations": {render.RESUBMIT_ANNOTATION: str(times)}}
+    app["spec"]["driver"] = {"annotations": {naming.RESUBMIT_ANNOTATION: str(times)}}
     return app
 
 
@@ -762,7 +763,7 @@ def beat(*, at_ago: float, progress_ago: float, active: bool = True) -> dict[str
         "lastProgressTime": _at(progress_ago),
         "batchId": 7,
     }
-    return {"metadata": {"annotations": {render.HEARTBEAT_ANNOTATION: json.dumps(document)}}}
+    return {"metadata": {"annotations": {naming.HEARTBEAT_ANNOTATION: json.dumps(document)}}}
 
 
 @pytest.mark.parametrize(
@@ -790,7 +791,7 @@ def beat(*, at_ago: float, progress_ago: float, active: bool = True) -> dict[str
         ),
         pytest.param(
             running_app(submitted_ago=900),
-            {"metadata": {"annotations": {render.HEARTBEAT_ANNOTATION: "{not json"}}},
+            {"metadata": {"annotations": {naming.HEARTBEAT_ANNOTATION: "{not json"}}},
             None,
             id="unreadable",
         ),
@@ -890,8 +891,8 @@ def test_no_state_at_all_is_left_to_the_not_picked_up_hint() -> None:
 def ordering_beat(*, at_ago: float, ordering: object) -> dict[str, Any]:
     config_map = beat(at_ago=at_ago, progress_ago=at_ago)
     annotations = config_map["metadata"]["annotations"]
-    document = json.loads(annotations[render.HEARTBEAT_ANNOTATION])
-    annotations[render.HEARTBEAT_ANNOTATION] = json.dumps({**document, "ordering": ordering})
+    document = json.loads(annotations[naming.HEARTBEAT_ANNOTATION])
+    annotations[naming.HEARTBEAT_ANNOTATION] = json.dumps({**document, "ordering": ordering})
     return config_map
 
 
@@ -956,8 +957,8 @@ def test_next_status_takes_the_ordering_report_and_drops_it_when_ordering_is_off
 def breaker_beat(*, at_ago: float, breaker: object) -> dict[str, Any]:
     config_map = beat(at_ago=at_ago, progress_ago=at_ago)
     annotations = config_map["metadata"]["annotations"]
-    document = json.loads(annotations[render.HEARTBEAT_ANNOTATION])
-    annotations[render.HEARTBEAT_ANNOTATION] = json.dumps({**document, "breaker": breaker})
+    document = json.loads(annotations[naming.HEARTBEAT_ANNOTATION])
+    annotations[naming.HEARTBEAT_ANNOTATION] = json.dumps({**document, "breaker": breaker})
     return config_map
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import parse_policy
-from spark_dlq_operator import render
+from spark_dlq_operator import naming
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
@@ -257,7 +257,7 @@ def test_a_dead_letter_topic_of_another_policy_is_refused_and_nothing_is_created
     assert bed.status("refunds")["phase"] == "Provisioning"
     assert bed.kafka.created == created  # not even its own retry topic
     assert bed.api.stored(APPS, NAMESPACE, "refunds") is None
-    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name("refunds")) is None
+    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name("refunds")) is None
     assert set(bed.events("TopicInUse")) == {topics["message"]}  # a Warning event
 
     bed.delete("billing")  # its topics go with it; the other policy gets its turn
@@ -415,7 +415,7 @@ def test_a_kafka_topic_of_the_same_name_not_labelled_as_the_policys_is_neither_p
 ) -> None:
     strimzi_bed(bed)
     foreign = bed.api.put(KAFKA_TOPICS, kafka_topic(RETRY.lower(), topic=RETRY))
-    bed.api.put(KAFKA_TOPICS, kafka_topic(render.kafka_topic_name(DLQ), topic=DLQ))
+    bed.api.put(KAFKA_TOPICS, kafka_topic(naming.kafka_topic_name(DLQ), topic=DLQ))
     bed.add(**STRIMZI)
     bed.reconcile()
     bed.delete()
@@ -429,17 +429,17 @@ def test_a_kafka_topic_of_an_earlier_policy_of_the_name_is_used_not_adopted(bed:
     (an upgrade) is patched as before, but never owned."""
     strimzi_bed(bed)
     labels = {
-        **render.labels("billing"),
-        render.POLICY_NAMESPACE_LABEL: NAMESPACE,
-        render.STRIMZI_CLUSTER_LABEL: "my-cluster",
+        **naming.labels("billing"),
+        naming.POLICY_NAMESPACE_LABEL: NAMESPACE,
+        naming.STRIMZI_CLUSTER_LABEL: "my-cluster",
     }
     earlier = bed.api.put(
         KAFKA_TOPICS,
         kafka_topic(
-            render.kafka_topic_name(RETRY), topic=RETRY, labels=labels, **{"sparkdlq.io/policy-uid": "old"}
+            naming.kafka_topic_name(RETRY), topic=RETRY, labels=labels, **{"sparkdlq.io/policy-uid": "old"}
         ),
     )
-    upgraded = kafka_topic(render.kafka_topic_name(DLQ), topic=DLQ, labels=labels)
+    upgraded = kafka_topic(naming.kafka_topic_name(DLQ), topic=DLQ, labels=labels)
     upgraded["metadata"]["ownerReferences"] = [
         {
             "apiVersion": "sparkdlq.io/v1alpha1",
@@ -453,8 +453,8 @@ def test_a_kafka_topic_of_an_earlier_policy_of_the_name_is_used_not_adopted(bed:
     bed.add(**STRIMZI)
     bed.reconcile()
 
-    assert bed.api.stored(KAFKA_TOPICS, NAMESPACE, render.kafka_topic_name(RETRY))["spec"] == earlier["spec"]  # type: ignore[index]
-    dlq = bed.api.stored(KAFKA_TOPICS, NAMESPACE, render.kafka_topic_name(DLQ))
+    assert bed.api.stored(KAFKA_TOPICS, NAMESPACE, naming.kafka_topic_name(RETRY))["spec"] == earlier["spec"]  # type: ignore[index]
+    dlq = bed.api.stored(KAFKA_TOPICS, NAMESPACE, naming.kafka_topic_name(DLQ))
     assert dlq is not None
     assert dlq["spec"]["partitions"] == 2
     assert "ownerReferences" not in dlq["metadata"]
