@@ -24,8 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError, config_hash
-from dlq_engine.model.topics import broker_topic_name
+from dlq_engine.model import DeadLetterPolicy, Issue, PolicyError
 from spark_dlq_operator import accounts, identity, metrics, naming, render, topic_claims, topic_ownership
 from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable
 from spark_dlq_operator.config import OperatorConfig
@@ -393,39 +392,43 @@ async def _reconcile(
     fit: PodFit,
 ) -> None:
     listed = seen is not None and seen.listed
+    want = render.desired(policy, config=services.config, owner=owner, fit=fit)
     if (
         seen is not None
         and listed
-        and await _listing_is_stale(services, policy, owner=owner, seen=seen, fit=fit)
+        and await _listing_is_stale(services, policy, want, owner=owner, seen=seen)
     ):
         return
     body = seen.policy if seen is not None else await services.api.get(POLICIES, owner.namespace, owner.name)
     if body is None or body["metadata"].get("uid") != owner.uid:
         return
-    await _claim_topics(services, policy, owner=owner, generation=generation, body=body)
+    await _claim_topics(services, policy, want, owner=owner, generation=generation, body=body)
     known_config_map, known_application = _known_before(services, policy, seen)
     config_map = (
         known_config_map.obj
         if known_config_map is not None
-        else await services.api.get(CONFIG_MAPS, policy.namespace, naming.config_map_name(policy.name))
+        else await services.api.get(CONFIG_MAPS, policy.namespace, want.config_map["metadata"]["name"])
     )
     provisioner = await resolve_provisioner(services, policy, config_map) if policy.topics.create else None
     topics, owned = await _provision_topics(
         services,
         policy,
+        want,
         owner=owner,
         generation=generation,
         provisioner=provisioner,
         status=body.get("status"),
     )
-    await _ensure_config_map(services, policy, owner=owner, current=config_map, provisioner=provisioner)
+    await _ensure_config_map(
+        services, render.pin_provisioner(want.config_map, provisioner), owner=owner, current=config_map
+    )
     blocked = await _ensure_identity(services, policy, owner=owner, seen=seen, fit=fit)
     job = (
         _Job(blocked)
         if blocked is not None
-        else await _ensure_application(services, policy, owner=owner, known=known_application, fit=fit)
+        else await _ensure_application(services, policy, want, owner=owner, known=known_application)
     )
-    digest = config_hash(policy)
+    digest = want.config_hash
 
     def observe(old: Mapping[str, Any]) -> Observation:
         condition, restarted = job.condition, job.restarted
@@ -441,9 +444,9 @@ async def _reconcile(
             generation=generation,
             topics=topics,
             job=condition,
-            retry_topic=broker_topic_name(policy, policy.retry_topic),
-            dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
-            spark_application=naming.application_name(policy.name),
+            retry_topic=want.retry_topic,
+            dead_letter_topic=want.dead_letter_topic,
+            spark_application=want.application_name,
             config_hash=digest,
             restarted=restarted,
             ordering_off=policy.source.ordering != "key",
@@ -457,32 +460,31 @@ async def _reconcile(
     if written is not None and job.app is not None and job.condition is not None:
         # The JobRunning just written stands for the application's current state: the
         # SparkApplication watcher need not map that same state again (a read and a write).
-        services.job_states[(policy.namespace, naming.application_name(policy.name))] = (
+        services.job_states[(policy.namespace, want.application_name)] = (
             *render.application_state(job.app),
             job.condition.reason,
         )
 
 
 async def _listing_is_stale(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, seen: Seen, fit: PodFit
+    services: Services, policy: DeadLetterPolicy, want: render.Desired, *, owner: Owner, seen: Seen
 ) -> bool:
     """Whether a resync's listed policy is older than the policy now, when the ConfigMap or the
     SparkApplication would be written from it. The lists are taken one after another and the
     policy may change in between (and kopf apply the change) before this reconcile holds the
     lock; written from the stale policy, they would roll the user's change back until the next
     round. Read only when a write is due (drift is rare); the next round repairs with the new one."""
-    desired = render.config_map(policy, config=services.config, owner=owner)
     config_map, app = seen.config_map, seen.application
-    due = config_map is None or config_map.get("data") != desired["data"]
+    due = config_map is None or config_map.get("data") != want.config_map["data"]
     if policy.suspend:
         due = due or (app is not None and _managed(app))
     else:
         annotations = (app or {}).get("metadata", {}).get("annotations") or {}
-        account = render.spark_service_account(policy.name, fit, services.config)
+        account = want.service_account
         due = (
             due
             or app is None
-            or annotations.get(naming.CONFIG_HASH_ANNOTATION) != config_hash(policy)
+            or annotations.get(naming.CONFIG_HASH_ANNOTATION) != want.config_hash
             or ((app.get("spec") or {}).get("driver") or {}).get("serviceAccount") != account
         )
     if not due:
@@ -536,7 +538,13 @@ def admin_credentials(services: Services, policy: DeadLetterPolicy) -> Mapping[s
 
 
 async def _claim_topics(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, body: Mapping[str, Any]
+    services: Services,
+    policy: DeadLetterPolicy,
+    want: render.Desired,
+    *,
+    owner: Owner,
+    generation: int,
+    body: Mapping[str, Any],
 ) -> None:
     """Refuse the policy (TopicInUse; nothing is created for it) when another policy keeps
     one of its retry and dead-letter topics (``topic_claims``)."""
@@ -544,13 +552,14 @@ async def _claim_topics(
     if refused is None:
         return
     condition = ConditionState("False", Reason.TOPIC_IN_USE, refused.message)
-    await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+    await _write_topics_problem(services, want, owner=owner, generation=generation, condition=condition)
     raise TopicsNotReady(condition, delay=services.config.topics_retry_delay, backoff=True)
 
 
 async def _provision_topics(
     services: Services,
     policy: DeadLetterPolicy,
+    want: render.Desired,
     *,
     owner: Owner,
     generation: int,
@@ -571,11 +580,11 @@ async def _provision_topics(
         report = await services.provisioners.of(policy, provisioner).ensure(policy, owner=owner, owned=owned)
     except BrokerUnavailable as error:
         condition = ConditionState("False", Reason.BROKER_UNAVAILABLE, str(error))
-        await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+        await _write_topics_problem(services, want, owner=owner, generation=generation, condition=condition)
         raise TopicsNotReady(condition, delay=config.broker_retry_delay, backoff=True) from None
     except ApiError as error:  # a KafkaTopic refused: no such namespace, no RBAC there, ...
         condition = ConditionState("False", Reason.KAFKA_TOPIC_ERROR, str(error))
-        await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+        await _write_topics_problem(services, want, owner=owner, generation=generation, condition=condition)
         raise TopicsNotReady(condition, delay=config.topics_retry_delay, backoff=True) from None
     for name in report.created:
         await services.events.info(owner, "TopicCreated", f"created topic {name!r} ({provisioner})")
@@ -594,7 +603,7 @@ async def _provision_topics(
         )
     condition = ConditionState("True" if report.ready else "False", report.reason, message)
     if not report.ready:
-        await _write_topics_problem(services, policy, owner=owner, generation=generation, condition=condition)
+        await _write_topics_problem(services, want, owner=owner, generation=generation, condition=condition)
         waiting = report.reason == Reason.WAITING_FOR_STRIMZI
         delay = config.strimzi_poll_delay if waiting else config.topics_retry_delay
         raise TopicsNotReady(condition, delay=delay, backoff=report.reason == Reason.STRIMZI_NOT_SERVED)
@@ -602,7 +611,7 @@ async def _provision_topics(
 
 
 async def _write_topics_problem(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, generation: int, condition: ConditionState
+    services: Services, want: render.Desired, *, owner: Owner, generation: int, condition: ConditionState
 ) -> None:
     await write_status(
         services,
@@ -610,22 +619,14 @@ async def _write_topics_problem(
         lambda _: Observation(
             generation=generation,
             topics=condition,
-            retry_topic=broker_topic_name(policy, policy.retry_topic),
-            dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
-            spark_application=naming.application_name(policy.name),
+            retry_topic=want.retry_topic,
+            dead_letter_topic=want.dead_letter_topic,
+            spark_application=want.application_name,
         ),
     )
 
 
-async def _ensure_config_map(
-    services: Services,
-    policy: DeadLetterPolicy,
-    *,
-    owner: Owner,
-    current: Obj | None,
-    provisioner: str | None,
-) -> None:
-    desired = render.config_map(policy, config=services.config, owner=owner, provisioner=provisioner)
+async def _ensure_config_map(services: Services, desired: Obj, *, owner: Owner, current: Obj | None) -> None:
     name = desired["metadata"]["name"]
     if current is None:
         current, created = await services.api.create(CONFIG_MAPS, desired)
@@ -648,7 +649,7 @@ async def _ensure_config_map(
     if wanted_meta:
         patch["metadata"] = wanted_meta
     if patch:
-        await services.api.patch(CONFIG_MAPS, policy.namespace, desired["metadata"]["name"], patch)
+        await services.api.patch(CONFIG_MAPS, owner.namespace, name, patch)
         await services.events.info(
             owner, "ConfigMapUpdated", f"updated ConfigMap {desired['metadata']['name']}"
         )
@@ -689,12 +690,18 @@ def _managed(app: Obj) -> bool:
 
 
 async def _ensure_application(
-    services: Services, policy: DeadLetterPolicy, *, owner: Owner, fit: PodFit, known: Known | None = None
+    services: Services,
+    policy: DeadLetterPolicy,
+    want: render.Desired,
+    *,
+    owner: Owner,
+    known: Known | None = None,
 ) -> _Job:
     api = services.api
-    name = naming.application_name(policy.name)
+    name = want.application_name
     current = known.obj if known is not None else await api.get(SPARK_APPLICATIONS, policy.namespace, name)
-    if policy.suspend:
+    desired = want.application
+    if policy.suspend or desired is None:  # desired: rendered for every policy not suspended
         if (
             current is not None
             and _managed(current)
@@ -707,7 +714,6 @@ async def _ensure_application(
                 "ConfigMap, the topics and the checkpoint are kept",
             )
         return _Job(render.JOB_SUSPENDED)
-    desired = render.spark_application(policy, config=services.config, owner=owner, fit=fit)
     submitted = (
         render.unwatched(policy.namespace, services.config.spark_job_namespaces) or render.JOB_SUBMITTED
     )
@@ -743,7 +749,7 @@ async def _ensure_application(
                 f"SparkApplication {name} exists and is not managed by spark-dlq: delete or rename it",
             )
         )
-    digest = desired["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
+    digest = want.config_hash
     for _ in range(5):
         metadata = current["metadata"]
         old_digest = (metadata.get("annotations") or {}).get(naming.CONFIG_HASH_ANNOTATION)

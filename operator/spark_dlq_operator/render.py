@@ -22,7 +22,7 @@ import yaml
 from dlq_engine.model import DeadLetterPolicy, config_hash, to_document
 from dlq_engine.model.breaker import CLOSED, HALF_OPEN, MAX_REASON_CHARS, BreakerReport, is_state
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
-from dlq_engine.model.topics import TopicWant
+from dlq_engine.model.topics import TopicWant, broker_topic_name
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
@@ -184,13 +184,22 @@ def config_map(
         "labels": labels(policy.name),
         "ownerReferences": [owner.reference()],
     }
-    if provisioner is not None:
-        metadata["annotations"] = {PROVISIONER_ANNOTATION: provisioner}
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {POLICY_FILE_KEY: text}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {POLICY_FILE_KEY: text},
+    }
+    return pin_provisioner(manifest, provisioner)
 
 
 def spark_application(
-    policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, fit: PodFit = NO_FIT
+    policy: DeadLetterPolicy,
+    *,
+    config: OperatorConfig,
+    owner: Owner,
+    fit: PodFit = NO_FIT,
+    digest: str | None = None,
 ) -> Manifest:
     """SparkApplication ``application_name(P)`` running ``dlq-engine run -f`` on the mounted policy.
 
@@ -209,9 +218,9 @@ def spark_application(
     find its policy and to pass restricted Pod Security. ``policy`` is the policy as its class
     lets it run (``governance.Governed.policy``): its ``spark.pod`` goes into both templates;
     ``fit`` is what else the class gives the pods (service account, pull secrets, checkpoint
-    volume).
+    volume). ``digest`` is the policy's ``config_hash`` when the caller has it already.
     """
-    digest = config_hash(policy)
+    digest = digest if digest is not None else config_hash(policy)
     own_labels = labels(policy.name)
     volumes: list[dict[str, Any]] = [
         {"name": "policy", "configMap": {"name": config_map_name(policy.name)}},
@@ -295,6 +304,48 @@ def spark_application(
     if fit.image_pull_secrets:
         application["spec"]["imagePullSecrets"] = list(fit.image_pull_secrets)
     return application
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """What one reconcile wants for a policy, rendered once: its configuration hash, its
+    ConfigMap (without the pinned provisioner: ``pin_provisioner``), its SparkApplication (None
+    while the policy is suspended), and the names its status reports."""
+
+    config_hash: str
+    config_map: Manifest
+    application: Manifest | None
+    application_name: str
+    service_account: str
+    retry_topic: str
+    dead_letter_topic: str
+
+
+def desired(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, fit: PodFit) -> Desired:
+    """The objects and names of ``policy`` as its class lets it run (``fit``)."""
+    digest = config_hash(policy)
+    return Desired(
+        config_hash=digest,
+        config_map=config_map(policy, config=config, owner=owner),
+        application=(
+            None
+            if policy.suspend
+            else spark_application(policy, config=config, owner=owner, fit=fit, digest=digest)
+        ),
+        application_name=application_name(policy.name),
+        service_account=spark_service_account(policy.name, fit, config),
+        retry_topic=broker_topic_name(policy, policy.retry_topic),
+        dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
+    )
+
+
+def pin_provisioner(config_map: Manifest, provisioner: str | None) -> Manifest:
+    """``config_map`` annotated with the provisioner the policy's topics resolved to (a copy;
+    itself when there is none)."""
+    if provisioner is None:
+        return config_map
+    metadata = {**config_map["metadata"], "annotations": {PROVISIONER_ANNOTATION: provisioner}}
+    return {**config_map, "metadata": metadata}
 
 
 _NO_POD: Final = PodSettings()

@@ -107,6 +107,28 @@ def test_config_map_holds_the_normalised_policy_with_its_checkpoint() -> None:
     assert list(manifest["data"]) == ["policy.yaml"]
 
 
+@pytest.mark.parametrize("suspend", [pytest.param(False, id="running"), pytest.param(True, id="suspended")])
+def test_desired_renders_the_objects_and_names_with_one_hash(suspend: bool) -> None:
+    p = policy({"spec.suspend": suspend})
+    want = render.desired(p, config=CONFIG, owner=OWNER, fit=PodFit())
+    assert want.config_hash == config_hash(p)
+    assert want.config_map == render.config_map(p, config=CONFIG, owner=OWNER)
+    if suspend:
+        assert want.application is None
+    else:
+        assert want.application == render.spark_application(p, config=CONFIG, owner=OWNER)
+    assert (want.application_name, want.service_account) == ("orders-billing", "spark-driver")
+    assert (want.retry_topic, want.dead_letter_topic) == (p.retry_topic, p.dead_letter_topic)
+
+
+def test_pin_provisioner_annotates_a_copy() -> None:
+    plain = render.config_map(policy(), config=CONFIG, owner=OWNER)
+    pinned = render.pin_provisioner(plain, "strimzi")
+    assert pinned == render.config_map(policy(), config=CONFIG, owner=OWNER, provisioner="strimzi")
+    assert "annotations" not in plain["metadata"]
+    assert render.pin_provisioner(plain, None) is plain
+
+
 def test_config_map_pins_the_provisioner_when_given() -> None:
     manifest = render.config_map(policy(), config=CONFIG, owner=OWNER, provisioner="strimzi")
     assert manifest["metadata"]["annotations"] == {"sparkdlq.io/topic-provisioner": "strimzi"}
