@@ -28,8 +28,8 @@ from spark_dlq_operator.kubeapi import (
     ResourceType,
 )
 from spark_dlq_operator.naming import Owner
+from spark_dlq_operator.policies.status import ConditionState
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.render import ConditionState
 
 _TYPES: Final[Mapping[str, ResourceType]] = {
     "ServiceAccount": SERVICE_ACCOUNTS,

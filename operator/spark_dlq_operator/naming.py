@@ -50,7 +50,8 @@ POLICY_MOUNT: Final = "/etc/spark-dlq/policy"
 #: The DeadLetterRedrive's plural (same group and version as the policy's).
 REDRIVE_PLURAL: Final = "deadletterredrives"
 #: In ``spec.driver.annotations``: bumped by the operator to make the spark-operator resubmit a
-#: failed application now (a spec change; see ``render.resubmit_due``). Not part of the config hash.
+#: failed application now (a spec change; see
+#: ``policies.application_state.resubmit_due``). Not part of the config hash.
 RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
 #: On the policy's Lease: the driver's liveness report (``dlq_engine.job.heartbeat``).
 HEARTBEAT_ANNOTATION: Final = "sparkdlq.io/heartbeat"

@@ -17,6 +17,7 @@ from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to
 from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
+from spark_dlq_operator.policies.application_state import application_state
 from spark_dlq_operator.reasons import FINAL_REDRIVE_PHASES, RedrivePhase, RedriveReason
 
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
@@ -245,7 +246,7 @@ def phase_of(app: Mapping[str, Any] | None) -> tuple[RedrivePhase, str, str]:
             RedriveReason.SUBMITTING,
             "the redrive's SparkApplication is being created",
         )
-    state, _, error = render.application_state(app)
+    state, _, error = application_state(app)
     if state == "COMPLETED":
         return RedrivePhase.SUCCEEDED, RedriveReason.COMPLETED, "the redrive finished"
     if state in ("FAILED", "SUBMISSION_FAILED"):

@@ -24,8 +24,8 @@ from spark_dlq_operator.kubeapi import (
     SPARK_APPLICATIONS,
     ApiError,
 )
+from spark_dlq_operator.policies.services import Services, now
 from spark_dlq_operator.reasons import RedrivePhase, RedriveReason
-from spark_dlq_operator.reconcile import Services, now
 
 logger = logging.getLogger(__name__)
 

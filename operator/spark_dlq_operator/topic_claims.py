@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from dlq_engine.model import DeadLetterPolicy, PolicyError, parse_policy
-from spark_dlq_operator import render
+from spark_dlq_operator.policies.application_state import time_of
 from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import (
     TopicKind,
@@ -135,7 +135,7 @@ def _claim(body: Mapping[str, Any], broker: str, kinds: Mapping[str, TopicKind])
         policy=_key(body),
         uid=str(metadata.get("uid", "")),
         generation=int(metadata.get("generation") or 0),
-        created=render.time_of(metadata.get("creationTimestamp")),
+        created=time_of(metadata.get("creationTimestamp")),
         topics={(broker, name): kind for name, kind in kinds.items()},
         owned=owned,
         using=using,

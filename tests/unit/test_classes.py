@@ -18,9 +18,9 @@ from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable, own
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policies.services import Services
 from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.reconcile import Services
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document

@@ -35,13 +35,13 @@ from dlq_engine.model.policy import (
     Provisioner,
     StartingOffsets,
 )
+from spark_dlq_operator.policies.status import ORDERING_SAMPLE, OrderingStatus
 from spark_dlq_operator.policy_class import (
     DEFAULTABLE,
     NEVER_CHECKPOINT,
     NEVER_TABLE_PATH,
     forbidden_conf_rules,
 )
-from spark_dlq_operator.render import ORDERING_SAMPLE, OrderingStatus
 from spark_dlq_operator.topic_ownership import MAX_OWNED, TOPIC_KINDS, OwnedTopic
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
@@ -335,7 +335,7 @@ def test_status_schema(root: dict[str, Any]) -> None:
     assert tuple(owned["items"]["properties"]["kind"]["enum"]) == TOPIC_KINDS
     assert owned["maxItems"] == MAX_OWNED
     assert owned["x-kubernetes-list-map-keys"] == ["broker", "name"]
-    # The keys of what the operator copies from the heartbeat (render.OrderingStatus).
+    # The keys of what the operator copies from the heartbeat (OrderingStatus).
     ordering = status["properties"]["ordering"]
     assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
     assert ordering["properties"]["blockedKeySample"]["maxItems"] == ORDERING_SAMPLE

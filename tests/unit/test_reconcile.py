@@ -13,21 +13,18 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import config_hash, parse_policy
-from spark_dlq_operator import naming, render
+from spark_dlq_operator import naming
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policies.application_state import JOB_RESTARTING
+from spark_dlq_operator.policies.provisioning import resolve_provisioner
+from spark_dlq_operator.policies.reconcile import reconcile
+from spark_dlq_operator.policies.services import Seen, Services, owner_of
+from spark_dlq_operator.policies.supervisor import supervise
+from spark_dlq_operator.policies.watcher import update_job_status
 from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.reconcile import (
-    Seen,
-    Services,
-    owner_of,
-    reconcile,
-    resolve_provisioner,
-    supervise,
-    update_job_status,
-)
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_kube import FakeKube
@@ -159,7 +156,7 @@ def test_a_spec_change_restarts_the_application_once(bed: Bed) -> None:
         parse_policy(bed.body)
     )
     assert bed.reasons().count("SparkApplicationRestarted") == 1
-    assert bed.condition("JobRunning")["reason"] == render.JOB_RESTARTING.reason
+    assert bed.condition("JobRunning")["reason"] == JOB_RESTARTING.reason
 
 
 def test_a_conflict_on_replace_reads_again_and_keeps_the_other_writers_change(bed: Bed) -> None:

@@ -27,7 +27,7 @@ from spark_dlq_operator import naming, render
 from spark_dlq_operator import redrive_render as rr
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
-from spark_dlq_operator.reconcile import Services
+from spark_dlq_operator.policies.services import Services
 from spark_dlq_operator.redrives import reconcile_redrive
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document

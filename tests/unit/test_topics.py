@@ -17,8 +17,10 @@ from spark_dlq_operator import naming
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policies.cleanup import clean_up
+from spark_dlq_operator.policies.reconcile import reconcile
+from spark_dlq_operator.policies.services import Services, TopicsNotReady, owner_of
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.reconcile import Services, TopicsNotReady, clean_up, owner_of, reconcile
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document

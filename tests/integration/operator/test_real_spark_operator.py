@@ -35,6 +35,7 @@ from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.spark_operator import JOB_NAMESPACE_LABEL, POD_WEBHOOK_OFF, WATCHED, SparkOperator
 from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.policies.application_state import application_state, job_condition, time_of, unnoticed
 from tests.conftest import unique
 from tests.helpers import policy_document
 
@@ -177,7 +178,7 @@ def test_application_is_resubmitted_after_every_loss_of_its_driver(
     status = read(kube_api, app)["status"]
     assert status["submissionAttempts"] >= DRIVER_LOSSES + 1
     # The operator's reading of that status: submitted again, not failed.
-    condition = render.job_condition(read(kube_api, app))
+    condition = job_condition(read(kube_api, app))
     assert condition.reason == "Submitted", condition
 
 
@@ -190,12 +191,12 @@ def test_application_in_a_namespace_it_does_not_watch_gets_the_hint(
     for app in apps:
         create(kube_api, app)
     # Once the watched one has a state, the other one has had the same time to get one.
-    wait_for("the watched application's state", lambda: render.application_state(read(kube_api, apps[0]))[0])
+    wait_for("the watched application's state", lambda: application_state(read(kube_api, apps[0]))[0])
     seen = read(kube_api, apps[1])
-    assert render.application_state(seen)[0] == "", seen.get("status")
-    created = render.time_of(seen["metadata"]["creationTimestamp"])
+    assert application_state(seen)[0] == "", seen.get("status")
+    created = time_of(seen["metadata"]["creationTimestamp"])
     assert created is not None
-    hint = render.unnoticed(seen, now=created + datetime.timedelta(seconds=120), timeout=60)
+    hint = unnoticed(seen, now=created + datetime.timedelta(seconds=120), timeout=60)
     assert hint is not None
     assert hint.reason == "NotPickedUp"
     assert unwatched in hint.message
