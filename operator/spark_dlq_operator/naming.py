@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, TypedDict
 
-from dlq_engine.model import API_VERSION, KIND
+from dlq_engine.model import API_VERSION, KIND, heartbeat
 
 POLICY_GROUP: Final = "sparkdlq.io"
 POLICY_VERSION: Final = "v1alpha1"
@@ -53,8 +53,8 @@ REDRIVE_PLURAL: Final = "deadletterredrives"
 #: failed application now (a spec change; see
 #: ``policies.application_state.resubmit_due``). Not part of the config hash.
 RESUBMIT_ANNOTATION: Final = "sparkdlq.io/resubmission"
-#: On the policy's Lease: the driver's liveness report (``dlq_engine.job.heartbeat``).
-HEARTBEAT_ANNOTATION: Final = "sparkdlq.io/heartbeat"
+#: On the policy's Lease: the driver's liveness report (``dlq_engine.model.heartbeat``).
+HEARTBEAT_ANNOTATION: Final = heartbeat.ANNOTATION
 
 _LABEL_VALUE_MAX: Final = 63
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_spec
+from dlq_engine.model.heartbeat import ORDERING_SAMPLE, OrderingReport
 from dlq_engine.model.policy import (
     KAFKA_TOPIC_MAX_LENGTH,
     MAX_TABLE_PATH_LENGTH,
@@ -35,7 +36,6 @@ from dlq_engine.model.policy import (
     Provisioner,
     StartingOffsets,
 )
-from spark_dlq_operator.policies.status import ORDERING_SAMPLE, OrderingStatus
 from spark_dlq_operator.policy_class import (
     DEFAULTABLE,
     NEVER_CHECKPOINT,
@@ -335,9 +335,9 @@ def test_status_schema(root: dict[str, Any]) -> None:
     assert tuple(owned["items"]["properties"]["kind"]["enum"]) == TOPIC_KINDS
     assert owned["maxItems"] == MAX_OWNED
     assert owned["x-kubernetes-list-map-keys"] == ["broker", "name"]
-    # The keys of what the operator copies from the heartbeat (OrderingStatus).
+    # The keys of what the operator copies from the heartbeat (OrderingReport).
     ordering = status["properties"]["ordering"]
-    assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
+    assert set(ordering["properties"]) == set(OrderingReport.__annotations__)
     assert ordering["properties"]["blockedKeySample"]["maxItems"] == ORDERING_SAMPLE
     assert status["properties"]["phase"]["enum"] == [
         "Pending",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict, get_args
 
+from dlq_engine.model.heartbeat import OrderingReport
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.reasons import INVALID, JOB_PHASE, Phase, Reason, RestartReason, reason_of
 from spark_dlq_operator.topic_ownership import OwnedTopic
@@ -51,22 +52,6 @@ class ConditionState:
     message: str
 
 
-class OrderingStatus(TypedDict):
-    """``status.ordering``: what the ordering stage of ``source.ordering: key`` holds."""
-
-    heldMessages: int
-    blockedKeys: int
-    blockedKeySample: list[str]
-
-
-#: The most blocked keys ``status.ordering`` names, and the longest name it keeps (the CRD
-#: allows as many; the engine sends no more).
-ORDERING_SAMPLE: Final = 10
-
-
-ORDERING_KEY_CHARS: Final = 100
-
-
 @dataclass(frozen=True, slots=True)
 class Observation:
     """What one reconcile (or one SparkApplication event) learnt; None leaves a field as is."""
@@ -87,7 +72,7 @@ class Observation:
     restart_reason: RestartReason = RestartReason.CONFIG_CHANGED
     #: ``status.ordering`` as the driver's heartbeat reports it; ``ordering_off``: the policy
     #: does not order by key (any ``status.ordering`` goes).
-    ordering: OrderingStatus | None = None
+    ordering: OrderingReport | None = None
     ordering_off: bool = False
     #: ``BreakerClosed`` as the driver's heartbeat reports it; ``breaker_off``: the policy has no
     #: breaker (the condition goes).

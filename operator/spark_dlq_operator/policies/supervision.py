@@ -10,94 +10,25 @@ reads the Lease and the pod and writes what these functions return.
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, TypeGuard
+from typing import Any, Final
 
-from dlq_engine.model.breaker import CLOSED, HALF_OPEN, MAX_REASON_CHARS, BreakerReport, is_state
+from dlq_engine.model.breaker import CLOSED, HALF_OPEN
+from dlq_engine.model.heartbeat import Heartbeat, OrderingReport
 from spark_dlq_operator.naming import HEARTBEAT_ANNOTATION
 from spark_dlq_operator.policies.application_state import application_state, time_of
-from spark_dlq_operator.policies.status import (
-    ORDERING_KEY_CHARS,
-    ORDERING_SAMPLE,
-    ConditionState,
-    OrderingStatus,
-)
+from spark_dlq_operator.policies.status import ConditionState
 from spark_dlq_operator.reasons import Reason
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """The driver's last liveness report (times as the driver's clock has them)."""
-
-    time: datetime.datetime
-    query_active: bool
-    last_progress: datetime.datetime
-    #: ``source.ordering: key``: the ordering stage's report; None without one (or unreadable).
-    ordering: OrderingStatus | None = None
-    #: ``retry.breaker``: the breaker's report; None without one (or unreadable).
-    breaker: BreakerReport | None = None
-
-
-def _ordering_of(raw: object) -> OrderingStatus | None:
-    """The heartbeat's ``ordering``, None when absent or not as the engine writes it."""
-    if not isinstance(raw, Mapping):
-        return None
-    held, blocked, sample = raw.get("heldMessages"), raw.get("blockedKeys"), raw.get("blockedKeySample")
-    if not (_count(held) and _count(blocked)) or not isinstance(sample, list):
-        return None
-    if not all(isinstance(k, str) for k in sample):
-        return None
-    return {
-        "heldMessages": int(held),
-        "blockedKeys": int(blocked),
-        "blockedKeySample": [str(k)[:ORDERING_KEY_CHARS] for k in sample[:ORDERING_SAMPLE]],
-    }
-
-
-def _count(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def heartbeat_of(lease: Mapping[str, Any] | None) -> Heartbeat | None:
     """The heartbeat on a policy's Lease, None when there is none or it is unreadable."""
     annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
     text = annotations.get(HEARTBEAT_ANNOTATION)
-    if not text:
-        return None
-    try:
-        raw = json.loads(text)
-        at, progress = time_of(raw["time"]), time_of(raw["lastProgressTime"])
-        active = raw["queryActive"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if at is None or progress is None or not isinstance(active, bool):
-        return None
-    return Heartbeat(at, active, progress, _ordering_of(raw.get("ordering")), _breaker_of(raw.get("breaker")))
+    return Heartbeat.from_json(str(text)) if text else None
 
 
-def _breaker_of(raw: object) -> BreakerReport | None:
-    """The heartbeat's ``breaker``, None when absent or not as the engine writes it."""
-    if not isinstance(raw, Mapping):
-        return None
-    state, since, reason, opens, probe_at = (
-        raw.get(key) for key in ("state", "since", "reason", "opens", "probeAt")
-    )
-    if not is_state(state) or time_of(since) is None or not _count(opens):
-        return None
-    if not isinstance(reason, str) or not isinstance(probe_at, str):
-        return None
-    return {
-        "state": state,
-        "since": str(since),
-        "reason": reason[:MAX_REASON_CHARS],
-        "opens": int(opens),
-        "probeAt": probe_at if time_of(probe_at) is not None else "",
-    }
-
-
-def ordering_status(app: Mapping[str, Any] | None, lease: Mapping[str, Any] | None) -> OrderingStatus | None:
+def ordering_status(app: Mapping[str, Any] | None, lease: Mapping[str, Any] | None) -> OrderingReport | None:
     """``status.ordering`` from the heartbeat of the application's current submission (one sent
     after it was submitted), None when there is none or it carries no ordering report."""
     beat = current_beat(app, lease)
