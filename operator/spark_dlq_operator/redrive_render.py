@@ -16,6 +16,7 @@ from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to_document
 from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.engine_command import Redrive, engine_arguments
 from spark_dlq_operator.governance import NO_FIT, PodFit
 from spark_dlq_operator.policies.application_state import application_state
 from spark_dlq_operator.reasons import FINAL_REDRIVE_PHASES, RedrivePhase, RedriveReason
@@ -110,17 +111,14 @@ def spark_application(
         "ownerReferences": [owner.reference()],
     }
     spec = app["spec"]
-    spec["arguments"] = [
-        "redrive",
-        "-f",
-        f"{REDRIVE_MOUNT}/{REDRIVE_FILE_KEY}",
-        "--policy",
-        f"{naming.POLICY_MOUNT}/{naming.POLICY_FILE_KEY}",
-        "--checkpoint",
-        checkpoint(redrive, policy, config),
-        "--status-file",
-        TERMINATION_LOG,
-    ]
+    spec["arguments"] = engine_arguments(
+        Redrive(
+            file=f"{REDRIVE_MOUNT}/{REDRIVE_FILE_KEY}",
+            policy=f"{naming.POLICY_MOUNT}/{naming.POLICY_FILE_KEY}",
+            checkpoint=checkpoint(redrive, policy, config),
+            status_file=TERMINATION_LOG,
+        )
+    )
     spec["restartPolicy"] = {
         "type": "OnFailure",
         "onFailureRetries": REDRIVE_RETRIES,

@@ -22,6 +22,7 @@ from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
 from dlq_engine.model.topics import TopicWant, broker_topic_name
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.engine_command import Run, engine_arguments
 from spark_dlq_operator.governance import NO_FIT, PodFit
 from spark_dlq_operator.naming import (
     CONFIG_HASH_ANNOTATION,
@@ -243,17 +244,14 @@ def spark_application(
             "sparkVersion": config.spark_version,
             "image": policy.spark.image or config.spark_image,
             "mainApplicationFile": MAIN_APPLICATION_FILE,
-            "arguments": [
-                "run",
-                "-f",
-                f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
-                "--checkpoint",
-                checkpoint_location(policy, config),
-                "--heartbeat-lease",
-                f"{policy.namespace}/{lease_name(policy.name)}",
-                "--config-hash",
-                policy_file_hash(policy, config),
-            ],
+            "arguments": engine_arguments(
+                Run(
+                    file=f"{POLICY_MOUNT}/{POLICY_FILE_KEY}",
+                    checkpoint=checkpoint_location(policy, config),
+                    heartbeat_lease=f"{policy.namespace}/{lease_name(policy.name)}",
+                    config_hash=policy_file_hash(policy, config),
+                )
+            ),
             "sparkConf": dict(sorted({**policy.spark.spark_conf, **DRIVER_SPARK_CONF}.items())),
             "restartPolicy": restart_policy(config),
             "driver": {
