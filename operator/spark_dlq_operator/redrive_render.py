@@ -18,7 +18,7 @@ from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.engine_command import Redrive, engine_arguments
 from spark_dlq_operator.governance import NO_FIT, PodFit
-from spark_dlq_operator.policies.application_state import application_state
+from spark_dlq_operator.policies.application_state import AppState, application_state
 from spark_dlq_operator.reasons import FINAL_REDRIVE_PHASES, RedrivePhase, RedriveReason
 
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
@@ -245,15 +245,15 @@ def phase_of(app: Mapping[str, Any] | None) -> tuple[RedrivePhase, str, str]:
             "the redrive's SparkApplication is being created",
         )
     state, _, error = application_state(app)
-    if state == "COMPLETED":
+    if state == AppState.COMPLETED:
         return RedrivePhase.SUCCEEDED, RedriveReason.COMPLETED, "the redrive finished"
-    if state in ("FAILED", "SUBMISSION_FAILED"):
+    if state in (AppState.FAILED, AppState.SUBMISSION_FAILED):
         return (
             RedrivePhase.FAILED,
             RedriveReason.SPARK_APPLICATION_FAILED,
             f"the redrive's Spark application failed (state {state})" + (f": {error}" if error else ""),
         )
-    if state == "RUNNING":
+    if state == AppState.RUNNING:
         return RedrivePhase.RUNNING, RedriveReason.RUNNING, "the redrive is running"
     return (
         RedrivePhase.RUNNING,

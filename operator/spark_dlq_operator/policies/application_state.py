@@ -10,27 +10,76 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any, Final
 
 from spark_dlq_operator import naming
 from spark_dlq_operator.naming import RESUBMIT_ANNOTATION, Owner
-from spark_dlq_operator.policies.status import ConditionState
+from spark_dlq_operator.policies.status import ConditionState, ConditionStatus
 from spark_dlq_operator.reasons import Reason
 
-#: The spark-operator v2's application states (``ApplicationState*`` in its api/v1beta2; ""
-#: is its NEW). Under the Always restart policy a failing driver or a failed submission is
-#: resubmitted, so FAILING and SUBMISSION_FAILED are on the way back, not the end; FAILED is
-#: the end (reached only under another restart policy, e.g. a SparkApplication edited by hand).
-#: UNKNOWN is the driver pod's phase Unknown (its node lost): the job may still run.
-_SUBMITTED = frozenset({"", "SUBMITTED"})
+
+class AppState(StrEnum):
+    """The spark-operator v2's application states (``ApplicationState*`` in its api/v1beta2).
+
+    Under the Always restart policy a failing driver or a failed submission is resubmitted, so
+    FAILING and SUBMISSION_FAILED are on the way back, not the end; FAILED is the end (reached
+    only under another restart policy, e.g. a SparkApplication edited by hand). UNKNOWN is the
+    driver pod's phase Unknown (its node lost): the job may still run."""
+
+    NEW = ""
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    SUBMISSION_FAILED = "SUBMISSION_FAILED"
+    PENDING_RERUN = "PENDING_RERUN"
+    INVALIDATING = "INVALIDATING"
+    SUCCEEDING = "SUCCEEDING"
+    FAILING = "FAILING"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    RESUMING = "RESUMING"
+    UNKNOWN = "UNKNOWN"
 
 
-_RESTARTING = frozenset(
-    {"PENDING_RERUN", "INVALIDATING", "SUCCEEDING", "FAILING", "SUBMISSION_FAILED", "SUSPENDING", "RESUMING"}
+_SUBMITTED_JOB: Final = ("False", Reason.SUBMITTED, "the Spark application is submitted (state {state})")
+_RESTARTING_JOB: Final = (
+    "False",
+    Reason.RESTARTING,
+    "the Spark application is restarting (state {state}){error}",
 )
-
-
-_FAILED = frozenset({"FAILED"})
+#: JobRunning for each state: its status, reason and message (``{state}``: the state, ``{error}``:
+#: the spark-operator's error message, if any). A state not listed is Unknown.
+_JOB: Final[Mapping[str, tuple[ConditionStatus, Reason, str]]] = {
+    AppState.RUNNING: ("True", Reason.RUNNING, "the Spark application is running"),
+    AppState.NEW: _SUBMITTED_JOB,
+    AppState.SUBMITTED: _SUBMITTED_JOB,
+    AppState.PENDING_RERUN: _RESTARTING_JOB,
+    AppState.INVALIDATING: _RESTARTING_JOB,
+    AppState.SUCCEEDING: _RESTARTING_JOB,
+    AppState.FAILING: _RESTARTING_JOB,
+    AppState.SUBMISSION_FAILED: _RESTARTING_JOB,
+    AppState.SUSPENDING: _RESTARTING_JOB,
+    AppState.RESUMING: _RESTARTING_JOB,
+    AppState.SUSPENDED: (
+        "False",
+        Reason.SUSPENDED,
+        "the SparkApplication is suspended (its spec.suspend, not the policy's)",
+    ),
+    AppState.FAILED: ("False", Reason.FAILED, "the Spark application failed (state {state}){error}"),
+    AppState.COMPLETED: (
+        "False",
+        Reason.COMPLETED,
+        "the Spark application completed; a streaming job should not stop by itself",
+    ),
+    AppState.UNKNOWN: (
+        "Unknown",
+        Reason.DRIVER_UNKNOWN,
+        "the driver pod's state is unknown (its node may be unreachable)",
+    ),
+}
+_UNKNOWN_JOB: Final = ("Unknown", Reason.UNKNOWN, "the Spark application is in state {state}")
 
 
 def application_state(app: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -46,45 +95,12 @@ def application_state(app: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def job_condition(app: Mapping[str, Any]) -> ConditionState:
-    """JobRunning from the spark-operator's ``status.applicationState``."""
+    """JobRunning from the spark-operator's ``status.applicationState`` (``_JOB``)."""
     state, _, error = application_state(app)
-    if state == "RUNNING":
-        return ConditionState("True", Reason.RUNNING, "the Spark application is running")
-    if state in _SUBMITTED:
-        return ConditionState(
-            "False", Reason.SUBMITTED, f"the Spark application is submitted (state {state or 'none yet'})"
-        )
-    if state in _RESTARTING:
-        return ConditionState(
-            "False",
-            Reason.RESTARTING,
-            f"the Spark application is restarting (state {state})" + (f": {error}" if error else ""),
-        )
-    if state == "SUSPENDED":
-        return ConditionState(
-            "False",
-            Reason.SUSPENDED,
-            "the SparkApplication is suspended (its spec.suspend, not the policy's)",
-        )
-    if state in _FAILED:
-        return ConditionState(
-            "False",
-            Reason.FAILED,
-            f"the Spark application failed (state {state})" + (f": {error}" if error else ""),
-        )
-    if state == "COMPLETED":
-        return ConditionState(
-            "False",
-            Reason.COMPLETED,
-            "the Spark application completed; a streaming job should not stop by itself",
-        )
-    if state == "UNKNOWN":
-        return ConditionState(
-            "Unknown",
-            Reason.DRIVER_UNKNOWN,
-            "the driver pod's state is unknown (its node may be unreachable)",
-        )
-    return ConditionState("Unknown", Reason.UNKNOWN, f"the Spark application is in state {state}")
+    status, reason, message = _JOB.get(state, _UNKNOWN_JOB)
+    return ConditionState(
+        status, reason, message.format(state=state or "none yet", error=f": {error}" if error else "")
+    )
 
 
 def unwatched(namespace: str, watched: Sequence[str]) -> ConditionState | None:
@@ -129,7 +145,7 @@ def resubmit_due(app: Mapping[str, Any], *, cap: float, now: datetime.datetime) 
     status = app.get("status") or {}
     state, _, _ = application_state(app)
     policy = (app.get("spec") or {}).get("restartPolicy") or {}
-    if state == "FAILED":
+    if state == AppState.FAILED:
         driver = (app.get("spec") or {}).get("driver") or {}
         resubmitted = int((driver.get("annotations") or {}).get(RESUBMIT_ANNOTATION) or 0)
         base = float(policy.get("onFailureRetryInterval") or 10)
@@ -138,9 +154,9 @@ def resubmit_due(app: Mapping[str, Any], *, cap: float, now: datetime.datetime) 
         if ended is None:
             return 0.0
         return max(0.0, wait - (now - ended).total_seconds())
-    if state == "FAILING":
+    if state == AppState.FAILING:
         interval = policy.get("onFailureRetryInterval")
-    elif state == "SUBMISSION_FAILED":
+    elif state == AppState.SUBMISSION_FAILED:
         interval = policy.get("onSubmissionFailureRetryInterval")
     else:
         return None

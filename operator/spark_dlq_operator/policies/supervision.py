@@ -16,7 +16,7 @@ from typing import Any, Final
 from dlq_engine.model.breaker import CLOSED, HALF_OPEN
 from dlq_engine.model.heartbeat import Heartbeat, OrderingReport
 from spark_dlq_operator.naming import HEARTBEAT_ANNOTATION
-from spark_dlq_operator.policies.application_state import application_state, time_of
+from spark_dlq_operator.policies.application_state import AppState, application_state, time_of
 from spark_dlq_operator.policies.status import ConditionState
 from spark_dlq_operator.reasons import Reason
 
@@ -86,7 +86,7 @@ def engine_stalled(
     state, _, _ = application_state(app)
     beat = heartbeat_of(lease)
     submitted = time_of((app.get("status") or {}).get("lastSubmissionAttemptTime"))
-    if state != "RUNNING" or beat is None or (submitted is not None and beat.time < submitted):
+    if state != AppState.RUNNING or beat is None or (submitted is not None and beat.time < submitted):
         return None
     idle = (beat.time - beat.last_progress).total_seconds()
     if idle <= bound:
@@ -104,7 +104,7 @@ def engine_stalled(
 
 #: Application states in which a driver is on its way but not running yet. No state at all is
 #: the spark-operator's silence, which ``unnoticed`` reports (NotPickedUp).
-_WAITING: Final = frozenset({"SUBMITTED", "PENDING_RERUN"})
+_WAITING: Final = frozenset({AppState.SUBMITTED, AppState.PENDING_RERUN})
 
 
 def driver_pending(

@@ -15,6 +15,7 @@ from spark_dlq_operator import naming
 from spark_dlq_operator.kubeapi import SPARK_APPLICATIONS, ApiError
 from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.policies.application_state import (
+    AppState,
     application_state,
     job_condition,
     policy_owner,
@@ -144,7 +145,7 @@ async def resubmit(services: Services, app: Mapping[str, Any], *, owner: Owner) 
     if not await resubmit_once(services, app):
         return
     state = application_state(app)[0]
-    if state == "FAILED":
+    if state == AppState.FAILED:
         count = int(resubmission(app)["spec"]["driver"]["annotations"][naming.RESUBMIT_ANNOTATION])
         why = (
             f"SparkApplication {metadata['name']} FAILED, which the spark-operator does not retry: "
