@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import PolicyError, parse_duration_ms, parse_policy, to_spec
+from dlq_engine.model.heartbeat import ORDERING_SAMPLE, OrderingReport
 from dlq_engine.model.policy import (
     DEFAULT_SPEC,
     KAFKA_TOPIC_MAX_LENGTH,
@@ -42,7 +43,6 @@ from spark_dlq_operator.policy_class import (
     NEVER_TABLE_PATH,
     forbidden_conf_rules,
 )
-from spark_dlq_operator.render import ORDERING_SAMPLE, OrderingStatus
 from spark_dlq_operator.topic_ownership import MAX_OWNED, TOPIC_KINDS, OwnedTopic
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
@@ -336,9 +336,9 @@ def test_status_schema(root: dict[str, Any]) -> None:
     assert tuple(owned["items"]["properties"]["kind"]["enum"]) == TOPIC_KINDS
     assert owned["maxItems"] == MAX_OWNED
     assert owned["x-kubernetes-list-map-keys"] == ["broker", "name"]
-    # The keys of what the operator copies from the heartbeat (render.OrderingStatus).
+    # The keys of what the operator copies from the heartbeat (OrderingReport).
     ordering = status["properties"]["ordering"]
-    assert set(ordering["properties"]) == set(OrderingStatus.__annotations__)
+    assert set(ordering["properties"]) == set(OrderingReport.__annotations__)
     assert ordering["properties"]["blockedKeySample"]["maxItems"] == ORDERING_SAMPLE
     assert status["properties"]["phase"]["enum"] == [
         "Pending",

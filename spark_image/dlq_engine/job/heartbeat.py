@@ -29,15 +29,17 @@ import json
 import logging
 import threading
 import urllib.error
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from dlq_engine.job.kube_api import ServiceAccountApi
+from dlq_engine.model.breaker import BreakerReport
+from dlq_engine.model.heartbeat import ANNOTATION, OrderingReport
+from dlq_engine.model.heartbeat import Heartbeat as HeartbeatDocument
 
 log = logging.getLogger("dlq_engine.heartbeat")
 
-ANNOTATION: Final = "sparkdlq.io/heartbeat"
 DEFAULT_INTERVAL_S: Final = 10.0
 
 
@@ -49,26 +51,24 @@ class Liveness:
     last_progress: float
     batch_id: int | None
     #: ``source.ordering: key`` only: ``HeldKeys.document()`` of the ordering stage's reports.
-    ordering: Mapping[str, Any] | None = None
+    ordering: OrderingReport | None = None
     #: ``retry.breaker`` only: the breaker's report (``model.breaker.BreakerReport``).
-    breaker: Mapping[str, Any] | None = None
+    breaker: BreakerReport | None = None
 
     def document(self, now: float) -> str:
-        return json.dumps(
-            {
-                "time": _rfc3339(now),
-                "queryActive": self.query_active,
-                "lastProgressTime": _rfc3339(self.last_progress),
-                "batchId": self.batch_id,
-                **({"ordering": dict(self.ordering)} if self.ordering is not None else {}),
-                **({"breaker": dict(self.breaker)} if self.breaker is not None else {}),
-            },
-            separators=(",", ":"),
-        )
+        """The annotation's text: the model's heartbeat document, which the operator reads."""
+        return HeartbeatDocument(
+            time=_utc(now),
+            query_active=self.query_active,
+            last_progress=_utc(self.last_progress),
+            batch_id=self.batch_id,
+            ordering=self.ordering,
+            breaker=self.breaker,
+        ).to_json()
 
 
-def _rfc3339(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _utc(epoch: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC)
 
 
 class HeartbeatError(ValueError):
