@@ -15,7 +15,7 @@ from dlq_engine.model import parse_policy
 from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.pulsar import PulsarBroker, full_topic
-from spark_dlq_operator.render import Owner
+from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.topics import BrokerUnavailable, PulsarProvisioner, TopicsReport
 from tests.integration.operator.test_pulsar import partitions
 from tests.policy_builder import policy_document
