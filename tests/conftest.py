@@ -96,7 +96,7 @@ def make_topic(bootstrap_servers: str) -> Callable[..., str]:
 def pulsar() -> Iterator[PulsarBroker]:
     """The session's standalone Pulsar broker (broker, bookie and metadata store in one JVM),
     started only when a test asks for it."""
-    broker = PulsarBroker(name=f"pulsar-test-{os.getpid()}")
+    broker = PulsarBroker(name=f"pulsar-test-{os.getpid()}", secured=True)
     broker.start()
     try:
         yield broker

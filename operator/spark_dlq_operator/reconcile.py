@@ -541,8 +541,8 @@ async def resolve_provisioner(services: Services, policy: DeadLetterPolicy, conf
 
 
 def admin_credentials(services: Services, policy: DeadLetterPolicy) -> Mapping[str, str]:
-    """The operator's own librdkafka settings for the policy's broker: what its class names
-    for it, none for a broker no class lists. Raises BrokerUnavailable when they cannot be read
+    """The operator's own settings for the policy's broker (librdkafka's, or the Pulsar
+    client's): what its class names for it, none for a broker no class lists. Raises BrokerUnavailable when they cannot be read
     (the condition names the Secret)."""
     try:
         return services.classes.admin_config(policy)
@@ -591,7 +591,9 @@ async def _provision_topics(
                 ),
             )
         elif provisioner == PulsarProvisioner.name:
-            report = await services.pulsar.ensure(policy, owner=owner, owned=owned)
+            report = await services.pulsar.ensure(
+                policy, owner=owner, owned=owned, credentials=admin_credentials(services, policy)
+            )
         else:
             report = await services.admin.ensure(policy, credentials=admin_credentials(services, policy))
     except BrokerUnavailable as error:
@@ -1135,7 +1137,9 @@ async def clean_up(
             if provisioner == "strimzi":
                 deleted = await services.strimzi.delete(policy, plan.delete, owner=owner)
             elif provisioner == PulsarProvisioner.name:
-                deleted = await services.pulsar.delete(policy, plan.delete)
+                deleted = await services.pulsar.delete(
+                    policy, plan.delete, credentials=admin_credentials(services, policy)
+                )
             else:
                 deleted = await services.admin.delete(
                     policy, plan.delete, credentials=admin_credentials(services, policy)
