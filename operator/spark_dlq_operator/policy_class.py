@@ -545,7 +545,7 @@ def _parse_brokers(spec: FieldReader, issues: list[Issue]) -> tuple[BrokerEntry,
             if pulsar:
                 # Every key of the Secret is one of the Pulsar client's (token, ca.crt, ...).
                 operator_secret = SecretKeyRef(name=s.string("name"), key="", files=True)
-                if s.get("key") is not MISSING:
+                if s.get("key") not in (MISSING, DEFAULT_SECRET_KEY):  # the CRD's default
                     s.fail(
                         s.at("key"),
                         "is for type kafka: on Pulsar the Secret's keys are the client's "
