@@ -141,17 +141,22 @@ def test_the_operators_token_and_ca_are_what_it_calls_https_with(
     pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     """The class's operatorSecretRef on a secured broker: a superuser token and the CA over
-    https create the topics; a role without admin rights is refused with the broker's answer; a
-    CA that did not sign the broker's certificate never gets an answer."""
+    https create the topics; a role without admin rights, by token or client certificate, is
+    refused with the broker's answer; a CA that did not sign the broker's certificate never gets
+    an answer."""
     source = make_pulsar_topic("orders")
     policy = pulsar_policy(pulsar, source, **{"spec.broker.adminUrl": pulsar.admin_url_tls})
     ca = pulsar.ca.read_text()
 
+    lookup = f"GET {pulsar.admin_url_tls}/admin/v2/persistent/public/default/{source}/partitions: HTTP 401"
     refused = ensure(policy, credentials={"token": pulsar.token("billing-team"), "ca.crt": ca})
     assert (refused.ready, refused.reason) == (False, "CreateFailed")
-    assert f"GET {pulsar.admin_url_tls}/admin/v2/persistent/public/default/{source}/partitions: HTTP 401" in (
-        refused.message
-    )
+    assert lookup in refused.message, refused.message
+    # Mutual TLS: the client certificate is the identity (its CN the role).
+    cert, key = pulsar.client_cert("billing-team")
+    mutual = {"tls.crt": cert.read_text(), "tls.key": key.read_text(), "ca.crt": ca}
+    refused = ensure(policy, credentials=mutual)
+    assert lookup in refused.message, refused.message
 
     make_ca(tmp_path)  # another CA
     with pytest.raises(BrokerUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
