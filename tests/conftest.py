@@ -18,6 +18,7 @@ import pytest
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.node import Node
+from spark_dlq_devtools.oauth2_issuer import OAuth2Issuer
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.pulsar import PulsarBroker
 
@@ -102,6 +103,17 @@ def pulsar() -> Iterator[PulsarBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def oauth2_issuer() -> Iterator[OAuth2Issuer]:
+    """A stand-in OAuth2 issuer whose access tokens are the secured broker's tokens."""
+    issuer = OAuth2Issuer()
+    issuer.start()
+    try:
+        yield issuer
+    finally:
+        issuer.stop()
 
 
 @pytest.fixture

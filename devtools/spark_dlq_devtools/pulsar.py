@@ -188,6 +188,8 @@ class PulsarBroker:
             "tlsTrustCertsFilePath": str(self.ca),
             "tlsAllowInsecureConnection": "false",
             "tlsRequireTrustedClientCertOnConnect": "false",
+            # The https listener's acceptors and selectors need threads of the web pool too.
+            "numHttpServerThreads": "8",
         }
 
     def _config(self) -> dict[str, str]:

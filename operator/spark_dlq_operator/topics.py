@@ -56,6 +56,7 @@ from dlq_engine.model.topics import (
 )
 from spark_dlq_operator import render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
+from spark_dlq_operator.oauth2 import ClientCredentials, OAuth2Refused, OAuth2Unavailable
 from spark_dlq_operator.reasons import TopicsReason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
@@ -347,6 +348,7 @@ class PulsarProvisioner:
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self._contexts: dict[tuple[tuple[str, str], ...], ssl.SSLContext] = {}
+        self._oauth2 = ClientCredentials()
 
     async def close(self) -> None:
         if self._session is not None:
@@ -373,16 +375,11 @@ class PulsarProvisioner:
         base = policy.broker.admin_url.rstrip("/")
         url = f"{base}/admin/v2/{path}"
         call = f"{method} {url}"
-        if pulsar_client.authentication(list(credentials or {})) == "oauth2":
-            raise _Refused(
-                f"{method} {path}: the operator's own Pulsar credentials (the class's operatorSecretRef) "
-                "take a token or a client certificate: OAuth2 is supported by the engine only"
-            )
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type}
-        token = (credentials or {}).get(pulsar_client.TOKEN)
+        token = await self._token(credentials)
         if token:
-            headers["Authorization"] = f"Bearer {token.strip()}"
+            headers["Authorization"] = f"Bearer {token}"
         try:
             # Pulsar answers 415 to a PUT without a JSON content type, even one with no body.
             async with self._session.request(
@@ -404,6 +401,23 @@ class PulsarProvisioner:
         if status >= 400:
             raise _Refused(f"{call}: HTTP {status}: {reason}")
         return json.loads(text) if text.strip() else None
+
+    async def _token(self, credentials: Credentials) -> str:
+        """The bearer token of the credentials: theirs, or one their OAuth2 issuer gives."""
+        settings = credentials or {}
+        way = pulsar_client.authentication(list(settings))
+        if way == "token":
+            return settings[pulsar_client.TOKEN].strip()
+        if way != "oauth2":
+            return ""
+        assert self._session is not None
+        issuer = settings[pulsar_client.OAUTH2_ISSUER].strip()
+        try:
+            return await self._oauth2.token(self._session, settings)
+        except OAuth2Refused as error:
+            raise _Refused(f"OAuth2 ({pulsar_client.OAUTH2_ISSUER} {issuer}): {error}") from None
+        except OAuth2Unavailable as error:
+            raise BrokerUnavailable(str(error)) from None
 
     def _tls(self, credentials: Credentials) -> ssl.SSLContext | bool:
         """The TLS context of the credentials (their CA bundle, client certificate), else the

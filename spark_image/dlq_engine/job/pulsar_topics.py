@@ -230,6 +230,12 @@ class _Admin:
         wrong = pulsar_client.problems(keys)
         if wrong:
             raise PulsarAccessError(Refusal.SETTINGS, f"{_secret_field(client_dir)}: {'; '.join(wrong)}")
+        if pulsar_client.authentication(keys) == "oauth2":
+            raise PulsarAccessError(
+                Refusal.SETTINGS,
+                f"--create-topics takes a token or a client certificate for the admin REST API, not the "
+                f"OAuth2 credentials of {_secret_field(client_dir)} (the operator creates topics with OAuth2)",
+            )
         files = {key: os.path.join(str(client_dir), key) for key in keys}
         self._headers = {"Content-Type": "application/json"}
         if pulsar_client.TOKEN in files:

@@ -1,7 +1,8 @@
 """The engine's check before a run on a secured Pulsar (the session's broker: token and TLS
 authentication, authorization, TLS listeners): a wrong token, a missing produce permission and
 an untrusted certificate each stop it before anything is read, with a line naming the problem
-and no secret in it; a client certificate (mutual TLS) is an identity like a token. The routing
+and no secret in it; a client certificate (mutual TLS) and OAuth2 client credentials (a
+stand-in issuer whose access tokens the broker signed) are identities like a token. The routing
 run of a limited role over TLS is test_pulsar_engine.py's."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dlq_engine.job.pulsar_topics import PulsarAccessError, Refusal, check_topic
 from dlq_engine.model import parse_policy
 from dlq_engine.model.policy import DeadLetterPolicy
 from spark_dlq_devtools.certs import make_ca
+from spark_dlq_devtools.oauth2_issuer import OAuth2Issuer
 from spark_dlq_devtools.pulsar import PulsarBroker, full_topic
 from tests.helpers import pulsar_engine_policy
 from tests.integration.engine.test_pulsar_engine import limited_client
@@ -28,7 +30,11 @@ def refusal(spark: Any, policy: DeadLetterPolicy, client_dir: Path) -> PulsarAcc
 
 
 def test_a_wrong_token_a_missing_permission_and_an_untrusted_certificate_stop_the_engine_first(
-    spark: Any, pulsar: PulsarBroker, pulsar_topics: Callable[..., dict[str, str]], tmp_path: Path
+    spark: Any,
+    pulsar: PulsarBroker,
+    pulsar_topics: Callable[..., dict[str, str]],
+    oauth2_issuer: OAuth2Issuer,
+    tmp_path: Path,
 ) -> None:
     names = pulsar_topics()
     plain = parse_policy(pulsar_engine_policy(names, pulsar))
@@ -70,6 +76,18 @@ def test_a_wrong_token_a_missing_permission_and_an_untrusted_certificate_stop_th
     limited_client(pulsar, names, "engine-mtls")
     mutual = pulsar.client_dir("mtls", {"tls.crt": cert, "tls.key": key, "ca.crt": pulsar.ca})
     check_topics(spark, tls, str(mutual))
+
+    # OAuth2 client credentials: the issuer's access token is the identity.
+    oauth2_issuer.register("engine-oauth2", "s3cret", pulsar.token("engine-oauth2"))
+    limited_client(pulsar, names, "engine-oauth2", dlq=False)
+    oauth2 = pulsar.client_dir("oauth2", oauth2_issuer.settings("engine-oauth2", "s3cret"))
+    refused = refusal(spark, plain, oauth2)
+    assert refused.kind is Refusal.PERMISSION
+    assert f"may not produce to {full_topic(names['dlq'])} (spec.deadLetter.topic)" in str(refused)
+    assert "s3cret" not in str(refused)
+    pulsar.grant(names["dlq"], "engine-oauth2", ["produce"])
+    check_topics(spark, plain, str(oauth2))
+    assert oauth2_issuer.requests >= 1
 
     assert pulsar.subscriptions(names["source"]) == [], "a check read the source"
     assert pulsar.subscriptions(names["retry"]) == []

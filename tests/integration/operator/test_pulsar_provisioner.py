@@ -15,6 +15,7 @@ import pytest
 from dlq_engine.model import parse_policy
 from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy
 from spark_dlq_devtools.certs import make_ca
+from spark_dlq_devtools.oauth2_issuer import OAuth2Issuer
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.pulsar import SUPERUSER, PulsarBroker, full_topic
 from spark_dlq_operator.render import Owner
@@ -138,7 +139,7 @@ def test_a_non_partitioned_source_gives_non_partitioned_topics(
 
 
 def test_the_operators_token_and_ca_are_what_it_calls_https_with(
-    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], tmp_path: Path
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], oauth2_issuer: OAuth2Issuer, tmp_path: Path
 ) -> None:
     """The class's operatorSecretRef on a secured broker: a superuser token and the CA over
     https create the topics; a role without admin rights, by token or client certificate, is
@@ -157,6 +158,16 @@ def test_the_operators_token_and_ca_are_what_it_calls_https_with(
     mutual = {"tls.crt": cert.read_text(), "tls.key": key.read_text(), "ca.crt": ca}
     refused = ensure(policy, credentials=mutual)
     assert lookup in refused.message, refused.message
+    # OAuth2 client credentials: the issuer's access token, sent as a bearer token.
+    oauth2_issuer.register("billing-team", "s3cret", pulsar.token("billing-team"))
+    refused = ensure(policy, credentials={**oauth2_issuer.settings("billing-team", "s3cret"), "ca.crt": ca})
+    assert lookup in refused.message, refused.message
+    refused = ensure(policy, credentials={**oauth2_issuer.settings("billing-team", "n0t-1t"), "ca.crt": ca})
+    assert (refused.ready, refused.reason) == (False, "CreateFailed")
+    assert f"OAuth2 (oauth2.issuerUrl {oauth2_issuer.url}): POST {oauth2_issuer.url}/token: HTTP 401" in (
+        refused.message
+    )
+    assert "n0t-1t" not in refused.message
 
     make_ca(tmp_path)  # another CA
     with pytest.raises(BrokerUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
