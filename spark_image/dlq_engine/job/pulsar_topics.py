@@ -179,18 +179,13 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client_dir: str 
     lookup: Any = spark.sparkContext._jvm
     for part in TOPICS_CLASS.split("."):
         lookup = getattr(lookup, part)
-    try:
-        missing = [str(name) for name in lookup.missing(url, directory, list(full), TIMEOUT_MS)]
-    except Py4JJavaError as error:
-        raise _refused(error, url, client_dir) from None
-    if missing:
-        raise PreflightError(
-            f"topics missing on {url}: {', '.join(f'{name} ({full[name]})' for name in missing)} (the "
-            "operator creates the retry and dead-letter topics; run with --create-topics to create them here)"
-        )
+    # The produce check first: a role without any permission on a topic may not even look it up.
     written = [name for name, path in full.items() if path != "spec.source.topic"]
     try:
         refused = [str(line) for line in lookup.unwritable(url, directory, written, TIMEOUT_MS)]
+        missing = (
+            [] if refused else [str(name) for name in lookup.missing(url, directory, list(full), TIMEOUT_MS)]
+        )
     except Py4JJavaError as error:
         raise _refused(error, url, client_dir) from None
     if refused:
@@ -198,11 +193,15 @@ def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client_dir: str 
         for line in refused:
             topic, why = line.split(": ", 1)
             named.append(f"{topic} ({full[topic]}): {why}")
-        denied = all("AuthorizationException" in line for line in refused)
         raise PulsarAccessError(
-            Refusal.PERMISSION if denied else Refusal.CREDENTIALS,
+            Refusal.PERMISSION,
             f"the Pulsar client ({_secret_field(client_dir)}) may not produce to {'; '.join(named)} "
             "(the engine's role needs produce on the retry, dead-letter and output topics)",
+        )
+    if missing:
+        raise PreflightError(
+            f"topics missing on {url}: {', '.join(f'{name} ({full[name]})' for name in missing)} (the "
+            "operator creates the retry and dead-letter topics; run with --create-topics to create them here)"
         )
 
 

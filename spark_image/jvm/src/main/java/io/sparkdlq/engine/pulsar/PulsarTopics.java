@@ -42,8 +42,10 @@ public final class PulsarTopics {
 
   /**
    * Why the client may not write to each of {@code topics}: {@code <topic>: <error>} for each
-   * topic a producer could not be created on (the broker checks the produce permission then),
-   * nothing for the others. No message is sent; the producers are closed at once.
+   * topic the broker refused a producer on for want of the produce permission, nothing for the
+   * others (a topic that does not exist is {@link #missing}'s to name). No message is sent; the
+   * producers are closed at once. Credentials the broker refuses raise {@link
+   * PulsarConnectorException}.
    */
   public static List<String> unwritable(String serviceUrl, String clientDir, List<String> topics, long timeoutMs) {
     Broker broker = new Broker(serviceUrl, clientDir);
@@ -54,7 +56,13 @@ public final class PulsarTopics {
             .createAsync().get(timeoutMs, TimeUnit.MILLISECONDS);
         producer.closeAsync();
       } catch (ExecutionException error) {
-        refused.add(topic + ": " + PulsarConnectorException.describe(error));
+        Throwable cause = error.getCause();
+        if (cause instanceof PulsarClientException.AuthorizationException) {
+          refused.add(topic + ": " + PulsarConnectorException.describe(error));
+        } else if (!(cause instanceof PulsarClientException.NotFoundException
+            || cause instanceof PulsarClientException.TopicDoesNotExistException)) {
+          throw PulsarConnectorException.of("a producer on " + topic, error);
+        }
       } catch (TimeoutException | InterruptedException error) {
         throw PulsarConnectorException.of("a producer on " + topic + ": no answer within " + timeoutMs + " ms", error);
       }
