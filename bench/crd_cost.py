@@ -115,12 +115,12 @@ def document(group: str, name: str) -> dict[str, Any]:
 def application(name: str) -> dict[str, Any]:
     """The SparkApplication the operator renders for ``document(name)``."""
     from dlq_engine.model import parse_policy
-    from spark_dlq_operator import render
+    from spark_dlq_operator import naming, render
     from spark_dlq_operator.config import OperatorConfig
 
     body = document("sparkdlq.io", name)
     body["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
-    owner = render.Owner(name=name, namespace=NAMESPACE, uid=body["metadata"]["uid"])
+    owner = naming.Owner(name=name, namespace=NAMESPACE, uid=body["metadata"]["uid"])
     app = render.spark_application(parse_policy(body), config=OperatorConfig(), owner=owner)
     app["metadata"].pop("ownerReferences", None)  # no such owner here (the collector would act)
     return app

@@ -23,8 +23,9 @@ from bench.routing import record_batch, settings
 from dlq_engine import Message
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import HeaderProfile
-from dlq_engine.processing.batches import RoutingSettings, route_batch
+from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing.outcomes import Route
+from dlq_engine.routing.settings import RoutingSettings
 
 PROFILE_SETS: tuple[tuple[HeaderProfile, ...], ...] = (
     ("spark-dlq",),

@@ -11,10 +11,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests import policy_builder
 
-#: The environment of the drivers the local spark-operator runner starts for tests: a restarted
-#: job's new driver waits at most 6 s (not 30) for the checkpoint lease of the one it replaces,
-#: which a SIGTERM to the old driver's process group leaves behind; a heartbeat every 2 s (not
-#: 10) brings a stall or the ordering state to the operator sooner.
+#: The environment of the drivers the local spark-operator runner starts for tests: a new driver
+#: waits at most 6 s (not 30) for the checkpoint lease of one that ended without releasing it
+#: (killed; a stopped one releases it, whether its SIGTERM reached the engine or its JVM); a
+#: heartbeat every 2 s (not 10) brings a stall or the ordering state to the operator sooner.
 FAST_DRIVER_ENV: Final = {"SPARK_DLQ_CHECKPOINT_LEASE": "6", "SPARK_DLQ_HEARTBEAT_INTERVAL": "2"}
 
 

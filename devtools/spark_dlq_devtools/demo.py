@@ -10,8 +10,9 @@ every produced order is accounted for. Ctrl-C or the end stops everything it sta
 With ``--broker pulsar`` the same story runs on a real standalone Pulsar (broker, bookie and
 metadata store in one JVM, ``spark_dlq_devtools.pulsar``) with ``examples/orders-billing-pulsar.yaml``:
 only producing, following and creating the team's topics differ (``KafkaSide``/``PulsarSide``).
-The ``kubectl dlq`` act (stats, a fix and a redrive) is Kafka's only: the plugin and
-DeadLetterRedrive refuse Pulsar policies, so the Pulsar demo says so and goes on to the summary.
+The ``kubectl dlq`` act is shorter on Pulsar: ``stats`` and ``ls`` read the dead letters as on
+Kafka, but a DeadLetterRedrive reads Kafka topics only, so the Pulsar demo says so and goes on to
+the summary.
 
 With ``--monitor`` a real Prometheus scrapes the operator and the engine as well (its URL is
 printed); ``--dashboard PNG`` then draws the chart's Grafana dashboard from it at the end
@@ -555,11 +556,7 @@ class Demo:
         if self.broker_type == "kafka":
             self.redrive_act()
         else:
-            say("Skipping the kubectl dlq act (stats, a fix, a redrive): Kafka policies only")
-            note(
-                "the plugin and DeadLetterRedrive refuse a Pulsar policy by design; its dead letters "
-                "stay on the dead-letter topic, held by the spark-dlq-keep subscription"
-            )
+            self.pulsar_triage_act()
         self.summary(before_output, time.monotonic() - started)
         if self.dashboard is not None:
             self.draw_dashboard(self.dashboard)
@@ -578,7 +575,7 @@ class Demo:
             [
                 sys.executable,
                 "-m",
-                "spark_dlq_operator.triage",
+                "spark_dlq_operator.kubectl_dlq",
                 *args,
                 "--policy",
                 self.policy,
@@ -596,6 +593,18 @@ class Demo:
         if done.returncode != 0:
             raise RuntimeError(f"kubectl dlq {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
+
+    def pulsar_triage_act(self) -> None:
+        """On Pulsar: why the dead letters failed and the newest of them, read by Readers (the
+        spark-dlq-keep subscription that holds them does not move); no redrive yet."""
+        say("Why did they fail?  kubectl dlq stats")
+        for line in self.dlq("stats").rstrip().splitlines():
+            print(f"    {line}")
+        say("The newest three:  kubectl dlq ls --limit 3")
+        for line in self.dlq("ls", "--limit", "3").rstrip().splitlines():
+            print(f"    {line}")
+        say("Skipping the redrive: a DeadLetterRedrive reads Kafka dead-letter topics only, for now")
+        note("the dead letters stay on the dead-letter topic, held by the spark-dlq-keep subscription")
 
     def redrive_act(self) -> None:
         """The dead letters a team can act on: see why, fix, look before sending, send back."""

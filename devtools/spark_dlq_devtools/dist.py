@@ -174,6 +174,7 @@ def check_wheel_contents(wheel: Path) -> None:
         "License-Expression: Apache-2.0",
         "Provides-Extra: engine",
         "Provides-Extra: operator",
+        "Provides-Extra: pulsar",
     ):
         if line not in metadata.splitlines():
             raise DistError(f"{wheel.name}: METADATA lacks {line!r}")

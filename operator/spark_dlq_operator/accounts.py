@@ -27,8 +27,9 @@ from spark_dlq_operator.kubeapi import (
     KubeApi,
     ResourceType,
 )
+from spark_dlq_operator.naming import Owner
+from spark_dlq_operator.policies.status import ConditionState
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.render import ConditionState, Owner
 
 _TYPES: Final[Mapping[str, ResourceType]] = {
     "ServiceAccount": SERVICE_ACCOUNTS,
@@ -71,7 +72,7 @@ async def ensure(
                     continue
             why = identity.conflict(current, owner, kind=desired["kind"]) or identity.rebind(current, desired)
             if why is not None:
-                return ConditionState("False", "Conflict", why)
+                return ConditionState("False", Reason.CONFLICT, why)
             patch = identity.repair(current, desired)
             if patch is not None:
                 await api.patch(kind, owner.namespace, name, patch)

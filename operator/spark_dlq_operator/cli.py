@@ -16,14 +16,16 @@ import os
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from dlq_engine.model.policy import PROVISIONERS
 from dlq_engine.release import version_line, with_extra
-from spark_dlq_operator import config as defaults
 from spark_dlq_operator.config import OperatorConfig, client_properties
 
 ENV_PREFIX = "SPARK_DLQ_"
+#: Every flag's default: the configuration's own (config.py is their one home; the chart's
+#: values.yaml is checked against them by tests/unit/test_operator_cli.py).
+DEFAULTS: Final = OperatorConfig()
 T = TypeVar("T")
 
 
@@ -101,17 +103,17 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     spark = run.add_argument_group("Spark defaults for policies")
     spark.add_argument(
         "--spark-image",
-        default=env("SPARK_IMAGE", defaults.DEFAULT_SPARK_IMAGE),
+        default=env("SPARK_IMAGE", DEFAULTS.spark_image),
         help="engine image when spec.spark.image is empty (default %(default)s)",
     )
     spark.add_argument(
         "--spark-version",
-        default=env("SPARK_VERSION", defaults.SPARK_VERSION),
+        default=env("SPARK_VERSION", DEFAULTS.spark_version),
         help="spec.sparkVersion of SparkApplications (default %(default)s)",
     )
     spark.add_argument(
         "--checkpoint-base",
-        default=env("CHECKPOINT_BASE", defaults.DEFAULT_CHECKPOINT_BASE),
+        default=env("CHECKPOINT_BASE", DEFAULTS.checkpoint_base),
         help="checkpoints go to <base>/<namespace>/<name> when spec.spark.checkpointLocation "
         "is empty; a filesystem every Spark pod shares, e.g. s3a://bucket/dlq "
         "(default %(default)s)",
@@ -126,7 +128,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     spark.add_argument(
         "--spark-service-account",
-        default=env("SPARK_SERVICE_ACCOUNT", ""),
+        default=env("SPARK_SERVICE_ACCOUNT", DEFAULTS.spark_service_account),
         metavar="NAME",
         help="one existing service account the Spark pods of every policy run as (shared: "
         "weaker); default: a service account per policy, made by the operator "
@@ -134,7 +136,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     spark.add_argument(
         "--spark-driver-cluster-role",
-        default=env("SPARK_DRIVER_CLUSTER_ROLE", defaults.DEFAULT_DRIVER_CLUSTER_ROLE),
+        default=env("SPARK_DRIVER_CLUSTER_ROLE", DEFAULTS.spark_driver_cluster_role),
         metavar="NAME",
         help="the ClusterRole with what a Spark driver needs for its executors, bound to the "
         "Spark pods' service account in each policy's namespace (the operator needs the bind "
@@ -151,28 +153,28 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     spark.add_argument(
         "--spark-operator-timeout",
         type=_typed(float, "SPARK_OPERATOR_TIMEOUT"),
-        default=env("SPARK_OPERATOR_TIMEOUT", "120"),
+        default=env("SPARK_OPERATOR_TIMEOUT", str(DEFAULTS.spark_operator_timeout)),
         help="seconds a new SparkApplication may go without a state before the policy says the "
         "spark-operator may not watch its namespace (default %(default)s)",
     )
     spark.add_argument(
         "--restart-backoff-cap",
         type=_typed(float, "RESTART_BACKOFF_CAP"),
-        default=env("RESTART_BACKOFF_CAP", "300"),
+        default=env("RESTART_BACKOFF_CAP", str(DEFAULTS.restart_backoff_cap)),
         help="longest wait, in seconds after its last submission, before a failed Spark "
         "application is resubmitted (default %(default)s)",
     )
     spark.add_argument(
         "--stall-timeout",
         type=_typed(float, "STALL_TIMEOUT"),
-        default=env("STALL_TIMEOUT", "300"),
+        default=env("STALL_TIMEOUT", str(DEFAULTS.stall_timeout)),
         help="seconds a running driver may report no progress of its query before its Spark "
         "application is resubmitted; 0: never (default %(default)s)",
     )
     spark.add_argument(
         "--pending-timeout",
         type=_typed(float, "PENDING_TIMEOUT"),
-        default=env("PENDING_TIMEOUT", "300"),
+        default=env("PENDING_TIMEOUT", str(DEFAULTS.pending_timeout)),
         help="seconds a Spark application may wait for a running driver after its submission "
         "before the policy reports why (the driver pod's reason) (default %(default)s)",
     )
@@ -181,7 +183,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "--provisioner",
         type=_typed(_one_of(PROVISIONERS), "PROVISIONER"),
         metavar="{" + ",".join(PROVISIONERS) + "}",
-        default=env("PROVISIONER", "auto"),
+        default=env("PROVISIONER", DEFAULTS.provisioner),
         help="how topics are provisioned for policies that say auto (default %(default)s)",
     )
     topics.add_argument(
@@ -211,7 +213,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     ops.add_argument(
         "--metrics-port",
         type=_typed(int, "METRICS_PORT"),
-        default=env("METRICS_PORT", str(defaults.DEFAULT_METRICS_PORT)),
+        default=env("METRICS_PORT", str(DEFAULTS.metrics_port)),
         help="Prometheus metrics port, 0 for none (default %(default)s)",
     )
     peering = ops.add_mutually_exclusive_group()
@@ -225,13 +227,13 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     ops.add_argument(
         "--priority",
         type=_typed(int, "PRIORITY"),
-        default=env("PRIORITY", "0"),
+        default=env("PRIORITY", str(DEFAULTS.priority)),
         help="this replica's priority in the peering (default %(default)s)",
     )
     ops.add_argument(
         "--peering-lifetime",
         type=_typed(_lifetime, "PEERING_LIFETIME"),
-        default=env("PEERING_LIFETIME", "15"),
+        default=env("PEERING_LIFETIME", str(DEFAULTS.peering_lifetime)),
         help="seconds this replica's peering keep-alive stays valid: a killed active replica is "
         "taken over within this (default %(default)s)",
     )
@@ -250,13 +252,13 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     ops.add_argument(
         "--resync-interval",
         type=_typed(float, "RESYNC_INTERVAL"),
-        default=env("RESYNC_INTERVAL", "60"),
+        default=env("RESYNC_INTERVAL", str(DEFAULTS.resync_interval)),
         help="seconds between drift-repairing passes over all policies (default %(default)s)",
     )
     ops.add_argument(
         "--finalizer-timeout",
         type=_typed(float, "FINALIZER_TIMEOUT"),
-        default=env("FINALIZER_TIMEOUT", "300"),
+        default=env("FINALIZER_TIMEOUT", str(DEFAULTS.finalizer_timeout)),
         help="seconds a deleted policy's finalizer tries to delete topics (default %(default)s)",
     )
     ops.add_argument("--verbose", "-v", action="store_true", help="debug logging")

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from dlq_engine.model import API_VERSION
 from spark_dlq_operator.kubeapi import EVENTS, KubeApi
-from spark_dlq_operator.render import MANAGED_BY, Owner
+from spark_dlq_operator.naming import MANAGED_BY, Owner
 
 EventType = Literal["Normal", "Warning"]
 

@@ -20,12 +20,16 @@ from typing import Any
 import kopf
 
 from dlq_engine.model import PolicyError
-from spark_dlq_operator import kubeapi, policy_class, reconcile, redrive_render, redrives, render
+from spark_dlq_operator import kubeapi, naming, policy_class, redrives
 from spark_dlq_operator.classes import ClassCatalog, own_namespace
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.metrics import MetricsServer
-from spark_dlq_operator.reconcile import Services
+from spark_dlq_operator.policies.cleanup import clean_up, needs_cleanup
+from spark_dlq_operator.policies.reconcile import reconcile, repair_deleted_application
+from spark_dlq_operator.policies.services import CleanupPending, Seen, Services, TopicsNotReady, owner_of
+from spark_dlq_operator.policies.status_writer import report_refused
+from spark_dlq_operator.policies.watcher import update_job_status
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import (
     AdminProvisioner,
@@ -33,10 +37,10 @@ from spark_dlq_operator.topics import (
     StrimziProvisioner,
 )
 
-POLICY = (render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
-APPLICATION = (render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
-REDRIVE = (render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
-POLICY_CLASS = (render.POLICY_GROUP, render.POLICY_VERSION, policy_class.CLASS_PLURAL)
+POLICY = (naming.POLICY_GROUP, naming.POLICY_VERSION, naming.POLICY_PLURAL)
+APPLICATION = (naming.SPARK_GROUP, naming.SPARK_VERSION_API, naming.SPARK_PLURAL)
+REDRIVE = (naming.POLICY_GROUP, naming.POLICY_VERSION, naming.REDRIVE_PLURAL)
+POLICY_CLASS = (naming.POLICY_GROUP, naming.POLICY_VERSION, policy_class.CLASS_PLURAL)
 
 logger = logging.getLogger(__name__)
 
@@ -120,35 +124,35 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.update(*POLICY, registry=registry, id="reconcile")
     async def policy_changed(body: kopf.Body, memo: kopf.Memo, retry: int, reason: str, **_: Any) -> None:
         services = _services(memo)
-        owner = reconcile.owner_of(body)
+        owner = owner_of(body)
         try:
             governed = await services.classes.govern(dict(body))
         except PolicyError as error:
-            await reconcile.report_refused(
+            await report_refused(
                 services, owner, generation=_generation(body), error=error, trigger=str(reason)
             )
             raise kopf.PermanentError(f"invalid policy: {error}") from None
         try:
-            await reconcile.reconcile(
+            await reconcile(
                 services,
                 governed.policy,
                 owner=owner,
                 generation=_generation(body),
                 trigger=str(reason),
-                seen=reconcile.Seen(policy=body, created=_new(body, reason)),
+                seen=Seen(policy=body, created=_new(body, reason)),
                 fit=governed.fit,
             )
-        except reconcile.TopicsNotReady as error:
+        except TopicsNotReady as error:
             delay = error.delay * min(2**retry, 8) if error.backoff else error.delay
             raise kopf.TemporaryError(str(error), delay=delay) from None
 
     def cleanup_needed(spec: kopf.Spec, **_: Any) -> bool:
-        return reconcile.needs_cleanup(spec)
+        return needs_cleanup(spec)
 
     @kopf.on.delete(*POLICY, registry=registry, id="delete-topics", when=cleanup_needed)
     async def policy_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         services = _services(memo)
-        owner = reconcile.owner_of(body)
+        owner = owner_of(body)
         try:
             policy = (await services.classes.govern(dict(body))).policy
         except PolicyError as error:
@@ -163,10 +167,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             datetime.datetime.fromisoformat(since) if since else datetime.datetime.now(datetime.UTC)
         )
         try:
-            await reconcile.clean_up(
+            await clean_up(
                 services, policy, owner=owner, deleting_since=deleting_since, status=body.get("status")
             )
-        except reconcile.CleanupPending as error:
+        except CleanupPending as error:
             raise kopf.TemporaryError(str(error), delay=error.delay) from None
         services.claims.release(f"{owner.namespace}/{owner.name}", uid=owner.uid)
 
@@ -182,7 +186,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
 
     @kopf.on.event(
         *APPLICATION,
-        labels={render.MANAGED_BY_LABEL: render.MANAGED_BY},
+        labels={naming.MANAGED_BY_LABEL: naming.MANAGED_BY},
         registry=registry,
         id="spark-application",
     )
@@ -196,9 +200,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 if event["type"] != "DELETED":
                     await redrives.application_changed(services, app)
             elif event["type"] == "DELETED":
-                await reconcile.repair_deleted_application(services, app)
+                await repair_deleted_application(services, app)
             else:
-                await reconcile.update_job_status(services, app)
+                await update_job_status(services, app)
         except (kubeapi.ApiError, OSError) as error:  # the next event or the resync catches up
             logger.warning(
                 "could not map SparkApplication %s onto its policy: %s",

@@ -3,7 +3,7 @@
 Before, every driver of a namespace ran as one service account with every verb on the
 namespace's pods, Services and ConfigMaps: any policy's Spark pod could rewrite another
 policy's ``policy.yaml`` or forge the heartbeat the operator's supervisor trusts (issue 26).
-Now, for a policy ``P`` whose SparkApplication is ``A`` (``render.application_name``), the
+Now, for a policy ``P`` whose SparkApplication is ``A`` (``naming.application_name``), the
 operator writes, all owned by the policy and labelled like its other objects:
 
 - ServiceAccount ``A-spark``, the driver's and the executors' (the executors get no token
@@ -33,10 +33,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import PodFit
-from spark_dlq_operator.render import Manifest, Owner
+from spark_dlq_operator.naming import Owner
+from spark_dlq_operator.render import Manifest
 
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
 COORDINATION_GROUP: Final = "coordination.k8s.io"
@@ -49,7 +50,7 @@ def _metadata(name: str, namespace: str, policy_name: str, owner: Owner) -> dict
     return {
         "name": name,
         "namespace": namespace,
-        "labels": render.labels(policy_name),
+        "labels": naming.labels(policy_name),
         "ownerReferences": [owner.reference()],
     }
 
@@ -61,7 +62,7 @@ def manifests(
     created: the service account (unless a shared one is named), the Lease, the Role on it,
     and the two RoleBindings (the second to ``config.spark_driver_cluster_role``)."""
     account = render.spark_service_account(policy_name, fit, config)
-    lease = render.lease_name(policy_name)
+    lease = naming.lease_name(policy_name)
     subjects = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     objects: list[Manifest] = []
     if not render.shared_service_account(fit, config):
@@ -99,7 +100,7 @@ def manifests(
         {
             "apiVersion": f"{RBAC_GROUP}/v1",
             "kind": "RoleBinding",
-            "metadata": _metadata(render.service_account_name(policy_name), namespace, policy_name, owner),
+            "metadata": _metadata(naming.service_account_name(policy_name), namespace, policy_name, owner),
             "roleRef": {
                 "apiGroup": RBAC_GROUP,
                 "kind": "ClusterRole",
@@ -154,7 +155,7 @@ def conflict(current: Mapping[str, Any], owner: Owner, *, kind: str) -> str | No
                 return None
             return f"{kind} {name} belongs to {ref.get('kind')} {ref.get('name')}: rename the policy"
     labels = metadata.get("labels") or {}
-    if labels == {**labels, **render.labels(owner.name)}:
+    if labels == {**labels, **naming.labels(owner.name)}:
         return None
     return f"{kind} {name} exists and is not managed by spark-dlq: delete or rename it"
 

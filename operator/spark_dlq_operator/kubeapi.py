@@ -20,7 +20,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from spark_dlq_operator import metrics, redrive_render, render
+from spark_dlq_operator import metrics, naming
 from spark_dlq_operator.policy_class import CLASS_PLURAL
 
 Obj = dict[str, Any]
@@ -59,16 +59,16 @@ class ResourceType:
 
 CONFIG_MAPS: Final = ResourceType("", "v1", "configmaps")
 EVENTS: Final = ResourceType("", "v1", "events")
-POLICIES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, render.POLICY_PLURAL)
-SPARK_APPLICATIONS: Final = ResourceType(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL)
-REDRIVES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, redrive_render.REDRIVE_PLURAL)
+POLICIES: Final = ResourceType(naming.POLICY_GROUP, naming.POLICY_VERSION, naming.POLICY_PLURAL)
+SPARK_APPLICATIONS: Final = ResourceType(naming.SPARK_GROUP, naming.SPARK_VERSION_API, naming.SPARK_PLURAL)
+REDRIVES: Final = ResourceType(naming.POLICY_GROUP, naming.POLICY_VERSION, naming.REDRIVE_PLURAL)
 PODS: Final = ResourceType("", "v1", "pods")
 SERVICE_ACCOUNTS: Final = ResourceType("", "v1", "serviceaccounts")
 LEASES: Final = ResourceType("coordination.k8s.io", "v1", "leases")
 ROLES: Final = ResourceType("rbac.authorization.k8s.io", "v1", "roles")
 ROLE_BINDINGS: Final = ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings")
 #: Cluster-scoped: addressed with namespace None.
-POLICY_CLASSES: Final = ResourceType(render.POLICY_GROUP, render.POLICY_VERSION, CLASS_PLURAL)
+POLICY_CLASSES: Final = ResourceType(naming.POLICY_GROUP, naming.POLICY_VERSION, CLASS_PLURAL)
 NAMESPACES: Final = ResourceType("", "v1", "namespaces")
 #: Only the Secrets a class names, in the operator's own namespace.
 SECRETS: Final = ResourceType("", "v1", "secrets")
@@ -77,8 +77,8 @@ CLUSTER_KOPF_PEERINGS: Final = ResourceType("kopf.dev", "v1", "clusterkopfpeerin
 
 
 def kafka_topics(version: str) -> ResourceType:
-    """Strimzi's KafkaTopics as served in ``version`` (``render.STRIMZI_VERSIONS``)."""
-    return ResourceType(render.STRIMZI_GROUP, version, render.STRIMZI_PLURAL)
+    """Strimzi's KafkaTopics as served in ``version`` (``naming.STRIMZI_VERSIONS``)."""
+    return ResourceType(naming.STRIMZI_GROUP, version, naming.STRIMZI_PLURAL)
 
 
 async def load_configuration(kubeconfig: str | None) -> k8s.Configuration:

@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dlq_engine.release import build_labels
+from spark_dlq_operator.reasons import Phase, Reason, RestartReason
 
 Result = Literal["ok", "invalid", "waiting", "error"]
 
@@ -78,7 +79,7 @@ BUILD_INFO = Gauge(
 )
 BUILD_INFO.labels(**build_labels()).set(1)
 #: The phases of ``status.phase`` (docs/reference.md, section 1), each reported even at zero.
-PHASES: Final = ("Pending", "Provisioning", "Running", "Restarting", "Suspended", "Failed", "Invalid")
+PHASES: Final = tuple(Phase)
 
 
 class PolicyStates(Collector):
@@ -119,8 +120,8 @@ class PolicyStates(Collector):
             "Policies by the phase last written to their status.",
             labels=["phase"],
         )
-        for phase in PHASES:
-            counts.add_metric([phase], sum(1 for p, _ in states.values() if p == phase))
+        for each in PHASES:
+            counts.add_metric([each], sum(1 for p, _ in states.values() if p == each))
         phases = GaugeMetricFamily(
             "spark_dlq_operator_policy_phase",
             "1 for each policy's current phase (status.phase).",
@@ -162,7 +163,7 @@ def status_written(namespace: str, name: str, old: Mapping[str, Any], new: Mappi
     """Note a policy's status as the operator wrote (or confirmed) it: its phase and Ready,
     a phase change, a restart for a new configuration, a job that left Running by itself."""
     policy = policy_label(namespace, name)
-    phase = str(new.get("phase") or "Pending")
+    phase = str(new.get("phase") or Phase.PENDING)
     if POLICY_STATES.set(policy, phase, _condition(new, "Ready").get("status") == "True"):
         # A policy seen for the first time: its counters start at zero, so that the first
         # increase after a scrape shows in rate() and increase().
@@ -173,11 +174,11 @@ def status_written(namespace: str, name: str, old: Mapping[str, Any], new: Mappi
         PHASE_TRANSITIONS.labels(policy).inc()
     restarts = int(new.get("restartCount") or 0) - int(old.get("restartCount") or 0)
     if restarts > 0:
-        cause = "failure" if new.get("lastRestartReason") == "EngineStalled" else "config"
+        cause = "failure" if new.get("lastRestartReason") == RestartReason.ENGINE_STALLED else "config"
         JOB_RESTARTS.labels(policy, cause).inc(restarts)
         return
     was, now = _condition(old, "JobRunning"), _condition(new, "JobRunning")
-    if was.get("status") == "True" and now.get("reason") in ("Restarting", "Failed"):
+    if was.get("status") == "True" and now.get("reason") in (Reason.RESTARTING, Reason.FAILED):
         JOB_RESTARTS.labels(policy, "failure").inc()
 
 

@@ -14,11 +14,13 @@ import yaml
 
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import REDRIVE_KIND, DeadLetterRedrive, redrive_to_document
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.engine_command import Redrive, engine_arguments
 from spark_dlq_operator.governance import NO_FIT, PodFit
+from spark_dlq_operator.policies.application_state import AppState, application_state
+from spark_dlq_operator.reasons import FINAL_REDRIVE_PHASES, RedrivePhase, RedriveReason
 
-REDRIVE_PLURAL: Final = "deadletterredrives"
 REDRIVE_LABEL: Final = "sparkdlq.io/redrive"
 REDRIVE_FILE_KEY: Final = "redrive.yaml"
 REDRIVE_MOUNT: Final = "/etc/spark-dlq/redrive"
@@ -30,8 +32,8 @@ TERMINATION_LOG: Final = "/dev/termination-log"
 REDRIVE_RETRIES: Final = 3
 
 #: The phases of a redrive; the last three are final.
-PHASES: Final = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
-FINAL_PHASES: Final = frozenset({"Succeeded", "Failed", "Cancelled"})
+PHASES: Final = tuple(RedrivePhase)
+FINAL_PHASES: Final = FINAL_REDRIVE_PHASES
 
 
 #: Its conditions, as a batch/v1 Job's: ``Complete`` True only when it succeeded, ``Failed``
@@ -46,15 +48,15 @@ class RedriveCondition(StrEnum):
     FAILED = "Failed"
 
 
-def owner(body: Mapping[str, Any]) -> render.Owner:
+def owner(body: Mapping[str, Any]) -> naming.Owner:
     metadata = body["metadata"]
-    return render.Owner(
+    return naming.Owner(
         name=metadata["name"], namespace=metadata["namespace"], uid=metadata["uid"], kind=REDRIVE_KIND
     )
 
 
 def application_name(redrive_name: str) -> str:
-    return render.application_name(f"{redrive_name}-redrive")
+    return naming.application_name(f"{redrive_name}-redrive")
 
 
 def config_map_name(redrive_name: str) -> str:
@@ -63,8 +65,8 @@ def config_map_name(redrive_name: str) -> str:
 
 def labels(redrive: DeadLetterRedrive) -> dict[str, str]:
     return {
-        **render.labels(redrive.policy),
-        REDRIVE_LABEL: render.label_value(redrive.name),
+        **naming.labels(redrive.policy),
+        REDRIVE_LABEL: naming.label_value(redrive.name),
     }
 
 
@@ -73,7 +75,7 @@ def checkpoint(redrive: DeadLetterRedrive, policy: DeadLetterPolicy, config: Ope
     return f"{render.checkpoint_location(policy, config).rstrip('/')}-redrives/{redrive.name}"
 
 
-def config_map(redrive: DeadLetterRedrive, *, owner: render.Owner) -> render.Manifest:
+def config_map(redrive: DeadLetterRedrive, *, owner: naming.Owner) -> render.Manifest:
     text = yaml.safe_dump(redrive_to_document(redrive), sort_keys=False)
     return {
         "apiVersion": "v1",
@@ -93,7 +95,7 @@ def spark_application(
     policy: DeadLetterPolicy,
     *,
     config: OperatorConfig,
-    owner: render.Owner,
+    owner: naming.Owner,
     fit: PodFit = NO_FIT,
 ) -> render.Manifest:
     """The policy's own SparkApplication made into a batch job: the same image, Spark settings,
@@ -109,17 +111,14 @@ def spark_application(
         "ownerReferences": [owner.reference()],
     }
     spec = app["spec"]
-    spec["arguments"] = [
-        "redrive",
-        "-f",
-        f"{REDRIVE_MOUNT}/{REDRIVE_FILE_KEY}",
-        "--policy",
-        f"{render.POLICY_MOUNT}/{render.POLICY_FILE_KEY}",
-        "--checkpoint",
-        checkpoint(redrive, policy, config),
-        "--status-file",
-        TERMINATION_LOG,
-    ]
+    spec["arguments"] = engine_arguments(
+        Redrive(
+            file=f"{REDRIVE_MOUNT}/{REDRIVE_FILE_KEY}",
+            policy=f"{naming.POLICY_MOUNT}/{naming.POLICY_FILE_KEY}",
+            checkpoint=checkpoint(redrive, policy, config),
+            status_file=TERMINATION_LOG,
+        )
+    )
     spec["restartPolicy"] = {
         "type": "OnFailure",
         "onFailureRetries": REDRIVE_RETRIES,
@@ -172,7 +171,7 @@ def next_status(
     status["observedGeneration"] = generation
     status["phase"] = phase
     status["sparkApplication"] = status.get("sparkApplication") or ""
-    if phase == "Running" and not status.get("startTime"):
+    if phase == RedrivePhase.RUNNING and not status.get("startTime"):
         status["startTime"] = now
     if phase in FINAL_PHASES and not status.get("completionTime"):
         status["completionTime"] = now
@@ -213,7 +212,7 @@ def conditions(
 ) -> list[dict[str, Any]]:
     """``Running`` (True while the job runs), then ``Complete`` or ``Failed`` once the redrive
     ended, as a batch/v1 Job's. A condition keeps its lastTransitionTime while its status stays."""
-    wanted = [(RedriveCondition.RUNNING, "True" if phase == "Running" else "False")]
+    wanted = [(RedriveCondition.RUNNING, "True" if phase == RedrivePhase.RUNNING else "False")]
     if phase == "Succeeded":
         wanted.append((RedriveCondition.COMPLETE, "True"))
     elif phase in FINAL_PHASES:
@@ -237,23 +236,27 @@ def conditions(
     return result
 
 
-def phase_of(app: Mapping[str, Any] | None) -> tuple[str, str, str]:
+def phase_of(app: Mapping[str, Any] | None) -> tuple[RedrivePhase, str, str]:
     """``(phase, reason, message)`` of a redrive from its SparkApplication's state."""
     if app is None:
-        return "Pending", "Submitting", "the redrive's SparkApplication is being created"
-    state, _, error = render.application_state(app)
-    if state == "COMPLETED":
-        return "Succeeded", "Completed", "the redrive finished"
-    if state in ("FAILED", "SUBMISSION_FAILED"):
         return (
-            "Failed",
-            "SparkApplicationFailed",
+            RedrivePhase.PENDING,
+            RedriveReason.SUBMITTING,
+            "the redrive's SparkApplication is being created",
+        )
+    state, _, error = application_state(app)
+    if state == AppState.COMPLETED:
+        return RedrivePhase.SUCCEEDED, RedriveReason.COMPLETED, "the redrive finished"
+    if state in (AppState.FAILED, AppState.SUBMISSION_FAILED):
+        return (
+            RedrivePhase.FAILED,
+            RedriveReason.SPARK_APPLICATION_FAILED,
             f"the redrive's Spark application failed (state {state})" + (f": {error}" if error else ""),
         )
-    if state == "RUNNING":
-        return "Running", "Running", "the redrive is running"
+    if state == AppState.RUNNING:
+        return RedrivePhase.RUNNING, RedriveReason.RUNNING, "the redrive is running"
     return (
-        "Running",
-        "Submitted",
+        RedrivePhase.RUNNING,
+        RedriveReason.SUBMITTED,
         f"the redrive's Spark application is submitted (state {state or 'none yet'})",
     )

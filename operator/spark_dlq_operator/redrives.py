@@ -24,7 +24,8 @@ from spark_dlq_operator.kubeapi import (
     SPARK_APPLICATIONS,
     ApiError,
 )
-from spark_dlq_operator.reconcile import Services, now
+from spark_dlq_operator.policies.services import Services, now
+from spark_dlq_operator.reasons import RedrivePhase, RedriveReason
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,13 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
         references = ((app or {}).get("metadata") or {}).get("ownerReferences") or []
         if any(ref.get("uid") == owner.uid for ref in references):
             await api.delete(SPARK_APPLICATIONS, owner.namespace, app_name)
-        await _write(services, body, "Failed", "InvalidSpec", "; ".join(str(i) for i in error.issues))
+        await _write(
+            services,
+            body,
+            RedrivePhase.FAILED,
+            RedriveReason.INVALID_SPEC,
+            "; ".join(str(i) for i in error.issues),
+        )
         return None
     name = rr.application_name(redrive.name)
     app = await api.get(SPARK_APPLICATIONS, redrive.namespace, name)
@@ -63,7 +70,11 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
         if app is not None:
             await api.delete(SPARK_APPLICATIONS, redrive.namespace, name)
         await _write(
-            services, body, "Cancelled", "Suspended", "spec.suspend is true: cancelled; its progress is kept"
+            services,
+            body,
+            RedrivePhase.CANCELLED,
+            RedriveReason.SUSPENDED,
+            "spec.suspend is true: cancelled; its progress is kept",
         )
         await services.events.info(owner, "RedriveCancelled", f"spec.suspend is true: deleted {name}")
         return None
@@ -80,7 +91,11 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
             if driver.get("reason") == EXPIRED_REASON:  # spec.failOnGaps
                 reason, message = EXPIRED_REASON, str(driver.get("message", ""))
         if driver is not None and driver.get("state") == "Cancelled":
-            phase, reason, message = "Cancelled", "Stopped", "the redrive's driver was stopped"
+            phase, reason, message = (
+                RedrivePhase.CANCELLED,
+                RedriveReason.STOPPED,
+                "the redrive's driver was stopped",
+            )
     await _write(services, body, phase, reason, message, driver=driver, app=name)
     if phase in rr.FINAL_PHASES and status.get("phase") not in rr.FINAL_PHASES:
         summary = ", ".join(
@@ -88,7 +103,7 @@ async def _reconcile(services: Services, body: Mapping[str, Any]) -> float | Non
             for k in ("matched", "redriven", "expired")
             if driver and driver.get(k) is not None
         )
-        post = services.events.info if phase == "Succeeded" else services.events.warn
+        post = services.events.info if phase == RedrivePhase.SUCCEEDED else services.events.warn
         await post(owner, f"Redrive{phase}", f"{message}" + (f" ({summary})" if summary else ""))
     return None
 
@@ -104,8 +119,8 @@ async def _start(
         await _write(
             services,
             body,
-            "Pending",
-            "PolicyNotFound",
+            RedrivePhase.PENDING,
+            RedriveReason.POLICY_NOT_FOUND,
             f"DeadLetterPolicy {policy_name} does not exist in namespace {redrive.namespace}",
         )
         return PENDING_RECHECK
@@ -116,8 +131,8 @@ async def _start(
         await _write(
             services,
             body,
-            "Pending",
-            "PolicyInvalid",
+            RedrivePhase.PENDING,
+            RedriveReason.POLICY_INVALID,
             f"DeadLetterPolicy {policy_name} is invalid or refused by its class: {error}",
         )
         return PENDING_RECHECK
@@ -126,8 +141,8 @@ async def _start(
         await _write(
             services,
             body,
-            "Failed",
-            "BrokerNotSupported",
+            RedrivePhase.FAILED,
+            RedriveReason.BROKER_NOT_SUPPORTED,
             f"DeadLetterPolicy {policy_name} is on Pulsar (spec.broker.type pulsar): a redrive reads "
             "Kafka dead-letter topics only, for now",
         )
@@ -137,14 +152,14 @@ async def _start(
         for other in await api.list(REDRIVES, redrive.namespace)
         if (other.get("spec") or {}).get("policyRef", {}).get("name") == policy_name
         and other["metadata"].get("uid") != owner.uid
-        and (other.get("status") or {}).get("phase") == "Running"
+        and (other.get("status") or {}).get("phase") == RedrivePhase.RUNNING
     ]
     if running:
         await _write(
             services,
             body,
-            "Pending",
-            "AnotherRedriveRunning",
+            RedrivePhase.PENDING,
+            RedriveReason.ANOTHER_REDRIVE_RUNNING,
             f"redrive {running[0]} of policy {policy_name} is running: one at a time per policy",
         )
         return PENDING_RECHECK
@@ -160,12 +175,19 @@ async def _start(
         await _write(
             services,
             body,
-            "Failed",
-            "SparkApplicationRefused",
+            RedrivePhase.FAILED,
+            RedriveReason.SPARK_APPLICATION_REFUSED,
             f"SparkApplication {app_name} was refused: {error}",
         )
         return None
-    await _write(services, body, "Running", "Submitted", f"SparkApplication {app_name} created", app=app_name)
+    await _write(
+        services,
+        body,
+        RedrivePhase.RUNNING,
+        RedriveReason.SUBMITTED,
+        f"SparkApplication {app_name} created",
+        app=app_name,
+    )
     await services.events.info(owner, "RedriveStarted", f"created SparkApplication {app_name}")
     return None
 

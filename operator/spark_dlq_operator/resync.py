@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dlq_engine.model import PolicyError
-from spark_dlq_operator import metrics, reconcile, render
+from spark_dlq_operator import metrics, naming
 from spark_dlq_operator.kubeapi import (
     CLUSTER_KOPF_PEERINGS,
     CONFIG_MAPS,
@@ -34,7 +34,10 @@ from spark_dlq_operator.kubeapi import (
     ApiError,
     Obj,
 )
-from spark_dlq_operator.reconcile import Services
+from spark_dlq_operator.policies.reconcile import reconcile
+from spark_dlq_operator.policies.services import Seen, Services, TopicsNotReady, owner_of
+from spark_dlq_operator.policies.status_writer import report_refused
+from spark_dlq_operator.policies.supervisor import supervise
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +89,7 @@ class Resync:
         if which is None:
             await services.classes.refresh()
         # Three lists per namespace instead of three reads per policy.
-        selector = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+        selector = f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}"
         bodies: list[Obj] = []
         config_maps: dict[tuple[str, str], Obj] = {}
         applications: dict[tuple[str, str], Obj] = {}
@@ -111,14 +114,14 @@ class Resync:
 
         async def one(body: Obj) -> bool:
             metadata = body["metadata"]
-            seen = reconcile.Seen(
+            seen = Seen(
                 policy=body,
                 listed=True,
-                config_map=config_maps.get((metadata["namespace"], render.config_map_name(metadata["name"]))),
+                config_map=config_maps.get((metadata["namespace"], naming.config_map_name(metadata["name"]))),
                 application=applications.get(
-                    (metadata["namespace"], render.application_name(metadata["name"]))
+                    (metadata["namespace"], naming.application_name(metadata["name"]))
                 ),
-                lease=leases.get((metadata["namespace"], render.lease_name(metadata["name"]))),
+                lease=leases.get((metadata["namespace"], naming.lease_name(metadata["name"]))),
             )
             async with limit:
                 try:
@@ -153,24 +156,22 @@ class Resync:
 
         return await self.round(which=governed_by_it)
 
-    async def _reconcile(self, body: Obj, seen: reconcile.Seen) -> bool:
+    async def _reconcile(self, body: Obj, seen: Seen) -> bool:
         metadata = body["metadata"]
         if metadata.get("deletionTimestamp"):
             return False
-        owner = reconcile.owner_of(body)
+        owner = owner_of(body)
         generation = int(metadata.get("generation", 0))
         try:
             governed = await self._services.classes.govern(body)
         except PolicyError as error:
-            await reconcile.report_refused(
-                self._services, owner, generation=generation, error=error, trigger="resync"
-            )
+            await report_refused(self._services, owner, generation=generation, error=error, trigger="resync")
             return False
         except Exception:  # logged; one policy's failure must not stop the others
             logger.exception("resync of %s/%s failed", owner.namespace, owner.name)
             return False
         try:
-            await reconcile.reconcile(
+            await reconcile(
                 self._services,
                 governed.policy,
                 owner=owner,
@@ -179,7 +180,7 @@ class Resync:
                 seen=seen,
                 fit=governed.fit,
             )
-        except reconcile.TopicsNotReady as error:
+        except TopicsNotReady as error:
             logger.info("resync of %s/%s: %s", owner.namespace, owner.name, error)
             return False
         except Exception:  # logged; one policy's failure must not stop the others
@@ -187,12 +188,10 @@ class Resync:
             return False
         return True
 
-    async def _supervise(self, body: Obj, seen: reconcile.Seen) -> None:
-        owner = reconcile.owner_of(body)
+    async def _supervise(self, body: Obj, seen: Seen) -> None:
+        owner = owner_of(body)
         try:
-            await reconcile.supervise(
-                self._services, owner=owner, app=seen.application, lease=seen.lease, policy=body
-            )
+            await supervise(self._services, owner=owner, app=seen.application, lease=seen.lease, policy=body)
         except Exception:  # logged; the next round looks again
             logger.exception("supervising %s/%s failed", owner.namespace, owner.name)
 

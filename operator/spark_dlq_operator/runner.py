@@ -16,7 +16,7 @@ import threading
 
 import kopf
 
-from spark_dlq_operator import handlers, render
+from spark_dlq_operator import handlers, naming
 from spark_dlq_operator.config import OperatorConfig
 
 ANNOTATION_PREFIX = "sparkdlq.io"
@@ -39,12 +39,12 @@ def build_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings.watching.server_timeout = int(config.server_timeout)  # the API wants whole seconds
     settings.watching.client_timeout = config.client_timeout
     settings.watching.connect_timeout = 30
-    settings.watching.label_selectors[render.SPARK_GROUP, render.SPARK_PLURAL] = (
-        f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+    settings.watching.label_selectors[naming.SPARK_GROUP, naming.SPARK_PLURAL] = (
+        f"{naming.MANAGED_BY_LABEL}={naming.MANAGED_BY}"
     )
     settings.peering.lifetime = config.peering_lifetime
     settings.posting.level = logging.WARNING
-    settings.posting.reporting_component = render.MANAGED_BY
+    settings.posting.reporting_component = naming.MANAGED_BY
     return settings
 
 

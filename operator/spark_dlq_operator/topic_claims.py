@@ -1,5 +1,5 @@
 """Which policy uses which retry and dead-letter topic: the operator's in-memory index, which
-refuses a second policy on a topic (TopicsReady False, reason ``TopicInUse``).
+refuses a second policy on a topic (TopicsReady False, reason ``Reason.TOPIC_IN_USE``).
 
 Two policies on one retry topic each read the other's retries as their own and run them through
 the wrong processor; on one dead-letter topic, one team's dead letters (payloads, stack traces)
@@ -40,7 +40,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from dlq_engine.model import DeadLetterPolicy, PolicyError, parse_policy
-from spark_dlq_operator import render
+from spark_dlq_operator.policies.application_state import time_of
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import (
     TopicKind,
     broker_id,
@@ -48,9 +49,6 @@ from spark_dlq_operator.topic_ownership import (
     recorded,
     topic_kinds,
 )
-
-#: The condition reason of a policy refused a topic another policy uses.
-TOPIC_IN_USE: Final = "TopicInUse"
 
 Topic = tuple[str, str]  # (broker, name as the broker names it)
 
@@ -122,7 +120,7 @@ def _status_facts(
         None,
     )
     using: set[Topic] = set()
-    if topics_ready is not None and topics_ready.get("reason") != TOPIC_IN_USE:
+    if topics_ready is not None and topics_ready.get("reason") != Reason.TOPIC_IN_USE:
         for key in ("retryTopic", "deadLetterTopic"):
             name = status.get(key)
             if isinstance(name, str) and name in kinds:
@@ -137,7 +135,7 @@ def _claim(body: Mapping[str, Any], broker: str, kinds: Mapping[str, TopicKind])
         policy=_key(body),
         uid=str(metadata.get("uid", "")),
         generation=int(metadata.get("generation") or 0),
-        created=render.time_of(metadata.get("creationTimestamp")),
+        created=time_of(metadata.get("creationTimestamp")),
         topics={(broker, name): kind for name, kind in kinds.items()},
         owned=owned,
         using=using,

@@ -54,10 +54,10 @@ from dlq_engine.model.topics import (
     retention_shortfall,
     wanted_topics,
 )
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
 from spark_dlq_operator.oauth2 import ClientCredentials, OAuth2Refused, OAuth2Unavailable
-from spark_dlq_operator.reasons import TopicsReason
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class TopicsReport:
     """What provisioning found. ``ready`` False comes with a reason and a message."""
 
     ready: bool
-    reason: str
+    reason: Reason
     message: str
     created: tuple[str, ...] = ()
     #: Human-readable drift findings (an existing topic with fewer partitions than wanted).
@@ -114,7 +114,7 @@ def ready_report(
         message += "; short retention: " + "; ".join(short_retention)
     return TopicsReport(
         True,
-        TopicsReason.SHORT_RETENTION if short_retention else "TopicsReady",
+        Reason.SHORT_RETENTION if short_retention else Reason.TOPICS_READY,
         message,
         created=tuple(created),
         drift=tuple(drift),
@@ -196,7 +196,7 @@ class AdminProvisioner:
         if not policy.topics.partitions and source_partitions is None:
             return TopicsReport(
                 False,
-                "SourceTopicMissing",
+                Reason.SOURCE_TOPIC_MISSING,
                 f"the source topic {policy.source.topic!r} does not exist, and "
                 "spec.topics.partitions is 0 (as many partitions as the source)",
             )
@@ -231,7 +231,7 @@ class AdminProvisioner:
                     raise BrokerUnavailable(f"creating topic {name!r} timed out") from None
         if problems:
             return TopicsReport(
-                False, "CreateFailed", "; ".join(problems), created=tuple(created), owned=tuple(created)
+                False, Reason.CREATE_FAILED, "; ".join(problems), created=tuple(created), owned=tuple(created)
             )
         drift = tuple(
             f"topic {w.name!r} has {partitions[w.name]} partitions, {w.partitions} wanted "
@@ -473,7 +473,7 @@ class PulsarProvisioner:
         self,
         policy: DeadLetterPolicy,
         *,
-        owner: render.Owner,
+        owner: naming.Owner,
         owned: Collection[str] = (),
         credentials: Credentials = None,
     ) -> TopicsReport:
@@ -482,13 +482,13 @@ class PulsarProvisioner:
         try:
             return await self._ensure(policy, owner=owner, owned=owned, credentials=credentials)
         except _Refused as error:
-            return TopicsReport(False, "CreateFailed", f"Pulsar's admin API refused {error}")
+            return TopicsReport(False, Reason.CREATE_FAILED, f"Pulsar's admin API refused {error}")
 
     async def _ensure(
         self,
         policy: DeadLetterPolicy,
         *,
-        owner: render.Owner,
+        owner: naming.Owner,
         owned: Collection[str],
         credentials: Credentials,
     ) -> TopicsReport:
@@ -496,7 +496,7 @@ class PulsarProvisioner:
         if not policy.topics.partitions and source_partitions is None:
             return TopicsReport(
                 False,
-                "SourceTopicMissing",
+                Reason.SOURCE_TOPIC_MISSING,
                 f"the source topic {pulsar_topic(policy.source.topic).full_name!r} does not exist, "
                 "and spec.topics.partitions is 0 (partitioned like the source)",
             )
@@ -613,7 +613,7 @@ class StrimziNotServed(Exception):
     old or too new): nothing can be created or deleted through Strimzi until it does."""
 
     def __init__(self) -> None:
-        versions = " or ".join(f"{render.STRIMZI_GROUP}/{v}" for v in render.STRIMZI_VERSIONS)
+        versions = " or ".join(f"{naming.STRIMZI_GROUP}/{v}" for v in naming.STRIMZI_VERSIONS)
         super().__init__(
             f"the cluster serves no KafkaTopic ({versions}): install Strimzi's KafkaTopic CRD, or "
             "set spec.topics.provisioner to admin"
@@ -638,8 +638,8 @@ class StrimziProvisioner:
         if self._version is not None and now - self._version[1] < self._ttl:
             return self._version[0]
         found: str | None = None
-        for version in render.STRIMZI_VERSIONS:
-            if render.STRIMZI_PLURAL in await self._api.served_resources(render.STRIMZI_GROUP, version):
+        for version in naming.STRIMZI_VERSIONS:
+            if naming.STRIMZI_PLURAL in await self._api.served_resources(naming.STRIMZI_GROUP, version):
                 found = version
                 break
         self._version = (found, now)
@@ -665,7 +665,7 @@ class StrimziProvisioner:
         self,
         policy: DeadLetterPolicy,
         *,
-        owner: render.Owner,
+        owner: naming.Owner,
         on_cluster: Callable[[], Awaitable[Collection[str]]],
         owned: Collection[str] = (),
     ) -> TopicsReport:
@@ -675,14 +675,14 @@ class StrimziProvisioner:
         if not policy.topics.strimzi.cluster:
             return TopicsReport(
                 False,
-                "StrimziClusterMissing",
+                Reason.STRIMZI_CLUSTER_MISSING,
                 "topics are provisioned through Strimzi: spec.topics.strimzi.cluster "
                 "must name the Kafka cluster",
             )
         try:
             kind = await self._kind()
         except StrimziNotServed as error:
-            return TopicsReport(False, "StrimziNotServed", str(error))
+            return TopicsReport(False, Reason.STRIMZI_NOT_SERVED, str(error))
         try:
             return await self._ensure(policy, owner=owner, kind=kind, on_cluster=on_cluster, owned=owned)
         except ApiError as error:
@@ -693,7 +693,7 @@ class StrimziProvisioner:
         self,
         policy: DeadLetterPolicy,
         *,
-        owner: render.Owner,
+        owner: naming.Owner,
         kind: ResourceType,
         on_cluster: Callable[[], Awaitable[Collection[str]]],
         owned: Collection[str],
@@ -711,7 +711,7 @@ class StrimziProvisioner:
         notes: list[str] = []
         short: list[str] = []
         for want in wanted_topics(policy, source_partitions=source_partitions):
-            name = render.kafka_topic_name(want.name)
+            name = naming.kafka_topic_name(want.name)
             current = await self._api.get(kind, namespace, name)
             if current is None:
                 if listed is None:
@@ -737,7 +737,7 @@ class StrimziProvisioner:
             if (current.get("spec") or {}).get("topicName", kafka_topic_name) != want.name:
                 return TopicsReport(
                     False,
-                    "Conflict",
+                    Reason.CONFLICT,
                     f"KafkaTopic {namespace}/{kafka_topic_name} exists for another "
                     f"topic ({current['spec'].get('topicName')!r})",
                     created=tuple(created),
@@ -771,7 +771,11 @@ class StrimziProvisioner:
                 waiting.append(f"KafkaTopic {namespace}/{kafka_topic_name}: {why}")
         if waiting:
             return TopicsReport(
-                False, "WaitingForStrimzi", "; ".join(waiting), created=tuple(created), owned=tuple(mine)
+                False,
+                Reason.WAITING_FOR_STRIMZI,
+                "; ".join(waiting),
+                created=tuple(created),
+                owned=tuple(mine),
             )
         message = "; ".join(["Strimzi reports the KafkaTopics Ready", *notes])
         if not policy.topics.partitions and source_partitions is None:
@@ -780,7 +784,7 @@ class StrimziProvisioner:
 
     @staticmethod
     def _desired(
-        policy: DeadLetterPolicy, want: TopicWant, *, owner: render.Owner, kind: ResourceType, mine: bool
+        policy: DeadLetterPolicy, want: TopicWant, *, owner: naming.Owner, kind: ResourceType, mine: bool
     ) -> Obj:
         """The KafkaTopic as the operator writes it; an owner reference (garbage collection
         deletes the topic with the policy) only on one it created for this policy."""
@@ -791,7 +795,7 @@ class StrimziProvisioner:
         )
 
     async def delete(
-        self, policy: DeadLetterPolicy, names: Sequence[str], *, owner: render.Owner
+        self, policy: DeadLetterPolicy, names: Sequence[str], *, owner: naming.Owner
     ) -> list[str]:
         """Delete the KafkaTopics of the topics ``names`` (Strimzi then deletes the topics), each
         only when it is this policy's (its labels and its creator's uid); the topics whose
@@ -802,7 +806,7 @@ class StrimziProvisioner:
         deleted: list[str] = []
         try:
             for topic in names:
-                name = render.kafka_topic_name(topic)
+                name = naming.kafka_topic_name(topic)
                 current = await self._api.get(kind, namespace, name)
                 if (
                     current is not None
@@ -837,9 +841,9 @@ def _naming(kafka_topics: Sequence[Obj], topic: str) -> Obj | None:
 def _ours(kafka_topic: Obj, policy: DeadLetterPolicy) -> bool:
     """Labelled as this policy's (by namespace and name: any incarnation of it)."""
     found = (kafka_topic.get("metadata") or {}).get("labels") or {}
-    return found.get(render.POLICY_LABEL) == render.label_value(policy.name) and found.get(
-        render.POLICY_NAMESPACE_LABEL
-    ) == render.label_value(policy.namespace)
+    return found.get(naming.POLICY_LABEL) == naming.label_value(policy.name) and found.get(
+        naming.POLICY_NAMESPACE_LABEL
+    ) == naming.label_value(policy.namespace)
 
 
 def _creator(kafka_topic: Obj) -> str | None:

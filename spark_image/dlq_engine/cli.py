@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
         default=_env_str("SPARK_DLQ_CHECKPOINT_LEASE") or str(DEFAULT_LEASE_S),
         help="seconds an engine's lease on its checkpoint lasts unrenewed: a second engine on the "
         "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
-        "(default: $SPARK_DLQ_CHECKPOINT_LEASE, else %(default)s)",
+        "(on Kubernetes: as soon as its pod is gone) (default: $SPARK_DLQ_CHECKPOINT_LEASE, else "
+        "%(default)s)",
     )
     run.add_argument(
         "--heartbeat-lease",
@@ -151,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()
     args = _parser().parse_args(argv)
     if args.command in ("run", "redrive"):
         with_extra("engine", "dlq-engine", _load_engine)
@@ -172,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tampered is not None:
         print(f"dlq-engine: {tampered}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return _run(policy, args)
+    return _run(policy, args, started=started)
 
 
 def _load_engine() -> None:
@@ -197,11 +199,13 @@ def _config_hash_mismatch(policy: DeadLetterPolicy, path: str, expected: str | N
     )
 
 
-def _run(policy: object, args: argparse.Namespace) -> int:
+def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
     from dlq_engine.job import pulsar_topics
     from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
+    from dlq_engine.job.driver_pod import this_driver
     from dlq_engine.job.heartbeat import Heartbeat, HeartbeatError
+    from dlq_engine.job.lock_file import HadoopLockFile
     from dlq_engine.job.metrics import EngineMetrics
     from dlq_engine.job.pipeline import RunOptions, client_properties
     from dlq_engine.job.preflight import (
@@ -255,8 +259,11 @@ def _run(policy: object, args: argparse.Namespace) -> int:
     if args.metrics_port:
         metrics = EngineMetrics(policy, probe_interval=args.metrics_probe_interval)
         metrics.serve(args.metrics_port)
+    session_at = time.monotonic()
     spark = build_session(policy, master=args.master)
-    lock = CheckpointLock(spark, location, lease_s=args.checkpoint_lease)
+    checks_at = time.monotonic()
+    pods, pod = this_driver(dict(spark.sparkContext.getConf().getAll()))
+    lock = CheckpointLock(HadoopLockFile(spark, location), lease_s=args.checkpoint_lease, pods=pods, pod=pod)
     try:
         try:
             engine_class(spark, JVM_DELAY_STAGE)
@@ -277,11 +284,13 @@ def _run(policy: object, args: argparse.Namespace) -> int:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED
         # Only a run that can start touches the checkpoint: the lease is its first write.
+        lease_at = time.monotonic()
         try:
             lock.acquire()
         except CheckpointLocked as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_CHECKPOINT_LOCKED
+        query_at = time.monotonic()
         lock.keep_renewed(lambda reason: runs[0].lose_lease(reason) if runs else None)
         run = Run(spark, policy, options, metrics)
         runs.append(run)
@@ -294,6 +303,15 @@ def _run(policy: object, args: argparse.Namespace) -> int:
         run.start()
         if heartbeat is not None:
             heartbeat.start()
+        now = time.monotonic()
+        print(
+            f"dlq-engine: query started {now - started:.1f}s after the engine started: Spark session "
+            f"{checks_at - session_at:.1f}s, checks {lease_at - checks_at:.1f}s, checkpoint lease "
+            f"{query_at - lease_at:.1f}s ({lock.waited_s:.1f}s waiting for the previous holder), "
+            f"query {now - query_at:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         status = run.wait()
         print(f"dlq-engine: {run.totals.summary()}", file=sys.stderr if status else sys.stdout)
         if metrics is not None and status == EXIT_FAILED and args.metrics_linger > 0:

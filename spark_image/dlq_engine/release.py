@@ -2,7 +2,8 @@
 the ``*_build_info`` metrics) and which extra a missing module belongs to.
 
 ``pip install spark-dlq`` installs the policy model only; the engine and the operator need their
-extras (``spark-dlq[engine]``, ``spark-dlq[operator]``). A command whose extra is missing says
+extras (``spark-dlq[engine]``, ``spark-dlq[operator]``; ``kubectl dlq`` on a Pulsar policy the
+``pulsar`` extra too). A command whose extra is missing says
 so in one line instead of an import traceback. The version is the distribution's, from its
 metadata: ``pyproject.toml`` is the one place it is written. No import here loads Spark.
 """
@@ -17,13 +18,14 @@ from typing import Final, Literal, NoReturn, TypeVar
 
 DISTRIBUTION: Final = "spark-dlq"
 
-Extra = Literal["engine", "operator"]
+Extra = Literal["engine", "operator", "pulsar"]
 
 #: The top-level modules of each extra's distributions (pyproject.toml's optional-dependencies;
 #: tests/unit/test_release.py keeps the two in step).
 EXTRA_MODULES: Final[dict[Extra, frozenset[str]]] = {
     "engine": frozenset({"pyspark", "pyarrow", "pandas", "google", "prometheus_client", "pulsar"}),
     "operator": frozenset({"kopf", "kubernetes_asyncio", "confluent_kafka", "prometheus_client"}),
+    "pulsar": frozenset({"pulsar", "_pulsar"}),
 }
 
 #: Exit status of a command whose extra is not installed.

@@ -19,7 +19,7 @@ from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service
-from spark_dlq_operator.render import application_name
+from spark_dlq_operator.naming import application_name
 from tests.conftest import unique
 from tests.helpers import FAST_DRIVER_ENV
 from tests.integration.crds import PROJECT_CRDS, install_crds

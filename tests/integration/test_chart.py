@@ -316,6 +316,7 @@ def test_spark_pods_are_admitted_under_restricted_pod_security(
     """The driver and executor pods, as spark-submit builds them from the pod templates of the
     SparkApplication the operator renders (pod and container security contexts, the policy and
     secret volumes)."""
+    from spark_dlq_operator import naming
     from spark_dlq_operator import render as operator_render
     from spark_dlq_operator.config import OperatorConfig
     from tests.policy_builder import policy
@@ -330,7 +331,7 @@ def test_spark_pods_are_admitted_under_restricted_pod_security(
     spec = operator_render.spark_application(
         policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
         config=OperatorConfig(),
-        owner=operator_render.Owner(name="billing", namespace=restricted, uid="uid-1"),
+        owner=naming.Owner(name="billing", namespace=restricted, uid="uid-1"),
     )["spec"]
     # spark-submit starts from the pod template and adds its own fields (image, ports, env).
     template = copy.deepcopy(spec[role]["template"])

@@ -18,8 +18,13 @@ import pytest
 import yaml
 
 from spark_dlq_devtools.paths import REPO_ROOT, argocd_health_bin
-from spark_dlq_operator import render
-from spark_dlq_operator.render import ConditionState, Observation
+from spark_dlq_operator.policies.application_state import (
+    JOB_RESTARTING,
+    JOB_SUBMITTED,
+    JOB_SUSPENDED,
+    job_condition,
+)
+from spark_dlq_operator.policies.status import ConditionState, Observation, next_status
 
 ARGOCD = REPO_ROOT / "deploy" / "argocd"
 HEALTH = ARGOCD / "health.lua"
@@ -80,7 +85,7 @@ def policy(generation: int = 1, *observations: Observation) -> dict[str, Any]:
     if observations:
         status: dict[str, Any] = {}
         for observation in observations:
-            status = render.next_status(status, observation, now=NOW)
+            status = next_status(status, observation, now=NOW)
         obj["status"] = status
     return obj
 
@@ -113,9 +118,7 @@ def test_no_status_is_progressing(health: Any) -> None:
 
 
 def test_older_observed_generation_is_progressing_even_when_ready(health: Any) -> None:
-    obj = policy(
-        3, Observation(generation=2, topics=TOPICS_READY, job=render.job_condition(application("RUNNING")))
-    )
+    obj = policy(3, Observation(generation=2, topics=TOPICS_READY, job=job_condition(application("RUNNING"))))
     assert obj["status"]["phase"] == "Running"
     status, message = health(obj)
     assert status == "Progressing"
@@ -132,7 +135,7 @@ def test_ready_is_healthy(health: Any) -> None:
     obj = policy(
         2,
         Observation(generation=2, topics=TOPICS_READY),
-        Observation(job=render.job_condition(application("RUNNING"))),
+        Observation(job=job_condition(application("RUNNING"))),
     )
     assert obj["status"]["phase"] == "Running"
     status, message = health(obj)
@@ -152,15 +155,13 @@ def test_ready_is_healthy(health: Any) -> None:
             Observation(
                 generation=1,
                 topics=TOPICS_READY,
-                job=render.job_condition(application("FAILED", "driver OOMKilled")),
+                job=job_condition(application("FAILED", "driver OOMKilled")),
             ),
             ["Failed", "driver OOMKilled"],
             id="job-failed",
         ),
         pytest.param(
-            Observation(
-                generation=1, topics=TOPICS_READY, job=render.job_condition(application("COMPLETED"))
-            ),
+            Observation(generation=1, topics=TOPICS_READY, job=job_condition(application("COMPLETED"))),
             ["Completed"],
             id="job-completed",
         ),
@@ -178,14 +179,14 @@ def test_failed_or_invalid_is_degraded(observation: Observation, words: list[str
 def test_invalid_after_running_is_degraded(health: Any) -> None:
     obj = policy(
         2,
-        Observation(generation=1, topics=TOPICS_READY, job=render.job_condition(application("RUNNING"))),
+        Observation(generation=1, topics=TOPICS_READY, job=job_condition(application("RUNNING"))),
         Observation(generation=2, invalid=["spec.source.topic: required"]),
     )
     assert health(obj)[0] == "Degraded"
 
 
 def test_suspended_is_suspended(health: Any) -> None:
-    obj = policy(4, Observation(generation=4, topics=TOPICS_READY, job=render.JOB_SUSPENDED))
+    obj = policy(4, Observation(generation=4, topics=TOPICS_READY, job=JOB_SUSPENDED))
     assert obj["status"]["phase"] == "Suspended"
     status, message = health(obj)
     assert status == "Suspended"
@@ -202,13 +203,13 @@ def test_suspended_is_suspended(health: Any) -> None:
             id="provisioning",
         ),
         pytest.param(
-            Observation(generation=1, topics=TOPICS_READY, job=render.JOB_SUBMITTED),
+            Observation(generation=1, topics=TOPICS_READY, job=JOB_SUBMITTED),
             "Pending",
             "Submitted",
             id="submitted",
         ),
         pytest.param(
-            Observation(generation=1, topics=TOPICS_READY, job=render.JOB_RESTARTING, restarted=True),
+            Observation(generation=1, topics=TOPICS_READY, job=JOB_RESTARTING, restarted=True),
             "Restarting",
             "Restarting",
             id="restarting",

@@ -14,12 +14,11 @@ from dlq_engine import Message, Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
 from dlq_engine.processing.batches import (
     HEADER_TYPE,
-    MAX_DELIVER_AT,
-    RoutingSettings,
     StopPipeline,
     route_batch,
 )
-from dlq_engine.routing.outcomes import Route
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route
+from dlq_engine.routing.settings import RoutingSettings
 
 NOW = 1_800_000_000_000
 SETTINGS = RoutingSettings(

@@ -8,7 +8,7 @@ import pytest
 
 from dlq_engine.job.breaker import NO_LIMIT, failures_of, probing
 from dlq_engine.model import parse_policy
-from dlq_engine.processing.batches import RoutingSettings
+from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import policy_document
 
 

@@ -66,7 +66,7 @@ def test_a_service_monitor_without_the_service_is_refused() -> None:
 def test_the_pod_monitor_selects_the_spark_drivers(namespaces: list[str], selector: dict[str, Any]) -> None:
     monitor = one(render(monitoring(podMonitor={"enabled": True, "namespaces": namespaces})), "PodMonitor")
     assert monitor["spec"]["selector"]["matchLabels"] == {
-        "app.kubernetes.io/managed-by": "spark-dlq-operator",  # render.MANAGED_BY_LABEL on driver pods
+        "app.kubernetes.io/managed-by": "spark-dlq-operator",  # naming.MANAGED_BY_LABEL on driver pods
         "spark-role": "driver",  # set by Spark on its driver pod
     }
     assert monitor["spec"]["namespaceSelector"] == selector
@@ -75,12 +75,13 @@ def test_the_pod_monitor_selects_the_spark_drivers(namespaces: list[str], select
 
 def test_the_pod_monitor_labels_match_what_the_operator_puts_on_drivers() -> None:
     from dlq_engine.model.policy import parse_policy
+    from spark_dlq_operator import naming
     from spark_dlq_operator import render as operator_render
     from spark_dlq_operator.config import OperatorConfig
     from tests.policy_builder import policy_document
 
     monitor = one(render(monitoring(podMonitor={"enabled": True})), "PodMonitor")
-    owner = operator_render.Owner(name="p", namespace="ns", uid="u")
+    owner = naming.Owner(name="p", namespace="ns", uid="u")
     app = operator_render.spark_application(
         parse_policy(policy_document()), config=OperatorConfig(), owner=owner
     )

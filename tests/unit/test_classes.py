@@ -14,14 +14,14 @@ import yaml
 
 from dlq_engine.model import DeadLetterPolicy, parse_policy
 from dlq_engine.model.policy import PULSAR_CLIENT_DIR
-from spark_dlq_operator import render
+from spark_dlq_operator import naming
 from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable, own_namespace
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policies.services import Services
 from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.reconcile import Services
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
@@ -89,7 +89,7 @@ class Bed:
         return next(c for c in self.status(name)["conditions"] if c["type"] == "Ready")
 
     def app(self, name: str = "billing") -> dict[str, Any] | None:
-        return self.api.stored(APPS, NAMESPACE, render.application_name(name))
+        return self.api.stored(APPS, NAMESPACE, naming.application_name(name))
 
 
 def test_no_class_in_the_cluster_governs_by_the_built_in_defaults(caplog: pytest.LogCaptureFixture) -> None:
@@ -180,7 +180,7 @@ def test_a_class_change_restarts_only_what_it_changes() -> None:
     bed.round()
     before = bed.app()
     assert before is not None
-    hash_before = before["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION]
+    hash_before = before["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
 
     # A rule the policy already meets: nothing the engine runs changes.
     standard["spec"]["limits"] = {"maxRedeliverCount": 100}
@@ -193,11 +193,11 @@ def test_a_class_change_restarts_only_what_it_changes() -> None:
     bed.class_changed("MODIFIED", standard)
     after = bed.app()
     assert after is not None
-    assert after["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] != hash_before
+    assert after["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] != hash_before
     assert bed.status()["restartCount"] == 1
-    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name("billing"))
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name("billing"))
     assert config_map is not None
-    assert "trigger: 5s" in config_map["data"][render.POLICY_FILE_KEY]
+    assert "trigger: 5s" in config_map["data"][naming.POLICY_FILE_KEY]
 
     # The same event again changes nothing and reconciles nothing.
     assert bed.class_changed("MODIFIED", standard) == 0
@@ -355,14 +355,14 @@ def test_a_pulsar_class_broker_gives_the_operator_its_secret_and_the_engine_only
 
     assert pulsar.calls
     assert all(used == data for used in pulsar.credentials)
-    app = bed.api.stored(APPS, NAMESPACE, render.application_name("billing"))
+    app = bed.api.stored(APPS, NAMESPACE, naming.application_name("billing"))
     assert app is not None
     for role in ("driver", "executor"):
         pod = app["spec"][role]["template"]["spec"]
         assert {"name": "pulsar-client", "secret": {"secretName": "pulsar-client"}} in pod["volumes"]
         mount = {"name": "pulsar-client", "mountPath": PULSAR_CLIENT_DIR, "readOnly": True}
         assert mount in pod["containers"][0]["volumeMounts"]
-    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name("billing"))
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name("billing"))
     stored = repr([config_map, app, bed.status()])
     assert token not in stored
     assert "MIIB" not in stored
@@ -393,9 +393,9 @@ def test_the_governed_policy_is_what_the_engine_runs() -> None:
     bed.put_class("standard", default=True, defaults={"retry": {"maxRedeliverCount": 3}})
     bed.put_policy()
     bed.round()
-    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name("billing"))
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name("billing"))
     assert config_map is not None
-    engine_policy = parse_policy(yaml.safe_load(config_map["data"][render.POLICY_FILE_KEY]))
+    engine_policy = parse_policy(yaml.safe_load(config_map["data"][naming.POLICY_FILE_KEY]))
     assert engine_policy.retry.max_redeliver_count == 3
 
 

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from dlq_engine.model import PolicyError, parse_policy, to_spec
-from dlq_engine.processing.batches import RoutingSettings, route_batch
+from dlq_engine.model import PolicyError, engine_config, parse_policy, to_spec
+from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
+from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import issues, policy_document
 from tests.unit.test_batches import NOW, SETTINGS, batch, fail
 
@@ -39,10 +40,11 @@ def by_name(row: dict[str, Any]) -> dict[str, bytes]:
     return {entry["key"]: entry["value"] for entry in row["headers"]}
 
 
-def test_default_is_spark_dlq_and_stays_out_of_the_spec() -> None:
+def test_default_is_spark_dlq_and_written_at_its_default_it_leaves_the_hash() -> None:
     policy = parse_policy(policy_document({}))
     assert policy.dead_letter.header_profiles == ("spark-dlq",)
-    assert "headerProfiles" not in to_spec(policy)["deadLetter"]
+    assert to_spec(policy)["deadLetter"]["headerProfiles"] == ["spark-dlq"]
+    assert "headerProfiles" not in engine_config(policy)["spec"]["deadLetter"]
 
 
 def test_listed_profiles_are_kept_in_order_and_written_back() -> None:

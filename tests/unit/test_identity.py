@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from spark_dlq_operator import identity, render
+from spark_dlq_operator import identity, naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import NO_FIT, PodFit
-from spark_dlq_operator.render import Owner
+from spark_dlq_operator.naming import Owner
 from tests.policy_builder import policy
 
 OWNER = Owner(name="orders-billing", namespace="payments", uid="uid-1")
@@ -79,7 +79,7 @@ def test_the_names_follow_the_application_name() -> None:
     [account, lease, *_] = identity.manifests(
         "v1.orders", namespace="payments", owner=OWNER, fit=NO_FIT, config=CONFIG
     )
-    app = render.application_name("v1.orders")
+    app = naming.application_name("v1.orders")
     assert (account["metadata"]["name"], lease["metadata"]["name"]) == (f"{app}-spark", f"{app}-heartbeat")
     assert account["metadata"]["labels"]["sparkdlq.io/policy"] == "v1.orders"
 
@@ -143,7 +143,7 @@ def test_nothing_to_repair_in_what_the_operator_wrote() -> None:
 def test_the_heartbeat_and_other_annotations_on_the_lease_are_left_alone() -> None:
     lease = manifests()[1]
     current = stored(lease, spec={"holderIdentity": "pod-1"})
-    current["metadata"]["annotations"] = {render.HEARTBEAT_ANNOTATION: "{}", "team": "billing"}
+    current["metadata"]["annotations"] = {naming.HEARTBEAT_ANNOTATION: "{}", "team": "billing"}
     assert identity.repair(current, lease) is None
 
 

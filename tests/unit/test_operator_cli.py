@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from dlq_engine.model.policy import PROVISIONERS
-from spark_dlq_operator.cli import config_from_args
+from spark_dlq_devtools.paths import REPO_ROOT
+from spark_dlq_operator.cli import DEFAULTS, config_from_args
 from spark_dlq_operator.config import SPARK_VERSION
 
 
@@ -176,3 +180,34 @@ def test_every_provisioner_of_the_model_is_accepted() -> None:
             config_from_args(["run", "-A", "--provisioner", provisioner], environ={}).provisioner
             == provisioner
         )
+
+
+def _chart_value(values: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        values = values[key]
+    return values
+
+
+#: The chart's values that configure the operator, by the OperatorConfig field they set.
+_CHART_VALUES = {
+    "spark_version": "spark.version",
+    "checkpoint_base": "spark.checkpointBase",
+    "metrics_port": "operator.metrics.port",
+    "resync_interval": "operator.resyncInterval",
+    "finalizer_timeout": "operator.finalizerTimeout",
+    "stall_timeout": "operator.supervisor.stallTimeout",
+    "pending_timeout": "operator.supervisor.pendingTimeout",
+    "peering_lifetime": "operator.peering.lifetime",
+}
+
+
+def test_the_chart_s_values_are_the_operator_s_defaults() -> None:
+    chart = REPO_ROOT / "charts" / "spark-dlq-operator"
+    values = yaml.safe_load((chart / "values.yaml").read_text(encoding="utf-8"))
+    app_version = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8"))["appVersion"]
+    defaults = config_from_args(["run", "-A"], environ={})
+    assert defaults == dataclasses.replace(DEFAULTS, all_namespaces=True)
+    assert {field: _chart_value(values, path) for field, path in _CHART_VALUES.items()} == {
+        field: getattr(DEFAULTS, field) for field in _CHART_VALUES
+    }
+    assert f"{values['spark']['image']['repository']}:{app_version}" == DEFAULTS.spark_image

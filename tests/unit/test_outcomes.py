@@ -5,30 +5,36 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dlq_engine import Message, Retry, Terminate
+from dlq_engine.model.policy import BackoffSpec
 from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
 from dlq_engine.routing.outcomes import (
     ACKNOWLEDGE,
     MAX_STACK_CHARS,
     PUBLISH,
+    Classifier,
     Decision,
     Failure,
     Result,
     Route,
-    Rules,
+    RuleLimits,
+    StopRule,
     UnsupportedResult,
     Verdict,
     classify,
     decide,
-    decide_all,
     encode_result,
     item_result_or_failure,
+    overflow,
     result_or_failure,
+    success_routes,
 )
 
 MESSAGE = Message(key=b"k", value=b"v")
+NOW = 1_800_000_000_000
 
 
 def failure_of(process: Any) -> Failure:
@@ -138,10 +144,20 @@ def test_a_success_is_its_encoded_result() -> None:
         pytest.param(None, 1, "topic", True, ACKNOWLEDGE, id="ack"),
         pytest.param(b"r", 9, "topic", True, PUBLISH, id="a-late-success-is-published"),
         pytest.param(
-            Failure(Verdict.TRANSIENT), 1, "topic", True, Decision(Route.RETRY), id="first-failure-retries"
+            Failure(Verdict.TRANSIENT),
+            1,
+            "topic",
+            True,
+            Decision(Route.RETRY, deliver_at=NOW + 1000),
+            id="first-failure-retries",
         ),
         pytest.param(
-            Failure(Verdict.TRANSIENT), 3, "topic", True, Decision(Route.RETRY), id="last-redelivery"
+            Failure(Verdict.TRANSIENT),
+            3,
+            "topic",
+            True,
+            Decision(Route.RETRY, deliver_at=NOW + 4000),
+            id="last-redelivery-backs-off-exponentially",
         ),
         pytest.param(
             Failure(Verdict.TRANSIENT), 4, "topic", True, Decision(Route.DEAD, "exhausted"), id="exhausted"
@@ -161,19 +177,23 @@ def test_a_success_is_its_encoded_result() -> None:
             Failure(Verdict.TERMINATED), 1, "ignore", True, Decision(Route.IGNORED, "terminated"), id="ignore"
         ),
         pytest.param(
-            Failure(Verdict.TRANSIENT), 4, "stop", True, Decision(Route.DEAD, "exhausted"), id="stop-is-dead"
+            Failure(Verdict.TRANSIENT),
+            4,
+            "stop",
+            True,
+            Decision(Route.DEAD, "exhausted", stop=StopRule.STRATEGY),
+            id="stop-stops-on-a-dead-letter",
         ),
     ],
 )
-def test_decide(result: Result, failures: int, strategy: str, has_output: bool, expected: Decision) -> None:
-    assert (
-        decide(result, failures, Rules(max_redeliver=3, strategy=strategy, has_output=has_output)) == expected
-    )
+def test_decide(result: Result, failures: int, strategy: Any, has_output: bool, expected: Decision) -> None:
+    classifier = Classifier(max_redeliver=3, strategy=strategy, has_output=has_output)
+    assert decide(result, failures, classifier, now=NOW) == expected
 
 
 def test_zero_redeliveries_dead_letters_the_first_failure() -> None:
-    rules = Rules(max_redeliver=0, strategy="topic", has_output=True)
-    assert decide(Failure(Verdict.TRANSIENT), 1, rules) == Decision(Route.DEAD, "exhausted")
+    classifier = Classifier(max_redeliver=0, strategy="topic", has_output=True)
+    assert decide(Failure(Verdict.TRANSIENT), 1, classifier) == Decision(Route.DEAD, "exhausted")
 
 
 @pytest.mark.parametrize(
@@ -267,11 +287,78 @@ def test_a_huge_error_message_is_cut_with_a_marker_and_the_trace_keeps_its_frame
 
 
 @pytest.mark.parametrize("has_output", [True, False])
-def test_decide_all_is_decide_for_every_row(has_output: bool) -> None:
-    rules = Rules(max_redeliver=2, strategy="topic", has_output=has_output)
-    results: list[Result] = [b"r", None, Failure(Verdict.TRANSIENT), Failure(Verdict.TRANSIENT), b""]
-    results += [Failure(Verdict.TERMINATED), Failure(Verdict.NON_RETRYABLE)]
-    attempts = [0, 5, 0, 2, 9, 0, 1]
-    assert decide_all(results, attempts, rules) == [
-        decide(r, a + 1, rules) for r, a in zip(results, attempts, strict=True)
-    ]
+def test_success_routes_are_decide_for_every_success(has_output: bool) -> None:
+    classifier = Classifier(max_redeliver=2, strategy="topic", has_output=has_output)
+    results: list[Result] = [b"r", None, b"", None]
+    published = np.array([r is not None for r in results])
+    assert success_routes(published, classifier).tolist() == [decide(r, 1, classifier).route for r in results]
+
+
+def test_a_retry_is_due_after_its_rules_backoff_or_the_processors_delay() -> None:
+    rule = RuleLimits(frozenset({"TimeoutError"}), 5, BackoffSpec(type="fixed", delay_ms=7000), 0)
+    classifier = Classifier(max_redeliver=1, strategy="topic", has_output=True, rules=(rule,))
+    assert decide(Failure(Verdict.TRANSIENT, rule=0), 4, classifier, now=NOW).deliver_at == NOW + 7000
+    assert decide(Failure(Verdict.TRANSIENT), 2, classifier).route is Route.DEAD  # the policy's limit
+    asked = Failure(Verdict.TRANSIENT, delay_ms=30_000)
+    assert decide(asked, 1, classifier, now=NOW).deliver_at == NOW + 30_000
+
+
+def test_a_retry_past_its_time_budget_is_a_retry_timeout_dead_letter() -> None:
+    classifier = Classifier(
+        max_redeliver=9,
+        strategy="topic",
+        has_output=True,
+        backoff=BackoffSpec("fixed", 60_000),
+        budget_ms=90_000,
+    )
+    first_failed: list[tuple[str, bytes | None]] = [("dlq.first.failure.at", str(NOW - 60_000).encode())]
+    assert decide(Failure(Verdict.TRANSIENT), 2, classifier, now=NOW, retry_headers=first_failed) == Decision(
+        Route.DEAD, "retry-timeout"
+    )
+    assert decide(Failure(Verdict.TRANSIENT), 1, classifier, now=NOW).deliver_at == NOW + 60_000
+
+
+@pytest.mark.parametrize(
+    ("block", "result", "failures", "holds"),
+    [
+        pytest.param(False, Failure(Verdict.TRANSIENT), 1, True, id="retry-holds"),
+        pytest.param(False, Failure(Verdict.TERMINATED), 1, False, id="skip-dead-letter-releases"),
+        pytest.param(True, Failure(Verdict.TERMINATED), 1, True, id="block-dead-letter-holds"),
+        pytest.param(True, Failure(Verdict.TRANSIENT), 9, True, id="block-exhausted-holds"),
+        pytest.param(True, overflow("maxHeldPerKey 7"), 1, False, id="block-overflow-does-not-hold"),
+        pytest.param(True, b"r", 1, False, id="success-never-holds"),
+    ],
+)
+def test_holds_key_only_under_key_ordering(block: bool, result: Result, failures: int, holds: bool) -> None:
+    ordered = Classifier(
+        max_redeliver=2, strategy="topic", has_output=True, ordered=True, block_on_dead_letter=block
+    )
+    assert decide(result, failures, ordered).holds_key is holds
+    unordered = Classifier(max_redeliver=2, strategy="topic", has_output=True, block_on_dead_letter=block)
+    assert decide(result, failures, unordered).holds_key is False
+
+
+@pytest.mark.parametrize(
+    ("strategy", "stop_on_overflow", "expected"),
+    [
+        pytest.param("topic", False, Decision(Route.DEAD, "ordering-overflow"), id="dead-letter"),
+        pytest.param("ignore", False, Decision(Route.IGNORED, "ordering-overflow"), id="ignored"),
+        pytest.param(
+            "topic",
+            True,
+            Decision(Route.DEAD, "ordering-overflow", stop=StopRule.ON_OVERFLOW),
+            id="on-overflow-stop",
+        ),
+        pytest.param(
+            "stop",
+            False,
+            Decision(Route.DEAD, "ordering-overflow", stop=StopRule.STRATEGY),
+            id="strategy-stop",
+        ),
+    ],
+)
+def test_a_record_past_an_ordering_bound(strategy: Any, stop_on_overflow: bool, expected: Decision) -> None:
+    classifier = Classifier(
+        max_redeliver=2, strategy=strategy, has_output=True, ordered=True, stop_on_overflow=stop_on_overflow
+    )
+    assert decide(overflow("maxHeldPerKey 7"), 1, classifier) == expected

@@ -1,5 +1,5 @@
 """``kubectl_complete-dlq``'s choices, from kubectl dlq's own parser (what kubectl runs through
-its plugin completion: tests/integration/test_triage.py), and the scan's progress line."""
+its plugin completion: tests/integration/test_kubectl_dlq.py), and the scan's progress line."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import io
 
 import pytest
 
-from spark_dlq_operator.plugin import COMPLETE_DEFAULT, COMPLETE_NO_FILES, completions
-from spark_dlq_operator.triage import LARGE_SCAN, Progress, build_parser
+from spark_dlq_operator.kubectl_dlq.cli import build_parser
+from spark_dlq_operator.kubectl_dlq.plugin import COMPLETE_DEFAULT, COMPLETE_NO_FILES, completions
+from spark_dlq_operator.kubectl_dlq.progress import LARGE_SCAN, Progress
 
 
 @pytest.mark.parametrize(

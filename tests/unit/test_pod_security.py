@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from spark_dlq_operator import naming
 from spark_dlq_operator import render as operator_render
 from spark_dlq_operator.config import OperatorConfig
 from tests.chart import CI_VALUES, render
@@ -165,7 +166,7 @@ def spark_pods() -> dict[str, dict[str, Any]]:
     app = operator_render.spark_application(
         policy({"spec.broker.secretRef": {"name": "kafka-client"}}),
         config=OperatorConfig(),
-        owner=operator_render.Owner(name="orders-billing", namespace="payments", uid="uid-1"),
+        owner=naming.Owner(name="orders-billing", namespace="payments", uid="uid-1"),
     )
     spec = app["spec"]
     pods = {}

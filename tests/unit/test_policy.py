@@ -106,8 +106,14 @@ def test_defaults_every_field_of_minimal_policy() -> None:
 
 #: The example policy of the reference (docs/reference.md) with every default, in the contract's own shapes.
 CONTRACT_DEFAULT_SPEC: dict[str, Any] = {
-    "source": {"topic": "orders", "subscription": "billing", "startingOffsets": "latest"},
-    "broker": {"bootstrapServers": "kafka.kafka:9092"},
+    "source": {
+        "topic": "orders",
+        "subscription": "billing",
+        "startingOffsets": "latest",
+        "maxOffsetsPerTrigger": 0,
+        "ordering": "none",
+    },
+    "broker": {"type": "kafka", "bootstrapServers": "kafka.kafka:9092"},
     "processor": {"entrypoint": "billing.handlers:process", "mode": "message", "timeout": "30s"},
     "output": {"topic": ""},
     "retry": {
@@ -122,12 +128,15 @@ CONTRACT_DEFAULT_SPEC: dict[str, Any] = {
             "levels": [],
         },
         "nonRetryableErrors": [],
+        "maxRetryDuration": "0s",
+        "rules": [],
     },
     "deadLetter": {
         "strategy": "topic",
         "topic": "orders-billing-DLQ",
         "includeStackTrace": True,
         "headers": {},
+        "headerProfiles": ["spark-dlq"],
     },
     "errorWindow": {"size": 0, "threshold": 1.0},
     "topics": {
@@ -147,8 +156,10 @@ CONTRACT_DEFAULT_SPEC: dict[str, Any] = {
         "driver": {"cores": 1, "memory": "1g"},
         "executor": {"instances": 1, "cores": 1, "memory": "1g"},
         "sparkConf": {},
+        "pod": {},
     },
     "suspend": False,
+    "className": "",
 }
 
 
@@ -1419,7 +1430,11 @@ def test_round_trip_to_document_shape() -> None:
 
 def test_round_trip_to_spec_full_policy() -> None:
     spec = to_spec(policy(FULL_OVERRIDES))
-    assert spec["broker"] == {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}}
+    assert spec["broker"] == {
+        "type": "kafka",
+        "bootstrapServers": "kafka.kafka:9092",
+        "secretRef": {"name": "kafka-client"},
+    }
     assert spec["processor"] == {
         "entrypoint": "billing.handlers:process",
         "mode": "batch",
@@ -1437,12 +1452,15 @@ def test_round_trip_to_spec_full_policy() -> None:
             "levels": ["1s", "5s", "1m30s"],
         },
         "nonRetryableErrors": ["ValueError", "billing.BadInput"],
+        "maxRetryDuration": "0s",
+        "rules": [],
     }
     assert spec["deadLetter"] == {
         "strategy": "stop",
         "topic": "billing-dead",
         "includeStackTrace": False,
         "headers": {"priority": "1", "team": "billing"},
+        "headerProfiles": ["spark-dlq"],
     }
     assert spec["topics"]["retryConfig"] == {"retention.ms": "604800000"}
     assert spec["spark"]["executor"] == {"instances": 4, "cores": 3, "memory": "4g"}
@@ -1556,11 +1574,11 @@ def test_rules_change_the_config_hash_and_no_rules_keep_it() -> None:
 # Per-key ordering
 
 
-def test_ordering_defaults_to_none_and_is_not_written() -> None:
+def test_ordering_defaults_to_none_and_its_section_is_not_written() -> None:
     parsed = policy()
     assert parsed.source.ordering == "none"
-    assert "ordering" not in to_spec(parsed)["source"]
-    assert "ordering" not in to_spec(parsed)
+    assert to_spec(parsed)["source"]["ordering"] == "none"
+    assert "ordering" not in to_spec(parsed)  # the parser refuses it without source.ordering key
 
 
 def test_ordering_key_writes_the_whole_ordering_section_with_defaults() -> None:
@@ -1837,8 +1855,8 @@ def test_pulsar_secret_ref_is_kept_and_mounted_where_the_engine_reads_pulsar_set
 
 
 def test_pulsar_kafka_policies_keep_their_config_hash_and_type() -> None:
-    """broker.type is written only for pulsar: Kafka policies hash as they did before it existed."""
-    assert to_spec(policy())["broker"] == {"bootstrapServers": "kafka.kafka:9092"}
+    """broker.type kafka is its default: Kafka policies hash as they did before it existed."""
+    assert to_spec(policy())["broker"] == {"type": "kafka", "bootstrapServers": "kafka.kafka:9092"}
     assert config_hash(policy({"spec.broker.type": "kafka"})) == config_hash(policy())
 
 

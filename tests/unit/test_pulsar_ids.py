@@ -22,6 +22,13 @@ def test_packed_offsets_order_as_message_ids_and_print_as_the_java_client() -> N
     assert h.parse_pulsar_message_id("a:b:c") is None
 
 
+@pytest.mark.parametrize(
+    "parts", [(0, 0, 0), (7, 3, 0), (2**31 - 1, 2**20 - 1, 2**12 - 1), (12, 49_999, 999)]
+)
+def test_a_packed_offset_unpacks_to_its_message_id(parts: tuple[int, int, int]) -> None:
+    assert h.pulsar_id_parts(h.pulsar_offset(*parts)) == parts
+
+
 def test_a_message_id_out_of_range_is_named() -> None:
     with pytest.raises(ValueError, match="2147483648:0:0 does not fit"):
         h.pulsar_offset(2**31, 0, 0)

@@ -13,21 +13,18 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import config_hash, parse_policy
-from spark_dlq_operator import render
+from spark_dlq_operator import naming
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
+from spark_dlq_operator.policies.application_state import JOB_RESTARTING
+from spark_dlq_operator.policies.provisioning import resolve_provisioner
+from spark_dlq_operator.policies.reconcile import reconcile
+from spark_dlq_operator.policies.services import Seen, Services, owner_of
+from spark_dlq_operator.policies.supervisor import supervise
+from spark_dlq_operator.policies.watcher import update_job_status
 from spark_dlq_operator.policy_class import CLASS_PLURAL, DEFAULT_CLASS_ANNOTATION
-from spark_dlq_operator.reasons import BreakerReason
-from spark_dlq_operator.reconcile import (
-    Seen,
-    Services,
-    owner_of,
-    reconcile,
-    resolve_provisioner,
-    supervise,
-    update_job_status,
-)
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
 from tests.unit.fake_kube import FakeKube
@@ -58,7 +55,7 @@ class Bed:
 
     @property
     def app_name(self) -> str:
-        return render.application_name(self.name)
+        return naming.application_name(self.name)
 
     def change(self, overrides: dict[str, Any]) -> None:
         """The user edits the policy's spec."""
@@ -124,10 +121,10 @@ def test_a_new_policy_is_created_without_reads_of_its_objects(bed: Bed) -> None:
 
     app = bed.app()
     assert app["metadata"]["ownerReferences"][0]["uid"] == bed.body["metadata"]["uid"]
-    assert app["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+    assert app["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] == config_hash(
         parse_policy(bed.body)
     )
-    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)) is not None
+    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name(bed.name)) is not None
     for plural in (APPS, CONFIG_MAPS, ACCOUNTS, LEASES, ROLES, BINDINGS):
         assert bed.api.count("GET", plural) == 0, plural
     assert bed.condition("TopicsReady")["reason"] == "NotManaged"
@@ -144,7 +141,7 @@ def test_created_but_already_there_reads_and_adopts_what_exists(bed: Bed) -> Non
 
     assert (
         "POST",
-        f"/apis/{render.SPARK_GROUP}/{render.SPARK_VERSION_API}/namespaces/{NAMESPACE}/{APPS}",
+        f"/apis/{naming.SPARK_GROUP}/{naming.SPARK_VERSION_API}/namespaces/{NAMESPACE}/{APPS}",
     ) in bed.api.calls[calls:]
     assert bed.api.count("PUT", APPS) == 0
     assert "SparkApplicationRestarted" not in bed.reasons()
@@ -155,11 +152,11 @@ def test_a_spec_change_restarts_the_application_once(bed: Bed) -> None:
     bed.change({"spec.spark.trigger": "5s"})
     bed.reconcile()
 
-    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+    assert bed.app()["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] == config_hash(
         parse_policy(bed.body)
     )
     assert bed.reasons().count("SparkApplicationRestarted") == 1
-    assert bed.condition("JobRunning")["reason"] == render.JOB_RESTARTING.reason
+    assert bed.condition("JobRunning")["reason"] == JOB_RESTARTING.reason
 
 
 def test_a_conflict_on_replace_reads_again_and_keeps_the_other_writers_change(bed: Bed) -> None:
@@ -174,7 +171,7 @@ def test_a_conflict_on_replace_reads_again_and_keeps_the_other_writers_change(be
 
     app = bed.app()
     assert app["metadata"]["labels"]["team"] == "billing"
-    assert app["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+    assert app["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] == config_hash(
         parse_policy(bed.body)
     )
     assert bed.api.count("PUT", APPS) == 2
@@ -188,7 +185,7 @@ def test_an_application_deleted_during_the_conflict_is_created_again(bed: Bed) -
     bed.api.fail("PUT", APPS, 409)
     bed.reconcile()
 
-    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+    assert bed.app()["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] == config_hash(
         parse_policy(bed.body)
     )
 
@@ -260,10 +257,10 @@ def test_an_unmanaged_application_of_the_same_name_is_a_conflict(bed: Bed) -> No
 
 def test_drift_of_the_config_map_is_repaired(bed: Bed) -> None:
     bed.reconcile()
-    name = render.config_map_name(bed.name)
+    name = naming.config_map_name(bed.name)
     wanted = bed.api.stored(CONFIG_MAPS, NAMESPACE, name)
     assert wanted is not None
-    bed.api.edit(CONFIG_MAPS, NAMESPACE, name, lambda o: o["data"].update({render.POLICY_FILE_KEY: "edited"}))
+    bed.api.edit(CONFIG_MAPS, NAMESPACE, name, lambda o: o["data"].update({naming.POLICY_FILE_KEY: "edited"}))
     bed.reconcile()
 
     repaired = bed.api.stored(CONFIG_MAPS, NAMESPACE, name)
@@ -279,7 +276,7 @@ def test_a_listing_older_than_the_policy_writes_nothing(bed: Bed) -> None:
     stale = bed.policy()
     bed.change({"spec.spark.trigger": "5s"})
     bed.reconcile()
-    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name))
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name(bed.name))
     app = bed.app()
     writes = [c for c in bed.api.calls if c[0] != "GET"]
 
@@ -292,14 +289,14 @@ def test_a_listing_older_than_the_policy_writes_nothing(bed: Bed) -> None:
 
 def test_a_listing_that_knows_an_object_is_absent_creates_it_without_a_read(bed: Bed) -> None:
     bed.reconcile()
-    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name))
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name(bed.name))
     bed.api.objects.pop((APPS, NAMESPACE, bed.app_name))
     gets = bed.api.count("GET", APPS)
 
     bed.reconcile(Seen(policy=bed.policy(), listed=True, config_map=config_map, application=None))
 
     assert bed.api.count("GET", APPS) == gets
-    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+    assert bed.app()["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] == config_hash(
         parse_policy(bed.body)
     )
 
@@ -315,7 +312,7 @@ def test_suspend_deletes_the_application_and_resume_creates_it(bed: Bed) -> None
 
     bed.change({"spec.suspend": False})
     bed.reconcile()
-    assert bed.app()["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION] == config_hash(
+    assert bed.app()["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION] == config_hash(
         parse_policy(bed.body)
     )
 
@@ -362,7 +359,7 @@ def test_a_failed_application_is_resubmitted_once_while_its_patch_is_on_the_way(
 
     asyncio.run(both())
     annotations = bed.app()["spec"]["driver"]["annotations"]
-    assert annotations[render.RESUBMIT_ANNOTATION] == "1"
+    assert annotations[naming.RESUBMIT_ANNOTATION] == "1"
     assert bed.reasons().count("SparkApplicationResubmitted") == 1
 
 
@@ -393,10 +390,10 @@ def _running_with_heartbeat(
 
     def annotate(lease: dict[str, Any]) -> None:
         annotations = lease["metadata"].setdefault("annotations", {})
-        annotations[render.HEARTBEAT_ANNOTATION] = json.dumps(beat)
+        annotations[naming.HEARTBEAT_ANNOTATION] = json.dumps(beat)
 
     bed.api.edit(APPS, NAMESPACE, bed.app_name, running)
-    bed.api.edit(LEASES, NAMESPACE, render.lease_name(bed.name), annotate)
+    bed.api.edit(LEASES, NAMESPACE, naming.lease_name(bed.name), annotate)
 
 
 def _supervise(bed: Bed) -> None:
@@ -405,7 +402,7 @@ def _supervise(bed: Bed) -> None:
             bed.services,
             owner=owner_of(bed.body),
             app=bed.app(),
-            lease=bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name)),
+            lease=bed.api.stored(LEASES, NAMESPACE, naming.lease_name(bed.name)),
             policy=bed.policy(),
         )
         await bed.services.events.close()
@@ -465,17 +462,17 @@ def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_an
     bed.reconcile()
     _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 0))
     _supervise(bed)
-    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
-    assert BreakerReason.OPEN not in bed.reasons()
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", Reason.BREAKER_CLOSED)
+    assert Reason.BREAKER_OPEN not in bed.reasons()
     assert "BreakerClosed" not in bed.reasons()
 
     ready = bed.status()["conditions"][0]
     _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 1))
     _supervise(bed)
     condition = _breaker(bed)
-    assert (condition["status"], condition["reason"]) == ("False", BreakerReason.OPEN)
+    assert (condition["status"], condition["reason"]) == ("False", Reason.BREAKER_OPEN)
     assert "at 2026-11-24T11:58:00Z because 20 of the last 20 processor calls" in condition["message"]
-    assert bed.reasons().count(BreakerReason.OPEN) == 1
+    assert bed.reasons().count(Reason.BREAKER_OPEN) == 1
     assert bed.status()["conditions"][0] == ready  # paused, not failed: Ready is the job's
 
     writes = bed.api.count("PATCH", POLICIES)
@@ -486,12 +483,12 @@ def test_the_breaker_s_report_becomes_a_condition_with_an_event_when_it_opens_an
     _supervise(bed)
     _running_with_heartbeat(bed, None, breaker=_breaker_report("open", 2))
     _supervise(bed)
-    assert _breaker(bed)["reason"] == BreakerReason.OPEN
-    assert bed.reasons().count(BreakerReason.OPEN) == 1  # open and half-open in turn: one event
+    assert _breaker(bed)["reason"] == Reason.BREAKER_OPEN
+    assert bed.reasons().count(Reason.BREAKER_OPEN) == 1  # open and half-open in turn: one event
 
     _running_with_heartbeat(bed, None, breaker=_breaker_report("closed", 2))
     _supervise(bed)
-    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", BreakerReason.CLOSED)
+    assert (_breaker(bed)["status"], _breaker(bed)["reason"]) == ("True", Reason.BREAKER_CLOSED)
     assert bed.reasons().count("BreakerClosed") == 1
 
 
@@ -529,8 +526,8 @@ def test_a_pulsar_policy_s_status_names_its_topics_fully_and_its_provisioner_is_
 
 def _identity(bed: Bed) -> dict[str, dict[str, Any] | None]:
     """The policy's identity objects as stored, by kind."""
-    lease = render.lease_name(bed.name)
-    account = render.service_account_name(bed.name)
+    lease = naming.lease_name(bed.name)
+    account = naming.service_account_name(bed.name)
     return {
         "ServiceAccount": bed.api.stored(ACCOUNTS, NAMESPACE, account),
         "Lease": bed.api.stored(LEASES, NAMESPACE, lease),
@@ -545,13 +542,13 @@ def test_the_spark_pods_run_as_the_policys_own_service_account(bed: Bed) -> None
 
     found = _identity(bed)
     assert all(found.values()), found
-    account = render.service_account_name(bed.name)
+    account = naming.service_account_name(bed.name)
     assert bed.app()["spec"]["driver"]["serviceAccount"] == account
     uid = bed.body["metadata"]["uid"]
     for obj in found.values():
         assert obj is not None
         assert obj["metadata"]["ownerReferences"][0]["uid"] == uid
-        assert obj["metadata"]["labels"] == render.labels(bed.name)
+        assert obj["metadata"]["labels"] == naming.labels(bed.name)
     spark = found["RoleBinding spark"]
     assert spark is not None
     assert spark["roleRef"]["name"] == bed.config.spark_driver_cluster_role
@@ -618,7 +615,7 @@ def test_an_identity_object_of_another_policy_stops_the_job_with_a_conflict(bed:
         ACCOUNTS,
         {
             "metadata": {
-                "name": render.service_account_name(bed.name),
+                "name": naming.service_account_name(bed.name),
                 "namespace": NAMESPACE,
                 "ownerReferences": [
                     {"kind": "DeadLetterPolicy", "name": "other", "uid": "other-uid", "controller": True}
@@ -631,11 +628,11 @@ def test_an_identity_object_of_another_policy_stops_the_job_with_a_conflict(bed:
     job = bed.condition("JobRunning")
     assert (job["status"], job["reason"]) == ("False", "Conflict")
     assert job["message"] == (
-        f"ServiceAccount {render.service_account_name(bed.name)} belongs to DeadLetterPolicy other: "
+        f"ServiceAccount {naming.service_account_name(bed.name)} belongs to DeadLetterPolicy other: "
         "rename the policy"
     )
     assert bed.api.stored(APPS, NAMESPACE, bed.app_name) is None
-    assert bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name)) is None
+    assert bed.api.stored(LEASES, NAMESPACE, naming.lease_name(bed.name)) is None
 
 
 def test_a_refused_binding_is_reported_and_no_application_is_made(bed: Bed) -> None:
@@ -647,7 +644,7 @@ def test_a_refused_binding_is_reported_and_no_application_is_made(bed: Bed) -> N
     job = bed.condition("JobRunning")
     assert (job["status"], job["reason"]) == ("False", "IdentityRefused")
     assert job["message"].startswith(
-        f"RoleBinding {render.lease_name(bed.name)} for the Spark pods was refused: 403"
+        f"RoleBinding {naming.lease_name(bed.name)} for the Spark pods was refused: 403"
     )
     assert bed.api.stored(APPS, NAMESPACE, bed.app_name) is None
     assert "IdentityRefused" in bed.reasons()
@@ -655,7 +652,7 @@ def test_a_refused_binding_is_reported_and_no_application_is_made(bed: Bed) -> N
 
 def test_a_changed_role_is_repaired_by_the_next_reconcile(bed: Bed) -> None:
     bed.reconcile()
-    lease = render.lease_name(bed.name)
+    lease = naming.lease_name(bed.name)
     wanted = bed.api.stored(ROLES, NAMESPACE, lease)
     assert wanted is not None
     bed.api.edit(ROLES, NAMESPACE, lease, lambda o: o["rules"][0].update(resourceNames=[]))
@@ -671,10 +668,10 @@ def test_a_resync_reads_no_identity_object_while_the_lease_is_listed_and_recreat
 ) -> None:
     bed.reconcile()
     listed = {
-        "config_map": bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name(bed.name)),
+        "config_map": bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name(bed.name)),
         "application": bed.app(),
     }
-    lease = bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name))
+    lease = bed.api.stored(LEASES, NAMESPACE, naming.lease_name(bed.name))
     before = list(bed.api.calls)
     bed.reconcile(Seen(policy=bed.policy(), listed=True, lease=lease, **listed))
     touched = [
@@ -684,9 +681,9 @@ def test_a_resync_reads_no_identity_object_while_the_lease_is_listed_and_recreat
     ]
     assert touched == []
 
-    bed.api.objects.pop((LEASES, NAMESPACE, render.lease_name(bed.name)))
+    bed.api.objects.pop((LEASES, NAMESPACE, naming.lease_name(bed.name)))
     bed.reconcile(Seen(policy=bed.policy(), listed=True, lease=None, **listed))
-    assert bed.api.stored(LEASES, NAMESPACE, render.lease_name(bed.name)) is not None
+    assert bed.api.stored(LEASES, NAMESPACE, naming.lease_name(bed.name)) is not None
 
 
 def test_an_application_running_as_another_account_is_moved_to_the_policys_own(bed: Bed) -> None:
@@ -699,11 +696,11 @@ def test_an_application_running_as_another_account_is_moved_to_the_policys_own(b
     bed.reconcile()
     bed.reconcile()
 
-    assert bed.app()["spec"]["driver"]["serviceAccount"] == render.service_account_name(bed.name)
+    assert bed.app()["spec"]["driver"]["serviceAccount"] == naming.service_account_name(bed.name)
     restarted = [e["message"] for e in bed.api.of(EVENTS) if e["reason"] == "SparkApplicationRestarted"]
     assert restarted == [
         f"the Spark pods' service account changed from spark-dlq-driver to "
-        f"{render.service_account_name(bed.name)}: SparkApplication {bed.app_name} is resubmitted "
+        f"{naming.service_account_name(bed.name)}: SparkApplication {bed.app_name} is resubmitted "
         "and resumes from its checkpoint"
     ]
     assert bed.status()["restartCount"] == 1

@@ -23,11 +23,11 @@ from dlq_engine.model.redrive import (
     parse_redrive,
     redrive_to_document,
 )
+from spark_dlq_operator import naming, render
 from spark_dlq_operator import redrive_render as rr
-from spark_dlq_operator import render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
-from spark_dlq_operator.reconcile import Services
+from spark_dlq_operator.policies.services import Services
 from spark_dlq_operator.redrives import reconcile_redrive
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
@@ -161,7 +161,7 @@ CONFIG = OperatorConfig(namespaces=(NAMESPACE,), checkpoint_claim="checkpoints")
 def test_the_spark_application_runs_the_redrive_beside_the_policy() -> None:
     policy = parse_policy(policy_document())
     redrive = parse_redrive(document(dryRun=True))
-    owner = render.Owner(name="fix-1", namespace=NAMESPACE, uid="u-1", kind="DeadLetterRedrive")
+    owner = naming.Owner(name="fix-1", namespace=NAMESPACE, uid="u-1", kind="DeadLetterRedrive")
     app = rr.spark_application(redrive, policy, config=CONFIG, owner=owner)
 
     assert app["metadata"]["name"] == "fix-1-redrive"

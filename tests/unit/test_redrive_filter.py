@@ -22,7 +22,7 @@ from dlq_engine.model.redrive_filter import (
     filter_problem,
 )
 from spark_dlq_devtools.paths import REPO_ROOT
-from spark_dlq_operator import triage
+from spark_dlq_operator.kubectl_dlq import cli
 from tests.filter_corpus import CASES, REFLECT, Case, function
 from tests.policy_builder import policy_document
 
@@ -131,6 +131,6 @@ def test_kubectl_dlq_refuses_the_filter_before_reading_anything(
     policy = tmp_path / "policy.yaml"
     # A broker nobody listens on: the refusal comes before any connection.
     policy.write_text(yaml.safe_dump(policy_document({"spec.broker.bootstrapServers": "127.0.0.1:9"})))
-    status = triage.main(["redrive", "-f", str(policy), "--filter", f"{REFLECT} IS NULL"])
+    status = cli.main(["redrive", "-f", str(policy), "--filter", f"{REFLECT} IS NULL"])
     assert status == 2
     assert f"spec.selection.filter: {function('reflect')}" in capsys.readouterr().err

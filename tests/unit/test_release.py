@@ -23,7 +23,7 @@ PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
 COMMANDS = {
     "dlq-engine": "from dlq_engine.cli import main",
     "dlq-operator": "from spark_dlq_operator.cli import main",
-    "kubectl dlq": "from spark_dlq_operator.plugin import main",
+    "kubectl dlq": "from spark_dlq_operator.kubectl_dlq.plugin import main",
 }
 
 
@@ -63,6 +63,15 @@ def test_a_missing_extra_is_one_line_naming_it(command: str, args: list[str], hi
     assert done.returncode == 1
     assert done.stderr == (
         f"{command}: needs the {extra} extra ({hide} is not installed): pip install 'spark-dlq[{extra}]'\n"
+    )
+
+
+def test_kubectl_dlq_on_pulsar_without_the_pulsar_extra_is_one_line_naming_it() -> None:
+    done = run("kubectl dlq", "stats", "-f", "examples/orders-billing-pulsar.yaml", hide="pulsar")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert (
+        done.stderr
+        == "error: needs the pulsar extra (pulsar is not installed): pip install 'spark-dlq[pulsar]'\n"
     )
 
 

@@ -20,11 +20,29 @@ from dlq_engine.model.topics import (
     wanted_topics,
 )
 from spark_dlq_devtools.paths import REPO_ROOT
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import PodFit
-from spark_dlq_operator.reasons import BreakerReason
-from spark_dlq_operator.render import ConditionState, Observation, Owner
+from spark_dlq_operator.naming import Owner
+from spark_dlq_operator.policies.application_state import (
+    JOB_RESTARTING,
+    JOB_SUBMITTED,
+    JOB_SUSPENDED,
+    application_state,
+    job_condition,
+    resubmission,
+    resubmit_due,
+    unnoticed,
+    unwatched,
+)
+from spark_dlq_operator.policies.status import ConditionState, Observation, next_status
+from spark_dlq_operator.policies.supervision import (
+    breaker_condition,
+    driver_pending,
+    engine_stalled,
+    ordering_status,
+)
+from spark_dlq_operator.reasons import Reason
 from tests.policy_builder import policy
 
 CONFIG = OperatorConfig(
@@ -60,19 +78,19 @@ LATER = "2026-11-22T02:00:00Z"
 
 
 def test_labels_name_the_operator_and_the_policy() -> None:
-    assert render.labels("orders-billing") == LABELS
+    assert naming.labels("orders-billing") == LABELS
 
 
 def test_label_value_keeps_a_short_name() -> None:
-    assert render.label_value("orders-billing") == "orders-billing"
+    assert naming.label_value("orders-billing") == "orders-billing"
 
 
 def test_label_value_shortens_a_long_name_with_a_hash() -> None:
     long = "a" * 100
-    value = render.label_value(long)
+    value = naming.label_value(long)
     assert len(value) <= 63
     assert value.startswith("a" * 50)
-    assert value != render.label_value("a" * 99)
+    assert value != naming.label_value("a" * 99)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +122,28 @@ def test_config_map_holds_the_normalised_policy_with_its_checkpoint() -> None:
     expected["spec"]["spark"]["checkpointLocation"] = "s3a://cp/dlq/payments/orders-billing"
     assert yaml.safe_load(manifest["data"]["policy.yaml"]) == expected
     assert list(manifest["data"]) == ["policy.yaml"]
+
+
+@pytest.mark.parametrize("suspend", [pytest.param(False, id="running"), pytest.param(True, id="suspended")])
+def test_desired_renders_the_objects_and_names_with_one_hash(suspend: bool) -> None:
+    p = policy({"spec.suspend": suspend})
+    want = render.desired(p, config=CONFIG, owner=OWNER, fit=PodFit())
+    assert want.config_hash == config_hash(p)
+    assert want.config_map == render.config_map(p, config=CONFIG, owner=OWNER)
+    if suspend:
+        assert want.application is None
+    else:
+        assert want.application == render.spark_application(p, config=CONFIG, owner=OWNER)
+    assert (want.application_name, want.service_account) == ("orders-billing", "spark-driver")
+    assert (want.retry_topic, want.dead_letter_topic) == (p.retry_topic, p.dead_letter_topic)
+
+
+def test_pin_provisioner_annotates_a_copy() -> None:
+    plain = render.config_map(policy(), config=CONFIG, owner=OWNER)
+    pinned = render.pin_provisioner(plain, "strimzi")
+    assert pinned == render.config_map(policy(), config=CONFIG, owner=OWNER, provisioner="strimzi")
+    assert "annotations" not in plain["metadata"]
+    assert render.pin_provisioner(plain, None) is plain
 
 
 def test_config_map_pins_the_provisioner_when_given() -> None:
@@ -383,11 +423,11 @@ def test_wanted_topics_partitions_from_the_policy_win() -> None:
     ],
 )
 def test_kafka_topic_name(topic: str, expected: str) -> None:
-    name = render.kafka_topic_name(topic)
+    name = naming.kafka_topic_name(topic)
     assert name.startswith(expected)
     if name != topic:
         assert len(name) == len(expected) + 40
-        assert name != render.kafka_topic_name(topic.lower())
+        assert name != naming.kafka_topic_name(topic.lower())
 
 
 def test_kafka_topic_manifest() -> None:
@@ -402,7 +442,7 @@ def test_kafka_topic_manifest() -> None:
     assert manifest["apiVersion"] == "kafka.strimzi.io/v1"
     assert manifest["kind"] == "KafkaTopic"
     assert manifest["metadata"]["namespace"] == "kafka"
-    assert manifest["metadata"]["name"] == render.kafka_topic_name("orders-billing-DLQ")
+    assert manifest["metadata"]["name"] == naming.kafka_topic_name("orders-billing-DLQ")
     assert manifest["metadata"]["labels"] == {
         "strimzi.io/cluster": "my-cluster",
         **LABELS,
@@ -478,13 +518,13 @@ def app_in(state: str, error: str = "") -> dict[str, Any]:
     ],
 )
 def test_job_condition_maps_the_application_state(state: str, status: str, reason: str) -> None:
-    condition = render.job_condition(app_in(state))
+    condition = job_condition(app_in(state))
     assert (condition.status, condition.reason) == (status, reason)
 
 
 def test_job_condition_carries_the_error_message() -> None:
-    assert "driver OOM" in render.job_condition(app_in("FAILED", "driver OOM")).message
-    assert "driver OOM" in render.job_condition(app_in("FAILING", "driver OOM")).message
+    assert "driver OOM" in job_condition(app_in("FAILED", "driver OOM")).message
+    assert "driver OOM" in job_condition(app_in("FAILING", "driver OOM")).message
 
 
 def test_restart_policy_never_runs_out() -> None:
@@ -501,7 +541,7 @@ def test_kafka_topic_is_written_in_the_version_served() -> None:
         render.kafka_topic(p, want, owner=None, uid="u", version="v1beta2")["apiVersion"]
         == "kafka.strimzi.io/v1beta2"
     )
-    assert render.STRIMZI_VERSIONS == ("v1", "v1beta2")
+    assert naming.STRIMZI_VERSIONS == ("v1", "v1beta2")
 
 
 @pytest.mark.parametrize(
@@ -513,7 +553,7 @@ def test_kafka_topic_is_written_in_the_version_served() -> None:
     ],
 )
 def test_application_name_is_the_policy_name_when_it_is_a_dns_1035_label(name: str) -> None:
-    assert render.application_name(name) == name
+    assert naming.application_name(name) == name
 
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -530,21 +570,21 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
     ],
 )
 def test_application_name_of_any_policy_name_is_a_dns_1035_label(name: str, start: str) -> None:
-    derived = render.application_name(name)
+    derived = naming.application_name(name)
     assert DNS_1035.match(derived)
     assert len(derived) <= 63
     assert derived.startswith(start)
-    assert derived == render.application_name(name), "deterministic"
+    assert derived == naming.application_name(name), "deterministic"
 
 
 def test_application_names_of_similar_policies_differ() -> None:
-    derived = [render.application_name(n) for n in ["orders.billing", "orders-billing", "orders..billing"]]
+    derived = [naming.application_name(n) for n in ["orders.billing", "orders-billing", "orders..billing"]]
     assert len(set(derived)) == 3, derived
 
 
 def test_spark_application_is_named_and_recorded_by_its_derived_name() -> None:
     app = render.spark_application(policy({"metadata.name": "orders.billing"}), config=CONFIG, owner=OWNER)
-    assert app["metadata"]["name"] == render.application_name("orders.billing")
+    assert app["metadata"]["name"] == naming.application_name("orders.billing")
     assert app["metadata"]["labels"]["sparkdlq.io/policy"] == "orders.billing"
 
 
@@ -571,7 +611,7 @@ def failing(state: str, *, attempts: int, seconds_ago: float, interval: int = 10
 
 
 def resubmitted(app: dict[str, Any], times: int) -> dict[str, Any]:
-    app["spec"]["driver"] = {"annotations": {render.RESUBMIT_ANNOTATION: str(times)}}
+    app["spec"]["driver"] = {"annotations": {naming.RESUBMIT_ANNOTATION: str(times)}}
     return app
 
 
@@ -590,24 +630,22 @@ def resubmitted(app: dict[str, Any], times: int) -> dict[str, Any]:
     ],
 )
 def test_resubmit_due_caps_the_spark_operators_growing_wait(app: dict[str, Any], due: float | None) -> None:
-    assert render.resubmit_due(app, cap=300, now=NOW) == due
+    assert resubmit_due(app, cap=300, now=NOW) == due
 
 
 def test_resubmission_bumps_a_spec_annotation_outside_the_config_hash() -> None:
     app = {
         "spec": {"driver": {"annotations": {"sparkdlq.io/config-hash": "h", "sparkdlq.io/resubmission": "2"}}}
     }
-    assert render.resubmission(app) == {
-        "spec": {"driver": {"annotations": {"sparkdlq.io/resubmission": "3"}}}
-    }
-    assert render.resubmission({}) == {"spec": {"driver": {"annotations": {"sparkdlq.io/resubmission": "1"}}}}
+    assert resubmission(app) == {"spec": {"driver": {"annotations": {"sparkdlq.io/resubmission": "3"}}}}
+    assert resubmission({}) == {"spec": {"driver": {"annotations": {"sparkdlq.io/resubmission": "1"}}}}
 
 
 def test_unwatched_namespace_is_named_when_the_job_namespaces_are_declared() -> None:
-    assert render.unwatched("payments", ()) is None
-    assert render.unwatched("payments", ("payments", "other")) is None
-    assert render.unwatched("payments", ("",)) is None
-    condition = render.unwatched("payments", ("spark-jobs",))
+    assert unwatched("payments", ()) is None
+    assert unwatched("payments", ("payments", "other")) is None
+    assert unwatched("payments", ("",)) is None
+    condition = unwatched("payments", ("spark-jobs",))
     assert condition is not None
     assert (condition.status, condition.reason) == ("False", "NamespaceNotWatched")
     assert "watches spark-jobs, not payments" in condition.message
@@ -616,17 +654,17 @@ def test_unwatched_namespace_is_named_when_the_job_namespaces_are_declared() -> 
 def test_unnoticed_application_gets_a_hint_after_the_timeout() -> None:
     created = (NOW - datetime.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     app: dict[str, Any] = {"metadata": {"name": "a", "namespace": "payments", "creationTimestamp": created}}
-    assert render.unnoticed(app, now=NOW, timeout=60) is None
-    condition = render.unnoticed(app, now=NOW, timeout=20)
+    assert unnoticed(app, now=NOW, timeout=60) is None
+    condition = unnoticed(app, now=NOW, timeout=20)
     assert condition is not None
     assert condition.reason == "NotPickedUp"
     assert "may not watch namespace payments" in condition.message
     app["status"] = {"applicationState": {"state": "SUBMITTED"}}
-    assert render.unnoticed(app, now=NOW, timeout=20) is None
+    assert unnoticed(app, now=NOW, timeout=20) is None
 
 
 def test_application_state_includes_the_submission() -> None:
-    assert render.application_state(app_in("RUNNING")) == ("RUNNING", "s", "")
+    assert application_state(app_in("RUNNING")) == ("RUNNING", "s", "")
 
 
 TOPICS_OK = ConditionState("True", "TopicsReady", "ok")
@@ -650,7 +688,7 @@ def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_next_status_from_nothing() -> None:
-    status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
+    status = next_status({}, full(JOB_SUBMITTED), now=NOW)
     assert status["observedGeneration"] == 2
     assert status["phase"] == "Pending"
     names = ("retryTopic", "deadLetterTopic", "sparkApplication", "configHash")
@@ -666,23 +704,23 @@ def test_next_status_from_nothing() -> None:
 
 
 def test_next_status_ready_when_topics_and_job_are() -> None:
-    status = render.next_status({}, full(ConditionState("True", "Running", "up")), now=NOW)
+    status = next_status({}, full(ConditionState("True", "Running", "up")), now=NOW)
     assert status["phase"] == "Running"
     ready = conditions(status)["Ready"]
     assert (ready["status"], ready["reason"]) == ("True", "Ready")
 
 
 def test_next_status_keeps_the_transition_time_of_an_unchanged_condition() -> None:
-    first = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
-    second = render.next_status(first, full(ConditionState("True", "Running", "up")), now=LATER)
+    first = next_status({}, full(JOB_SUBMITTED), now=NOW)
+    second = next_status(first, full(ConditionState("True", "Running", "up")), now=LATER)
     assert conditions(second)["TopicsReady"]["lastTransitionTime"] == NOW
     assert conditions(second)["JobRunning"]["lastTransitionTime"] == LATER
     assert conditions(second)["Ready"]["lastTransitionTime"] == LATER
 
 
 def test_next_status_counts_a_restart() -> None:
-    first = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
-    second = render.next_status(first, full(render.JOB_RESTARTING, restarted=True), now=LATER)
+    first = next_status({}, full(JOB_SUBMITTED), now=NOW)
+    second = next_status(first, full(JOB_RESTARTING, restarted=True), now=LATER)
     assert second["restartCount"] == 1
     assert second["lastRestartTime"] == LATER
     assert second["phase"] == "Restarting"
@@ -690,7 +728,7 @@ def test_next_status_counts_a_restart() -> None:
 
 def test_next_status_invalid_names_the_fields() -> None:
     observation = Observation(generation=3, invalid=["spec.a: bad", "spec.b: worse"])
-    status = render.next_status({}, observation, now=NOW)
+    status = next_status({}, observation, now=NOW)
     assert status["phase"] == "Invalid"
     ready = conditions(status)["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
@@ -699,21 +737,21 @@ def test_next_status_invalid_names_the_fields() -> None:
 
 
 def test_next_status_an_application_event_does_not_clear_invalid() -> None:
-    invalid = render.next_status({}, Observation(generation=3, invalid=["spec.a: bad"]), now=NOW)
-    status = render.next_status(invalid, Observation(job=ConditionState("True", "Running", "up")), now=LATER)
+    invalid = next_status({}, Observation(generation=3, invalid=["spec.a: bad"]), now=NOW)
+    status = next_status(invalid, Observation(job=ConditionState("True", "Running", "up")), now=LATER)
     assert status["phase"] == "Invalid"
     assert conditions(status)["JobRunning"]["status"] == "True"
 
 
 def test_next_status_a_valid_reconcile_clears_invalid() -> None:
-    invalid = render.next_status({}, Observation(generation=3, invalid=["spec.a: bad"]), now=NOW)
-    status = render.next_status(invalid, full(render.JOB_SUBMITTED), now=LATER)
+    invalid = next_status({}, Observation(generation=3, invalid=["spec.a: bad"]), now=NOW)
+    status = next_status(invalid, full(JOB_SUBMITTED), now=LATER)
     assert status["phase"] == "Pending"
 
 
 def test_next_status_leaves_unobserved_fields_alone() -> None:
-    before = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
-    after = render.next_status(before, Observation(), now=LATER)
+    before = next_status({}, full(JOB_SUBMITTED), now=NOW)
+    after = next_status(before, Observation(), now=LATER)
     assert after == before
 
 
@@ -724,16 +762,16 @@ def test_next_status_leaves_unobserved_fields_alone() -> None:
         pytest.param(
             ConditionState("False", "BrokerUnavailable", ""), None, "Provisioning", id="provisioning"
         ),
-        pytest.param(TOPICS_OK, render.JOB_SUSPENDED, "Suspended", id="suspended"),
-        pytest.param(TOPICS_OK, render.JOB_RESTARTING, "Restarting", id="restarting"),
+        pytest.param(TOPICS_OK, JOB_SUSPENDED, "Suspended", id="suspended"),
+        pytest.param(TOPICS_OK, JOB_RESTARTING, "Restarting", id="restarting"),
         pytest.param(TOPICS_OK, ConditionState("False", "Failed", ""), "Failed", id="failed"),
         pytest.param(TOPICS_OK, ConditionState("False", "Completed", ""), "Failed", id="completed"),
-        pytest.param(TOPICS_OK, render.JOB_SUBMITTED, "Pending", id="pending"),
+        pytest.param(TOPICS_OK, JOB_SUBMITTED, "Pending", id="pending"),
     ],
 )
 def test_phase(topics: ConditionState, job: ConditionState | None, phase: str) -> None:
     observation = Observation(generation=1, topics=topics, job=job)
-    assert render.next_status({}, observation, now=NOW)["phase"] == phase
+    assert next_status({}, observation, now=NOW)["phase"] == phase
 
 
 # --- the supervisor ----------------------------------------------------------------------------
@@ -762,7 +800,7 @@ def beat(*, at_ago: float, progress_ago: float, active: bool = True) -> dict[str
         "lastProgressTime": _at(progress_ago),
         "batchId": 7,
     }
-    return {"metadata": {"annotations": {render.HEARTBEAT_ANNOTATION: json.dumps(document)}}}
+    return {"metadata": {"annotations": {naming.HEARTBEAT_ANNOTATION: json.dumps(document)}}}
 
 
 @pytest.mark.parametrize(
@@ -790,7 +828,7 @@ def beat(*, at_ago: float, progress_ago: float, active: bool = True) -> dict[str
         ),
         pytest.param(
             running_app(submitted_ago=900),
-            {"metadata": {"annotations": {render.HEARTBEAT_ANNOTATION: "{not json"}}},
+            {"metadata": {"annotations": {naming.HEARTBEAT_ANNOTATION: "{not json"}}},
             None,
             id="unreadable",
         ),
@@ -799,14 +837,14 @@ def beat(*, at_ago: float, progress_ago: float, active: bool = True) -> dict[str
 def test_engine_stalled_judges_only_this_submissions_heartbeat(
     app: dict[str, Any], config_map: dict[str, Any] | None, reason: str | None
 ) -> None:
-    found = render.engine_stalled(app, config_map, bound=300)
+    found = engine_stalled(app, config_map, bound=300)
     assert (found.reason if found else None) == reason
     if found is not None:
         assert "(bound 300s)" in found.message
 
 
 def test_a_stalled_message_names_the_last_progress_and_the_query_state() -> None:
-    found = render.engine_stalled(
+    found = engine_stalled(
         running_app(submitted_ago=900), beat(at_ago=5, progress_ago=400, active=False), bound=300
     )
     assert found is not None
@@ -869,7 +907,7 @@ UNSCHEDULABLE_POD = {
 def test_driver_pending_names_the_pods_reason(
     app: dict[str, Any], pod: dict[str, Any] | None, expected: str | None
 ) -> None:
-    found = render.driver_pending(app, pod, now=NOW, bound=300)
+    found = driver_pending(app, pod, now=NOW, bound=300)
     if expected is None:
         assert found is None
         return
@@ -884,14 +922,14 @@ def test_driver_pending_names_the_pods_reason(
 
 def test_no_state_at_all_is_left_to_the_not_picked_up_hint() -> None:
     app = running_app(submitted_ago=400, state="")
-    assert render.driver_pending(app, None, now=NOW, bound=300) is None
+    assert driver_pending(app, None, now=NOW, bound=300) is None
 
 
 def ordering_beat(*, at_ago: float, ordering: object) -> dict[str, Any]:
     config_map = beat(at_ago=at_ago, progress_ago=at_ago)
     annotations = config_map["metadata"]["annotations"]
-    document = json.loads(annotations[render.HEARTBEAT_ANNOTATION])
-    annotations[render.HEARTBEAT_ANNOTATION] = json.dumps({**document, "ordering": ordering})
+    document = json.loads(annotations[naming.HEARTBEAT_ANNOTATION])
+    annotations[naming.HEARTBEAT_ANNOTATION] = json.dumps({**document, "ordering": ordering})
     return config_map
 
 
@@ -939,15 +977,15 @@ HELD = {"heldMessages": 12, "blockedKeys": 2, "blockedKeySample": ["order-7", "o
 def test_ordering_status_comes_from_this_submissions_heartbeat(
     app: dict[str, Any] | None, config_map: dict[str, Any], expected: dict[str, Any] | None
 ) -> None:
-    assert render.ordering_status(app, config_map) == expected
+    assert ordering_status(app, config_map) == expected
 
 
 def test_next_status_takes_the_ordering_report_and_drops_it_when_ordering_is_off() -> None:
-    status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
-    held = render.next_status(status, render.Observation(ordering=HELD), now=NOW)  # type: ignore[arg-type]
+    status = next_status({}, full(JOB_SUBMITTED), now=NOW)
+    held = next_status(status, Observation(ordering=HELD), now=NOW)  # type: ignore[arg-type]
     assert held["ordering"] == HELD
-    assert render.next_status(held, render.Observation(), now=NOW)["ordering"] == HELD
-    assert "ordering" not in render.next_status(held, render.Observation(ordering_off=True), now=NOW)
+    assert next_status(held, Observation(), now=NOW)["ordering"] == HELD
+    assert "ordering" not in next_status(held, Observation(ordering_off=True), now=NOW)
 
 
 # --- the breaker's condition (retry.breaker) ------------------------------------------------------
@@ -956,8 +994,8 @@ def test_next_status_takes_the_ordering_report_and_drops_it_when_ordering_is_off
 def breaker_beat(*, at_ago: float, breaker: object) -> dict[str, Any]:
     config_map = beat(at_ago=at_ago, progress_ago=at_ago)
     annotations = config_map["metadata"]["annotations"]
-    document = json.loads(annotations[render.HEARTBEAT_ANNOTATION])
-    annotations[render.HEARTBEAT_ANNOTATION] = json.dumps({**document, "breaker": breaker})
+    document = json.loads(annotations[naming.HEARTBEAT_ANNOTATION])
+    annotations[naming.HEARTBEAT_ANNOTATION] = json.dumps({**document, "breaker": breaker})
     return config_map
 
 
@@ -976,9 +1014,9 @@ OPEN_REPORT = {
     [
         pytest.param(
             OPEN_REPORT,
-            render.ConditionState(
+            ConditionState(
                 "False",
-                BreakerReason.OPEN,
+                Reason.BREAKER_OPEN,
                 f"the breaker opened at 2026-11-24T11:58:00Z because {WHY}: the engine reads no new source "
                 "message and holds its retries until it probes at 2026-11-24T11:58:30Z (opened 1 time in this run)",
             ),
@@ -986,9 +1024,9 @@ OPEN_REPORT = {
         ),
         pytest.param(
             {**OPEN_REPORT, "state": "half-open", "since": "2026-11-24T11:58:30Z", "probeAt": "", "opens": 2},
-            render.ConditionState(
+            ConditionState(
                 "False",
-                BreakerReason.HALF_OPEN,
+                Reason.BREAKER_HALF_OPEN,
                 "the breaker is half-open since 2026-11-24T11:58:30Z: a few messages probe the processor's "
                 f"downstream; it opened because {WHY} (opened 2 times in this run)",
             ),
@@ -996,16 +1034,16 @@ OPEN_REPORT = {
         ),
         pytest.param(
             {**OPEN_REPORT, "state": "closed", "probeAt": "", "opens": 3},
-            render.ConditionState(
+            ConditionState(
                 "True",
-                BreakerReason.CLOSED,
+                Reason.BREAKER_CLOSED,
                 f"the breaker is closed; it last opened because {WHY} (opened 3 times in this run)",
             ),
             id="closed-after-opening",
         ),
         pytest.param(
             {"state": "closed", "since": "2026-11-24T11:00:00Z", "reason": "", "opens": 0, "probeAt": ""},
-            render.ConditionState("True", BreakerReason.CLOSED, "the breaker is closed"),
+            ConditionState("True", Reason.BREAKER_CLOSED, "the breaker is closed"),
             id="never-opened",
         ),
         pytest.param({**OPEN_REPORT, "state": "ajar"}, None, id="unknown-state"),
@@ -1017,31 +1055,29 @@ OPEN_REPORT = {
     ],
 )
 def test_breaker_condition_comes_from_this_submissions_heartbeat(
-    report: object, expected: render.ConditionState | None
+    report: object, expected: ConditionState | None
 ) -> None:
     app = running_app(submitted_ago=900)
-    assert render.breaker_condition(app, breaker_beat(at_ago=5, breaker=report)) == expected
+    assert breaker_condition(app, breaker_beat(at_ago=5, breaker=report)) == expected
 
 
 def test_breaker_condition_ignores_an_earlier_submissions_heartbeat() -> None:
     app = running_app(submitted_ago=60)
-    assert render.breaker_condition(app, breaker_beat(at_ago=90, breaker=OPEN_REPORT)) is None
-    assert render.breaker_condition(None, breaker_beat(at_ago=5, breaker=OPEN_REPORT)) is None
+    assert breaker_condition(app, breaker_beat(at_ago=90, breaker=OPEN_REPORT)) is None
+    assert breaker_condition(None, breaker_beat(at_ago=5, breaker=OPEN_REPORT)) is None
 
 
 def test_breaker_reason_is_bounded() -> None:
     app = running_app(submitted_ago=900)
-    found = render.breaker_condition(
-        app, breaker_beat(at_ago=5, breaker={**OPEN_REPORT, "reason": "x" * 5000})
-    )
+    found = breaker_condition(app, breaker_beat(at_ago=5, breaker={**OPEN_REPORT, "reason": "x" * 5000}))
     assert found is not None
     assert found.message.count("x") == 1000
 
 
 def test_next_status_puts_the_breaker_condition_last_and_drops_it_without_a_breaker() -> None:
-    status = render.next_status({}, full(render.JOB_SUBMITTED), now=NOW)
-    opened = render.ConditionState("False", BreakerReason.OPEN, "the breaker opened at ...")
-    with_breaker = render.next_status(status, render.Observation(breaker=opened), now=LATER)
+    status = next_status({}, full(JOB_SUBMITTED), now=NOW)
+    opened = ConditionState("False", Reason.BREAKER_OPEN, "the breaker opened at ...")
+    with_breaker = next_status(status, Observation(breaker=opened), now=LATER)
     assert [c["type"] for c in with_breaker["conditions"]] == [
         "Ready",
         "TopicsReady",
@@ -1051,9 +1087,9 @@ def test_next_status_puts_the_breaker_condition_last_and_drops_it_without_a_brea
     assert with_breaker["conditions"][-1]["lastTransitionTime"] == LATER
     # Ready is the topics and the job: an open breaker pauses the job, it does not make it unready.
     assert with_breaker["conditions"][0] == status["conditions"][0]
-    half = render.ConditionState("False", BreakerReason.HALF_OPEN, "the breaker is half-open ...")
-    later = render.next_status(with_breaker, render.Observation(breaker=half), now="2026-11-22T03:00:00Z")
+    half = ConditionState("False", Reason.BREAKER_HALF_OPEN, "the breaker is half-open ...")
+    later = next_status(with_breaker, Observation(breaker=half), now="2026-11-22T03:00:00Z")
     assert later["conditions"][-1]["lastTransitionTime"] == LATER  # still False: since it opened
-    assert render.next_status(later, render.Observation(), now=NOW)["conditions"] == later["conditions"]
-    gone = render.next_status(later, render.Observation(breaker_off=True), now=NOW)
+    assert next_status(later, Observation(), now=NOW)["conditions"] == later["conditions"]
+    gone = next_status(later, Observation(breaker_off=True), now=NOW)
     assert [c["type"] for c in gone["conditions"]] == ["Ready", "TopicsReady", "JobRunning"]

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from dlq_engine import Message, Retry
-from dlq_engine.model import parse_policy, to_spec
+from dlq_engine.model import engine_config, parse_policy, to_spec
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.processing.batches import RoutingSettings, route_batch
+from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.retry_budget import allows, started_at
+from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import issues, policy_document
 from tests.unit.test_batches import NOW, SETTINGS, batch, fail
 
@@ -147,7 +148,7 @@ def test_the_policy_field_and_its_rule_override_parse_and_write_back() -> None:
     assert parse_policy({**document, "spec": {**document["spec"], "retry": spec}}) == policy
     settings = RoutingSettings.from_policy(policy)
     assert (settings.budget_ms, settings.rule_budgets) == (3_600_000, (3_600_000, 300_000, 0))
-    assert "maxRetryDuration" not in to_spec(parse_policy(policy_document({})))["retry"]
+    assert "maxRetryDuration" not in engine_config(parse_policy(policy_document({})))["spec"]["retry"]
 
 
 def test_a_bad_budget_is_refused_naming_the_field() -> None:

@@ -12,7 +12,9 @@ import pytest
 
 from dlq_engine import Retry, Terminate
 from dlq_engine.model.policy import BackoffSpec
-from dlq_engine.processing.batches import HEADER_TYPE, TIMED_CALLS, RoutingSettings, route_batch
+from dlq_engine.processing.batches import HEADER_TYPE, route_batch
+from dlq_engine.processing.calls import TIMED_CALLS
+from dlq_engine.routing.settings import RoutingSettings
 from dlq_engine.routing.stats import (
     COUNTS,
     MAX_CLASSES_PER_BATCH,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import parse_policy
-from spark_dlq_operator.topic_claims import TOPIC_IN_USE, TopicClaims, claim_of
+from spark_dlq_operator.reasons import Reason
+from spark_dlq_operator.topic_claims import TopicClaims, claim_of
 from tests.policy_builder import policy_document
 
 KAFKA = "kafka.kafka:9092"
@@ -74,7 +75,7 @@ def test_the_older_policy_keeps_a_shared_dead_letter_topic() -> None:
         "dead-letter topic of DeadLetterPolicy payments/billing, which keeps it (that policy is "
         "older): a retry or dead-letter topic belongs to one policy; name another"
     )
-    assert TOPIC_IN_USE == "TopicInUse"
+    assert Reason.TOPIC_IN_USE == "TopicInUse"
 
 
 def test_a_policy_that_got_a_topic_keeps_it_against_an_older_one_that_names_it_later() -> None:
@@ -149,7 +150,7 @@ def test_a_refused_policy_does_not_count_as_using_the_topic() -> None:
     refused_before = body(
         "refunds",
         created="2026-11-21T00:00:00Z",
-        status=running_on("x", "orders-billing-DLQ", reason=TOPIC_IN_USE),
+        status=running_on("x", "orders-billing-DLQ", reason=Reason.TOPIC_IN_USE),
         **{"spec.retry.topic": "x"},
     )
     claim(index, body("billing"))

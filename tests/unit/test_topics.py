@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 from dlq_engine.model import parse_policy
-from spark_dlq_operator import render
+from spark_dlq_operator import naming
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
 from spark_dlq_operator.kubeapi import ApiError
-from spark_dlq_operator.reasons import TopicsReason
-from spark_dlq_operator.reconcile import Services, TopicsNotReady, clean_up, owner_of, reconcile
+from spark_dlq_operator.policies.cleanup import clean_up
+from spark_dlq_operator.policies.reconcile import reconcile
+from spark_dlq_operator.policies.services import Services, TopicsNotReady, owner_of
+from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
@@ -257,7 +259,7 @@ def test_a_dead_letter_topic_of_another_policy_is_refused_and_nothing_is_created
     assert bed.status("refunds")["phase"] == "Provisioning"
     assert bed.kafka.created == created  # not even its own retry topic
     assert bed.api.stored(APPS, NAMESPACE, "refunds") is None
-    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, render.config_map_name("refunds")) is None
+    assert bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name("refunds")) is None
     assert set(bed.events("TopicInUse")) == {topics["message"]}  # a Warning event
 
     bed.delete("billing")  # its topics go with it; the other policy gets its turn
@@ -415,7 +417,7 @@ def test_a_kafka_topic_of_the_same_name_not_labelled_as_the_policys_is_neither_p
 ) -> None:
     strimzi_bed(bed)
     foreign = bed.api.put(KAFKA_TOPICS, kafka_topic(RETRY.lower(), topic=RETRY))
-    bed.api.put(KAFKA_TOPICS, kafka_topic(render.kafka_topic_name(DLQ), topic=DLQ))
+    bed.api.put(KAFKA_TOPICS, kafka_topic(naming.kafka_topic_name(DLQ), topic=DLQ))
     bed.add(**STRIMZI)
     bed.reconcile()
     bed.delete()
@@ -429,17 +431,17 @@ def test_a_kafka_topic_of_an_earlier_policy_of_the_name_is_used_not_adopted(bed:
     (an upgrade) is patched as before, but never owned."""
     strimzi_bed(bed)
     labels = {
-        **render.labels("billing"),
-        render.POLICY_NAMESPACE_LABEL: NAMESPACE,
-        render.STRIMZI_CLUSTER_LABEL: "my-cluster",
+        **naming.labels("billing"),
+        naming.POLICY_NAMESPACE_LABEL: NAMESPACE,
+        naming.STRIMZI_CLUSTER_LABEL: "my-cluster",
     }
     earlier = bed.api.put(
         KAFKA_TOPICS,
         kafka_topic(
-            render.kafka_topic_name(RETRY), topic=RETRY, labels=labels, **{"sparkdlq.io/policy-uid": "old"}
+            naming.kafka_topic_name(RETRY), topic=RETRY, labels=labels, **{"sparkdlq.io/policy-uid": "old"}
         ),
     )
-    upgraded = kafka_topic(render.kafka_topic_name(DLQ), topic=DLQ, labels=labels)
+    upgraded = kafka_topic(naming.kafka_topic_name(DLQ), topic=DLQ, labels=labels)
     upgraded["metadata"]["ownerReferences"] = [
         {
             "apiVersion": "sparkdlq.io/v1alpha1",
@@ -453,8 +455,8 @@ def test_a_kafka_topic_of_an_earlier_policy_of_the_name_is_used_not_adopted(bed:
     bed.add(**STRIMZI)
     bed.reconcile()
 
-    assert bed.api.stored(KAFKA_TOPICS, NAMESPACE, render.kafka_topic_name(RETRY))["spec"] == earlier["spec"]  # type: ignore[index]
-    dlq = bed.api.stored(KAFKA_TOPICS, NAMESPACE, render.kafka_topic_name(DLQ))
+    assert bed.api.stored(KAFKA_TOPICS, NAMESPACE, naming.kafka_topic_name(RETRY))["spec"] == earlier["spec"]  # type: ignore[index]
+    dlq = bed.api.stored(KAFKA_TOPICS, NAMESPACE, naming.kafka_topic_name(DLQ))
     assert dlq is not None
     assert dlq["spec"]["partitions"] == 2
     assert "ownerReferences" not in dlq["metadata"]
@@ -574,7 +576,7 @@ def test_an_existing_topic_that_deletes_dead_letters_is_reported_not_changed(bed
     bed.add()
     bed.reconcile()
     topics = bed.condition("TopicsReady")
-    assert (topics["status"], topics["reason"]) == ("True", TopicsReason.SHORT_RETENTION)
+    assert (topics["status"], topics["reason"]) == ("True", Reason.SHORT_RETENTION)
     assert (
         f"; short retention: topic {DLQ!r} has retention.ms=604800000 (7d): its dead letters are deleted "
         "after 7d, they must be kept until someone deletes them;"

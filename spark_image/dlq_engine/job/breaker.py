@@ -39,9 +39,9 @@ from dlq_engine.job.preflight import engine_class
 from dlq_engine.model import reasons
 from dlq_engine.model.breaker import CLOSED, HALF_OPEN, BreakerReport, BreakerState, is_state
 from dlq_engine.model.policy import DeadLetterPolicy
-from dlq_engine.processing.batches import RoutingSettings
 from dlq_engine.routing import stats as routing_stats
 from dlq_engine.routing.breaker import Breaker, Transition
+from dlq_engine.routing.settings import RoutingSettings
 
 log = logging.getLogger("dlq_engine.breaker")
 

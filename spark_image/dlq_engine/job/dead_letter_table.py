@@ -17,7 +17,7 @@ it, a new one when the checkpoint is new. Keying on it rather than on the checkp
 a checkpoint that is deleted and started afresh at the same path (batch ids from 0 again) can
 neither be skipped by Delta nor overwrite the earlier run's Parquet partitions.
 
-The columns come from the record and its ``dlq.*`` headers (``routing.headers``), read with
+The columns come from the record and its ``dlq.*`` headers (``model.headers``), read with
 ``try_cast`` and range checks: a header forged on the retry topic yields a null, never a failed
 batch. The session needs Delta's SQL extension and catalog for the delta format even for
 path-based writes (Delta 4.0 refuses them otherwise): ``job.session`` sets them.
@@ -31,10 +31,10 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from dlq_engine.model import headers as h
 from dlq_engine.model.policy import DeadLetterTable
-from dlq_engine.processing.batches import MAX_DELIVER_AT, TABLE_VALUE
-from dlq_engine.routing import headers as h
-from dlq_engine.routing.outcomes import Route
+from dlq_engine.processing.batches import TABLE_VALUE
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route
 
 #: The table's columns in order, with their Spark SQL types (docs/reference.md, "The
 #: dead-letter table"; the Parquet format keeps ``query_id`` and ``batch_id`` as partition
@@ -66,7 +66,7 @@ PARTITION_COLUMNS: Final = ("query_id", "batch_id")
 
 def header_text(name: str, headers: str = "headers") -> Column:
     """The first value of header ``name`` in the Kafka headers column ``headers``, as text
-    (Kafka allows repeated keys; the first wins, as in ``routing.headers.first_header``); null
+    (Kafka allows repeated keys; the first wins, as in ``model.headers.first_header``); null
     when absent."""
     return F.expr(f"cast(get(filter({headers}, h -> h.key = '{name}'), 0).value as string)")
 
@@ -86,12 +86,12 @@ def header_time(name: str, headers: str = "headers") -> Column:
 
 
 def first_text(names: Sequence[str], headers: str = "headers") -> Column:
-    """``header_text`` of the first of ``names`` present (``routing.headers.READ_*``)."""
+    """``header_text`` of the first of ``names`` present (``model.headers.READ_*``)."""
     return F.coalesce(*(header_text(name, headers) for name in names))
 
 
 def first_number(sources: Sequence[tuple[str, int]], kind: str, headers: str = "headers") -> Column:
-    """``routing.headers.read_number`` in Spark: the first of ``sources`` present and readable,
+    """``model.headers.read_number`` in Spark: the first of ``sources`` present and readable,
     decimal text (width 0) or a big-endian binary number of ``width`` bytes, as ``kind``."""
     values = []
     for name, width in sources:

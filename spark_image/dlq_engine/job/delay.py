@@ -33,8 +33,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dlq_engine.job.preflight import engine_class
-from dlq_engine.processing.batches import MAX_DELIVER_AT
 from dlq_engine.routing.headers import CONTROL, DELIVER_AT, PULSAR_DELAY_TIME
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT
 
 BUCKET_MS = 100
 RECORD_COLUMNS = ["key", "value", "headers", "topic", "partition", "offset", "timestamp"]

@@ -17,13 +17,9 @@ name), so no policy's driver can forge another's heartbeat or touch any ConfigMa
 a merge patch of the annotation only: the Lease's ``spec`` (holder, renew time) is left to a
 holder that writes it with its ``resourceVersion``, such as a lease on the checkpoint.
 
-The report goes to the Kubernetes API with the pod's service-account token (re-read for every
-report: projected tokens rotate) and its CA, at ``KUBERNETES_SERVICE_HOST``; a local driver
-(the development stand-in) is given a folder with ``token``, ``ca.crt`` and ``namespace`` in
-``SPARK_DLQ_SERVICEACCOUNT_DIR``. Only the standard library is used: the engine image has no
-Kubernetes client. A report that fails is logged and the next one tried; the heartbeat never
-stops the engine, and a driver with no Kubernetes API at all (a local run) runs without one,
-with a warning on stderr.
+The report goes to the Kubernetes API as the pod's service account (``kube_api``). A report
+that fails is logged and the next one tried; the heartbeat never stops the engine, and a driver
+with no Kubernetes API at all (a local run) runs without one, with a warning on stderr.
 """
 
 from __future__ import annotations
@@ -31,20 +27,19 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
-import ssl
 import threading
 import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
+
+from dlq_engine.job.kube_api import ServiceAccountApi
+from dlq_engine.model.breaker import BreakerReport
+from dlq_engine.model.heartbeat import ANNOTATION, OrderingReport
+from dlq_engine.model.heartbeat import Heartbeat as HeartbeatDocument
 
 log = logging.getLogger("dlq_engine.heartbeat")
 
-ANNOTATION: Final = "sparkdlq.io/heartbeat"
-SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_INTERVAL_S: Final = 10.0
 
 
@@ -56,26 +51,24 @@ class Liveness:
     last_progress: float
     batch_id: int | None
     #: ``source.ordering: key`` only: ``HeldKeys.document()`` of the ordering stage's reports.
-    ordering: Mapping[str, Any] | None = None
+    ordering: OrderingReport | None = None
     #: ``retry.breaker`` only: the breaker's report (``model.breaker.BreakerReport``).
-    breaker: Mapping[str, Any] | None = None
+    breaker: BreakerReport | None = None
 
     def document(self, now: float) -> str:
-        return json.dumps(
-            {
-                "time": _rfc3339(now),
-                "queryActive": self.query_active,
-                "lastProgressTime": _rfc3339(self.last_progress),
-                "batchId": self.batch_id,
-                **({"ordering": dict(self.ordering)} if self.ordering is not None else {}),
-                **({"breaker": dict(self.breaker)} if self.breaker is not None else {}),
-            },
-            separators=(",", ":"),
-        )
+        """The annotation's text: the model's heartbeat document, which the operator reads."""
+        return HeartbeatDocument(
+            time=_utc(now),
+            query_active=self.query_active,
+            last_progress=_utc(self.last_progress),
+            batch_id=self.batch_id,
+            ordering=self.ordering,
+            breaker=self.breaker,
+        ).to_json()
 
 
-def _rfc3339(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _utc(epoch: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC)
 
 
 class HeartbeatError(ValueError):
@@ -93,21 +86,11 @@ class Heartbeat:
             raise HeartbeatError(f"--heartbeat-lease must be NAMESPACE/NAME, got {target!r}")
         if interval <= 0:
             raise HeartbeatError(f"--heartbeat-interval must be positive, got {interval}")
-        account = Path(os.environ.get("SPARK_DLQ_SERVICEACCOUNT_DIR") or SERVICE_ACCOUNT_DIR)
-        host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        self._api = ServiceAccountApi()
         #: Why no heartbeat can be sent from here (no Kubernetes API: a local run), else None.
-        self.unavailable: str | None = None
-        if not host or not (account / "token").is_file():
-            self.unavailable = (
-                f"KUBERNETES_SERVICE_HOST is {host or 'not set'} and {account / 'token'} is "
-                f"{'there' if (account / 'token').is_file() else 'missing'}"
-            )
-        server = f"https://{host if ':' not in host else f'[{host}]'}:{port}"
-        self.url = f"{server}/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
-        self._token = account / "token"
-        ca = account / "ca.crt"
-        self._context = ssl.create_default_context(cafile=str(ca) if ca.is_file() else None)
+        self.unavailable = self._api.unavailable
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self.url = self._api.url(self._path)
         self._liveness = liveness
         self.interval = interval
         self._stop = threading.Event()
@@ -115,22 +98,11 @@ class Heartbeat:
         self._failing = False
 
     def report(self, now: float) -> None:
-        """Write one heartbeat; raises OSError (urllib's errors) when the API refuses it."""
+        """Write one heartbeat; raises OSError when the API refuses it or cannot be reached."""
         body = json.dumps(
             {"metadata": {"annotations": {ANNOTATION: self._liveness().document(now)}}}
         ).encode()
-        request = urllib.request.Request(
-            self.url,
-            data=body,
-            method="PATCH",
-            headers={
-                "Authorization": f"Bearer {self._token.read_text().strip()}",
-                "Content-Type": "application/merge-patch+json",
-                "Accept": "application/json",
-            },
-        )
-        with urllib.request.urlopen(request, timeout=10, context=self._context) as response:
-            response.read()
+        self._api.call("PATCH", self._path, body=body, content_type="application/merge-patch+json")
 
     def start(self) -> None:
         if self.unavailable is not None:

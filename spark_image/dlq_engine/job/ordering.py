@@ -44,6 +44,7 @@ from dlq_engine.job.delay import (
     hold_until_due,
 )
 from dlq_engine.job.preflight import engine_class
+from dlq_engine.model.heartbeat import ORDERING_SAMPLE, OrderingReport
 from dlq_engine.model.policy import Ordering
 from dlq_engine.processing.batches import ORDER_NOTE
 from dlq_engine.routing import headers as h
@@ -59,7 +60,7 @@ REPORT_TYPE = "struct<group: int, seq: bigint, held: bigint, blocked: bigint, bl
 #: The observed metric with the batch's reports (in each batch's progress).
 ORDERING_METRICS: Final = "ordering"
 #: The most blocked keys a status names (each report names at most ``OrderByKey.SAMPLE``).
-SAMPLE: Final = 10
+SAMPLE: Final = ORDERING_SAMPLE
 #: The longest a blocked key's name is shown.
 KEY_CHARS: Final = 100
 
@@ -181,7 +182,7 @@ class HeldKeys:
     #: Some of the blocked keys (UTF-8, undecodable bytes replaced; at most ``SAMPLE``).
     blocked_sample: tuple[str, ...]
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> OrderingReport:
         """The heartbeat's ``ordering`` (the operator copies it to the policy's status)."""
         return {
             "heldMessages": self.held,

@@ -48,11 +48,12 @@ from dlq_engine.job.delay import (
 from dlq_engine.job.ordering import ordered_records
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
-from dlq_engine.processing.batches import RoutingSettings, output_schema, route_batches
+from dlq_engine.processing.batches import output_schema, route_batches
 from dlq_engine.routing import stats as routing_stats
 from dlq_engine.routing.headers import CONTROL, CONTROL_WAKE
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.record_size import PRODUCER_MAX_REQUEST_SIZE
+from dlq_engine.routing.settings import RoutingSettings
 
 #: Name of the observed metrics in query progress (``observedMetrics``).
 METRICS = "dlq"

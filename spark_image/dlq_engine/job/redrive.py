@@ -45,11 +45,11 @@ from dlq_engine.job.dead_letter_table import (
 from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
 from dlq_engine.job.preflight import admin_client
 from dlq_engine.job.spark_filter import spark_filter_problem
+from dlq_engine.model import headers as h
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.redrive import EXPIRED_REASON, DeadLetterRedrive, Gap, describe_gaps, gaps
 from dlq_engine.model.redrive_filter import filter_problem
-from dlq_engine.processing.batches import MAX_DELIVER_AT
-from dlq_engine.routing import headers as h
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT
 
 #: What a redrive's session must have, whatever the policy's sparkConf says: Spark SQL never
 #: reads a file a query names (``parquet.`/path```). A filter cannot name one anyway (no
@@ -86,7 +86,7 @@ def dead_letter_columns(records: DataFrame) -> DataFrame:
     both. ``headers`` is the map of the message's own headers (no ``dlq.*``; of a repeated
     name, the first). Origin, error, attempts and subscription are read from Spring's, Kafka
     Connect's, Kafka Streams' or a share group's dead-letter headers where the ``dlq.*`` ones are
-    absent (``routing.headers.READ_*``), so a redrive reads their dead-letter topics too."""
+    absent (``model.headers.READ_*``), so a redrive reads their dead-letter topics too."""
     return records.select(
         F.col("topic"),
         F.col("partition"),

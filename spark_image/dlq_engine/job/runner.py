@@ -1,10 +1,10 @@
 """Running the query to its end: counts, the error window, signals and exit status.
 
-The driver reads each batch's progress (polling the query, no callback server) to add up the
+The driver reads each batch's progress (polling the query, not through a callback) to add up the
 observed metrics (outcome counts, retry lag) and to check the error window: when failures reach ``threshold`` of the last ``size`` messages the query is
 stopped with that reason. The window is kept per micro-batch: a batch's messages all count
 at once, and the oldest batch is scaled down to keep exactly ``size`` messages in view.
-SIGTERM stops the query cleanly (exit 0). ``--once`` runs the normal trigger and stops after two
+SIGTERM stops the query cleanly (exit 0), whether this process or the driver's JVM gets it. ``--once`` runs the normal trigger and stops after two
 batches in a row that read nothing and routed nothing: Spark's available-now trigger never ends
 while the delay stage has processing-time timers, and retries that are not due yet are not
 "available" (they stay in the checkpointed state for the next run).
@@ -19,8 +19,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryProgress
@@ -321,8 +322,51 @@ def first_line(text: str) -> str:
 
 
 def install_sigterm(run: Run) -> None:
-    def handle(signum: int, frame: Any) -> None:
+    """SIGTERM and SIGINT stop the query cleanly, whichever of the driver's two processes gets
+    them: this Python process, or its JVM (``_JvmSigterm``)."""
+
+    def stop_soon() -> None:
         threading.Thread(target=run.stop, daemon=True).start()
+
+    def handle(signum: int, frame: Any) -> None:
+        stop_soon()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
+    _JvmSigterm.install(run.spark, stop_soon)
+
+
+class _JvmSigterm:
+    """The driver JVM's SIGTERM handler: it calls back into this process to stop the query,
+    instead of shutting the JVM down under it.
+
+    In a driver pod the container's init (tini) passes the pod's SIGTERM to the JVM only
+    (spark-submit's; this Python process is its child), and the stand-in spark-operator signals
+    both; the JVM's default would run its shutdown hooks (the SparkContext stopped, Hadoop's file
+    systems closed) while the query still runs, so the engine could neither stop cleanly nor
+    delete its checkpoint lease, and the next driver had to take the lease over. Through this
+    handler (a py4j proxy: the callback server is started for it) the JVM stays up until the
+    query has stopped and the lease is released; it then ends with this process, as it does
+    after any run. A JVM that refuses the handler keeps its default, with a warning."""
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._action = action
+
+    def handle(self, signal: object) -> None:
+        self._action()
+
+    class Java:
+        implements: ClassVar[list[str]] = ["sun.misc.SignalHandler"]
+
+    @staticmethod
+    def install(spark: SparkSession, action: Callable[[], None]) -> None:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        context = spark.sparkContext
+        jvm = context._jvm
+        assert jvm is not None
+        try:
+            ensure_callback_server_started(context._gateway)  # type: ignore[no-untyped-call]
+            jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), _JvmSigterm(action))
+        except Exception as error:  # noqa: BLE001 - the JVM's default then stays
+            print(f"dlq-engine: the driver JVM keeps its own SIGTERM handling: {error}", file=sys.stderr)

@@ -47,6 +47,11 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # On Kubernetes Spark's default (0.8) holds the session's start until the executors have
+    # registered (up to 30 s): the engine's checks, its checkpoint lease and its query's start
+    # then wait for an executor pod they do not need. At 0 they run while the executor starts;
+    # the first batch's tasks wait for it.
+    "spark.scheduler.minRegisteredResourcesRatio": "0",
 }
 
 

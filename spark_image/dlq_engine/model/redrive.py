@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
-from dlq_engine.model.policy import API_VERSION, Issue, PolicyError, _Fields, _kind, topic_name_problem
+from dlq_engine.model.field_reader import _Fields, _kind
+from dlq_engine.model.policy import API_VERSION, Issue, PolicyError, topic_name_problem
 from dlq_engine.model.reasons import DEAD_LETTER_REASONS
 from dlq_engine.model.redrive_filter import filter_problem
 

@@ -1,12 +1,17 @@
 """Routing a whole Arrow record batch: the one place Python touches each message.
 
-The Spark job hands every partition to ``route_batch`` (through ``mapInArrow``). For each
-record it builds a ``Message``, calls the processor once (or the batch processor once per
-batch), decides the route and, for failures only, builds the new ``dlq.*`` headers. It hands
-back only what the Kafka sink and the metrics need: the route, the key, the value to write,
-the headers to write, the dead-letter reason and the retry lateness. The key column, and the
-headers column when no record's headers change, are the input's own Arrow arrays (not copied);
-every byte that crosses back to the JVM is one the sink writes.
+The Spark job hands every partition to ``route_batch`` (through ``mapInArrow``). It reads what
+routing needs from the batch (the retry records' headers, their attempts, the ordering stage's
+notes), has the processor called (``processing.calls``, in any ``processor.mode``), takes each
+failure's ``Decision`` (``routing.outcomes.decide``), holds keys back
+(``routing.key_order``), builds the failed and parked records' headers (``routing.letters``),
+makes every record fit its topic (``processing.oversize``), and assembles what the Kafka sink
+and the metrics need: the route, the key, the value to write, the headers to write, the
+dead-letter reason and the retry lateness. One pipeline for every mode: successes stay an Arrow
+array (an Arrow processor's own answer, not copied), Python objects are made only for the
+rows that need them (retry records, failures, parked records). The key column, and the headers
+column when no record's headers change, are the input's own Arrow arrays (not copied); every
+byte that crosses back to the JVM is one the sink writes.
 """
 
 from __future__ import annotations
@@ -18,53 +23,41 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dlq_engine.model.durations import format_ms
-from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES, BackoffSpec, DeadLetterPolicy, HeaderProfile
+from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES, HeaderProfile
 from dlq_engine.model.processor_api import Message
-from dlq_engine.model.reasons import ORDERING_OVERFLOW, RETRY_TIMEOUT, TOO_LARGE, DeadLetterReason
-from dlq_engine.processing import oversize
-from dlq_engine.processing.time_limit import MAX_BATCH_CALL_MS, Raised, batch_call_limit_ms, map_with_limit
+from dlq_engine.model.reasons import TOO_LARGE, DeadLetterReason
+from dlq_engine.processing import calls, oversize
+from dlq_engine.processing.calls import ProcessFn
 from dlq_engine.routing import headers as h
-from dlq_engine.routing import retry_budget, stats
-from dlq_engine.routing.backoff import delay_ms
+from dlq_engine.routing import key_order, letters, stats
 from dlq_engine.routing.outcomes import (
     ACKNOWLEDGE,
-    PUBLISH,
-    RETRY,
     Decision,
     Failure,
     Result,
     Route,
-    Rules,
-    UnsupportedResult,
-    Verdict,
-    classify,
+    StopRule,
     dead_letter,
     decide,
-    decide_all,
-    frozen_names,
-    item_result_or_failure,
-    result_or_failure,
+    overflow,
+    success_routes,
 )
-from dlq_engine.routing.record_size import RecordLimits
+from dlq_engine.routing.record_size import Header
+from dlq_engine.routing.settings import RoutingSettings
 
 log = logging.getLogger("dlq_engine.processing")
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
-#: An attempt count read from a header is clamped to this: a forged huge number must neither
-#: overflow nor make the arithmetic misbehave; it still means "exhausted".
-MAX_ATTEMPT_HEADER = 1_000_000
-
-#: ``dlq.deliver.at`` is written no later than this (9999-12-31T23:59:59.999Z): a huge explicit
-#: ``Retry(delay=...)`` still means "much later" but stays a number the delay stage can hold.
-MAX_DELIVER_AT = 253_402_300_799_999
+#: The column of the ordering stage's note on a record it let go past a bound
+#: (``job.ordering``): such a record is dead-lettered with reason ``ordering-overflow``.
+ORDER_NOTE: Final = "order_note"
 
 
 class StopPipeline(RuntimeError):
@@ -72,104 +65,6 @@ class StopPipeline(RuntimeError):
     ``MARKER`` so the driver can find it inside Spark's wrapped error and print it alone."""
 
     MARKER = "DLQ-STOP:"
-
-
-@dataclass(frozen=True, slots=True)
-class RoutingSettings:
-    """What a worker needs from the policy, in a small picklable value."""
-
-    retry_topic: str
-    policy: str
-    subscription: str
-    max_redeliver: int
-    backoff: BackoffSpec
-    strategy: str
-    include_stack: bool
-    has_output: bool
-    mode: str
-    non_retryable: frozenset[str] = field(default_factory=frozenset)
-    #: ``retry.rules``: each rule's error classes, its redelivery limit, its backoff and its
-    #: time budget.
-    rule_errors: tuple[frozenset[str], ...] = ()
-    rule_limits: tuple[int, ...] = ()
-    rule_backoffs: tuple[BackoffSpec, ...] = ()
-    rule_budgets: tuple[int, ...] = ()
-    #: ``retry.maxRetryDuration``; 0: none.
-    budget_ms: int = 0
-    static_headers: tuple[tuple[str, str], ...] = ()
-    header_profiles: tuple[HeaderProfile, ...] = DEFAULT_HEADER_PROFILES
-    timeout_ms: int = 0  # processor.timeout; 0: none
-    #: A retry routed more than this after its ``dlq.deliver.at`` counts as released late.
-    late_after_ms: int = 0
-    #: ``source.ordering: key``, ``ordering.onDeadLetter: block``, ``ordering.onOverflow: stop``.
-    ordered: bool = False
-    block_on_dead_letter: bool = False
-    stop_on_overflow: bool = False
-    #: A policy on Pulsar: offsets are packed message ids, the Java client's properties are
-    #: written beside ``dlq.*`` (the pulsar profile) and its letters' ``RECONSUMETIMES`` counted.
-    pulsar: bool = False
-    #: What each topic the policy writes accepts (read when the query starts: ``job.record_limits``).
-    limits: RecordLimits = field(default_factory=RecordLimits)
-    #: The policy has a dead-letter table: a too-large dead letter's value is handed on for it
-    #: (``table_value``) when the topic gets a stub.
-    table: bool = False
-
-    @property
-    def rules(self) -> Rules:
-        return Rules(self.max_redeliver, self.strategy, self.has_output, self.rule_limits)
-
-    @classmethod
-    def from_policy(cls, policy: DeadLetterPolicy, *, limits: RecordLimits | None = None) -> RoutingSettings:
-        return cls(
-            retry_topic=policy.retry_topic,
-            policy=policy.qualified_name,
-            subscription=policy.source.subscription,
-            max_redeliver=policy.retry.max_redeliver_count,
-            backoff=policy.retry.backoff,
-            strategy=policy.dead_letter.strategy,
-            include_stack=policy.dead_letter.include_stack_trace,
-            has_output=bool(policy.output.topic),
-            mode=policy.processor.mode,
-            non_retryable=frozen_names(policy.retry.non_retryable_errors),
-            rule_errors=tuple(frozen_names(rule.errors) for rule in policy.retry.rules),
-            rule_limits=tuple(rule.max_redeliver_count for rule in policy.retry.rules),
-            rule_backoffs=tuple(rule.backoff for rule in policy.retry.rules),
-            rule_budgets=tuple(rule.max_retry_duration_ms for rule in policy.retry.rules),
-            budget_ms=policy.retry.max_retry_duration_ms,
-            static_headers=tuple(sorted(policy.dead_letter.headers.items())),
-            header_profiles=_profiles(policy),
-            timeout_ms=policy.processor.timeout_ms,
-            late_after_ms=late_after_ms(policy.spark.trigger_ms),
-            ordered=policy.source.ordering == "key",
-            block_on_dead_letter=policy.ordering.on_dead_letter == "block",
-            stop_on_overflow=policy.ordering.on_overflow == "stop",
-            pulsar=policy.is_pulsar,
-            limits=limits or RecordLimits(),
-            table=policy.dead_letter.table is not None,
-        )
-
-
-def _profiles(policy: DeadLetterPolicy) -> tuple[HeaderProfile, ...]:
-    """The policy's header profiles; on Pulsar the pulsar profile always, so that the Java
-    client's retry and dead-letter consumers read our letters."""
-    listed = policy.dead_letter.header_profiles
-    return listed if not policy.is_pulsar or "pulsar" in listed else (*listed, "pulsar")
-
-
-def late_after_ms(trigger_ms: int) -> int:
-    """When a retry counts as released late: more than one trigger interval and a second past
-    its due time (a retry is routed in the first micro-batch that starts after it is due)."""
-    return trigger_ms + 1000
-
-
-ProcessFn = Callable[..., Any]
-
-
-#: The column of the ordering stage's note on a record it let go past a bound
-#: (``job.ordering``): such a record is dead-lettered with reason ``ordering-overflow``.
-ORDER_NOTE = "order_note"
-OVERFLOW_REASON = ORDERING_OVERFLOW
-OVERFLOW_ERROR = "OrderingOverflow"
 
 
 def route_batches(
@@ -191,156 +86,114 @@ def route_batch(
     rand: Callable[[], float] = random.random,
     stopped: set[bytes] | None = None,
 ) -> pa.RecordBatch:
+    """Route one Arrow batch (``output_schema``). ``stopped``: the keys held in this task
+    (``source.ordering: key``), updated; ``now_ms`` and ``rand``: the clock and the jitter's
+    draws, for tests."""
     clock = now_ms or _now_ms
-    if settings.mode == "arrow" and not settings.ordered:
-        return _route_arrow(batch, settings, processor, clock, rand)
+    classifier = settings.classifier
     n = batch.num_rows
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
-    topics = batch.column("topic").to_pylist()
-    partitions = batch.column("partition").to_pylist()
-    offsets = batch.column("offset").to_pylist()
-    timestamps = _epoch_ms(batch.column("timestamp"))
-
-    retry_topic = settings.retry_topic
-    from_retry = [t == retry_topic for t in topics]
     header_column = batch.column("headers")
     flat = _FlatHeaders.of(header_column, settings.header_profiles)
-    header_dicts, retry_headers = _headers(flat, from_retry)
-    attempts = [_attempt(pairs) if pairs is not None else 0 for pairs in retry_headers]
-    new = _new_message
-    messages = [
-        new(
-            keys[i],
-            values[i],
-            header_dicts[i],
-            topics[i],
-            partitions[i],
-            offsets[i],
-            timestamps[i],
-            attempts[i],
-        )
-        for i in range(n)
-    ]
-    notes = _notes(batch) if settings.ordered else None
-    # Each failure's decision with its retry's due time, where decided while processing.
-    decided: dict[int, tuple[Decision, int | None]] = {}
-    if settings.ordered and settings.mode == "message":
-        # A key's later messages are not processed once one fails in this task.
-        results, durations, decided = _ordered_results(
-            messages, notes, attempts, retry_headers, settings, processor, stopped or set(), clock, rand
-        )
-    elif notes is None:
-        if settings.mode == "arrow":
-            results, durations = _arrow_results(batch, attempts, settings, processor)
-        else:
-            results, durations = _results(messages, settings, processor)
-    else:
-        # Records the ordering stage let go past a bound are not processed.
-        kept = [i for i in range(n) if notes[i] is None]
-        if settings.mode == "arrow":
-            done, durations = _arrow_results(
-                batch.take(pa.array(kept, pa.int64())), [attempts[i] for i in kept], settings, processor
-            )
-        else:
-            done, durations = _results([messages[i] for i in kept], settings, processor)
-        results = [_overflow(note) for note in notes]
-        for i, result in zip(kept, done, strict=True):
-            results[i] = result
+    retry_rows = _retry_rows(batch, settings.retry_topic)
+    retry_headers: dict[int, list[Header]] = {i: flat.pairs(i) for i in retry_rows}
+    attempts = [0] * n
+    for i in retry_rows:
+        attempts[i] = letters.attempt(retry_headers[i])
+    notes = _notes(batch) if classifier.ordered else None
+    held = stopped if stopped is not None else set()
 
+    called = _call(batch, flat, attempts, retry_headers, notes, held, settings, processor, clock, rand)
     now = clock()
-    decisions = decide_all(results, attempts, settings.rules)
+    failures = called.failures
     if notes is not None:
-        decisions = [
-            _overflow_decision(settings, messages[i], note) if note is not None else decisions[i]
-            for i, note in enumerate(notes)
-        ]
-    lateness = (
-        [_lateness(pairs, now) if pairs is not None else None for pairs in retry_headers]
-        if True in from_retry
-        else [None] * n
-    )
-    # What is written: the result of a published message, nothing for an acknowledged one, the
-    # original value (with this attempt's headers, ``changed``) for a retried or dead one. A
-    # batch whose messages all succeeded alike (the usual case) is written as a whole.
-    changed: dict[int, list[tuple[str, bytes]]] = {}
-    routes: list[Route]
-    reasons: list[str | None]
-    out_values: list[Result]
-    only = decisions[0] if n else ACKNOWLEDGE
-    controls: list[tuple[bytes, str, str, str]] = []
-    ordering = settings.ordered and (bool(stopped) or True in from_retry or notes is not None)
-    if not ordering and (only is PUBLISH or only is ACKNOWLEDGE) and decisions.count(only) == n:
-        routes, reasons = [only.route] * n, [None] * n
-        out_values = results if only is PUBLISH else [None] * n
-    else:
-        # Each retry's due time, within its time budget (else it is dead-lettered instead).
-        due: dict[int, int | None] = {}
-        for i, result in enumerate(results):
-            if type(result) is not Failure:
-                continue
-            if i in decided:
-                decisions[i], due[i] = decided[i]
-            elif decisions[i] is RETRY:
-                decisions[i], due[i] = _scheduled(result, attempts[i], retry_headers[i], settings, now, rand)
-        routes = [d.route for d in decisions]
-        reasons = [d.reason for d in decisions]
-        out_values = [r if d is PUBLISH else None for r, d in zip(results, decisions, strict=True)]
-        parked: set[int] = set()
-        if settings.ordered:
-            controls, parked = _keep_key_order(
-                messages, retry_headers, decisions, routes, reasons, out_values, changed, settings, stopped
-            )
-        for i, result in enumerate(results):
-            if type(result) is Failure and i not in parked:
-                out_values[i] = values[i]
-                changed[i] = _failed(
-                    messages[i],
-                    retry_headers[i],
-                    result,
-                    decisions[i],
-                    attempts[i] + 1,
-                    settings,
-                    now,
-                    deliver_at=due.get(i),
-                )
+        failures.update({i: overflow(note) for i, note in enumerate(notes) if note is not None})
+    decisions = {
+        i: called.decided.get(i)
+        or decide(
+            failures[i], attempts[i] + 1, classifier, now=now, rand=rand, retry_headers=retry_headers.get(i)
+        )
+        for i in sorted(failures)
+    }
+    values = called.values
+    routes = success_routes(values.is_valid().to_numpy(zero_copy_only=False), classifier)
+    if not classifier.has_output:
+        values = pa.nulls(n, pa.binary())
+    reasons: list[str | None] = [None] * n
+    for i, decision in decisions.items():
+        routes[i], reasons[i] = decision.route, decision.reason
 
+    keys: list[bytes | None] = batch.column("key").to_pylist() if classifier.ordered else []
+    parked: list[int] = []
+    controls: list[tuple[int, str]] = []
+    if classifier.ordered and (held or retry_rows or decisions):
+        parked, controls = key_order.park_and_release(
+            keys, lambda i: decisions.get(i, ACKNOWLEDGE), set(retry_rows), held
+        )
+        for i in parked:
+            decisions.pop(i, None)
+            routes[i], reasons[i] = Route.PARKED, None
+
+    where = _Positions(batch, attempts, [*decisions, *parked, *(i for i, _ in controls)])
+    changed: dict[int, list[tuple[str, bytes]]] = {}
+    for i, decision in sorted(decisions.items()):
+        changed[i] = _failure_headers(
+            where(i), retry_headers.get(i), failures[i], decision, attempts[i] + 1, settings, now
+        )
+    for i in parked:
+        changed[i] = letters.parked_headers(where(i), retry_headers.get(i))
+    if changed:
+        mask = np.zeros(n, dtype=bool)
+        mask[list(changed)] = True
+        values = pc.if_else(pa.array(mask), batch.column("value"), values)
+
+    outcomes: list[Result] = [None] * n
+    for i, failure in failures.items():
+        outcomes[i] = failure
     route_column = pa.array(routes, type=pa.int8())
-    value_column = pa.array(out_values, type=pa.binary())
-    written = _written_headers(header_column, flat, changed)
     fitted = _fit(
         batch,
         settings,
         routes,
         reasons,
-        results,
+        outcomes,
         attempts,
-        retry_headers.__getitem__,
-        messages.__getitem__,
+        retry_headers.get,
+        where,
         route_column,
-        value_column,
-        written,
+        values,
+        _written_headers(header_column, flat, changed),
         flat,
         now,
     )
     if fitted.converted:
         route_column = pa.array(routes, type=pa.int8())
-        for i, before in fitted.converted.items():
-            control = _too_large_control(settings, messages[i], retry_headers[i], before)
-            if control is not None:
-                controls.append(control)
+        if classifier.ordered:
+            too_large = dead_letter(TOO_LARGE, classifier)
+            for i, before in sorted(fitted.converted.items()):
+                control = key_order.control(too_large, retried=i in retry_headers)
+                if before is Route.RETRY and keys[i] is not None and control is not None:
+                    controls.append((i, control))
+    records = [
+        (cast(bytes, keys[i]), control, *letters.position(where(i), retry_headers.get(i)))
+        for i, control in controls
+    ]
+    lateness: list[int | None] = [None] * n
+    from_retry = [False] * n
+    for i in retry_rows:
+        lateness[i] = letters.lateness(retry_headers[i], now)
+        from_retry[i] = True
     lateness_column = pa.array(lateness, type=pa.int64())
     summary = stats.summarize(
         batch,
         route_column,
         reasons,
-        results,
+        outcomes,
         attempts,
         lateness_column,
-        durations,
+        called.durations,
         from_retry,
         late_after_ms=settings.late_after_ms,
-        blocked=sum(1 for control in controls if control[1] == h.CONTROL_BLOCK),
+        blocked=sum(1 for _, control in controls if control == h.CONTROL_BLOCK),
     )
     columns = [
         route_column,
@@ -350,113 +203,216 @@ def route_batch(
         pa.array(reasons, type=pa.string()),
         lateness_column,
     ]
-    if controls:
-        columns = _with_controls(columns, controls, header_column.type)
+    if records:
+        columns = _with_controls(columns, records, header_column.type)
     if settings.table:
-        columns.append(fitted.table_values(n + len(controls)))
+        columns.append(fitted.table_values(n + len(records)))
     return pa.RecordBatch.from_arrays(
-        [*columns, stats.stats_column(n + len(controls), summary)],
+        [*columns, stats.stats_column(n + len(records), summary)],
         schema=output_schema(batch.schema, table=settings.table),
     )
 
 
-def _ordered_results(
-    messages: Sequence[Message],
+@dataclass(slots=True)
+class _Called:
+    """What the processor made of a batch: ``values``, one per row, a success's result (null:
+    acknowledged, failed or not processed); the failed rows' ``Failure``; how long the calls
+    took; and the decisions already taken while calling (``calls.in_key_order``)."""
+
+    values: pa.Array
+    failures: dict[int, Failure]
+    durations: np.ndarray
+    decided: dict[int, Decision] = field(default_factory=dict)
+
+
+def _call(
+    batch: pa.RecordBatch,
+    flat: _FlatHeaders,
+    attempts: list[int],
+    retry_headers: Mapping[int, list[Header]],
     notes: Sequence[str | None] | None,
-    attempts: Sequence[int],
-    retry_headers: Sequence[list[tuple[str, bytes | None]] | None],
+    held: set[bytes],
     settings: RoutingSettings,
     processor: ProcessFn,
-    stopped: set[bytes],
-    now_ms: Callable[[], int],
+    clock: Callable[[], int],
     rand: Callable[[], float],
-) -> tuple[list[Result], np.ndarray, dict[int, tuple[Decision, int | None]]]:
-    """``source.ordering: key`` in message mode: the processor called in row order, and not
-    for a message past a bound (its note) or of a key whose earlier message in this task went
-    to retry or was blocked (``_keep_key_order`` parks those, by the same rule); those get a
-    None result, never used. Each failure's decision (and its retry's due time) is taken here,
-    once, and handed back: whether its key is held depends on it. The first ``TIMED_CALLS``
-    calls are timed. With ``processor.timeout`` each call is handed to the helper thread on its
-    own (``map_with_limit``), as the next call depends on this one's outcome."""
-    clock = time.perf_counter
-    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
-
-    def direct(message: Message) -> Result:
-        return result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
-
-    def limited(message: Message) -> Result:
-        [done] = map_with_limit(direct, [message], timeout_ms=settings.timeout_ms)
-        if type(done) is Raised:
-            return classify(done.error, non_retryable, with_stack=with_stack, rules=rules)
-        result: Result = done
-        return result
-
-    call = limited if settings.timeout_ms > 0 else direct
-
-    held = set(stopped)
-    results: list[Result] = []
-    durations: list[float] = []
-    decided: dict[int, tuple[Decision, int | None]] = {}
-    for i, message in enumerate(messages):
-        key = message.key
-        if (notes is not None and notes[i] is not None) or (key is not None and key in held):
-            results.append(_overflow(notes[i]) if notes is not None else None)
-            continue
-        if len(durations) < TIMED_CALLS:
-            started = clock()
-            result = call(message)
-            durations.append(clock() - started)
-        else:
-            result = call(message)
-        if type(result) is Failure:
-            decision, due = _decided(result, attempts[i], retry_headers[i], settings, now_ms(), rand)
-            decided[i] = decision, due
-            if key is not None and (
-                decision.route is Route.RETRY
-                or (settings.block_on_dead_letter and decision.route in (Route.DEAD, Route.IGNORED))
-            ):
-                held.add(key)
-        results.append(result)
-    return results, np.array(durations, dtype=np.float64), decided
+) -> _Called:
+    """The processor called on the batch's records, but not on those the ordering stage let go
+    past a bound (``notes``): an Arrow processor on the batch's own arrays, the others on a
+    ``Message`` per record."""
+    n = batch.num_rows
+    kept = None if notes is None else [i for i, note in enumerate(notes) if note is None]
+    if settings.mode == "arrow":
+        rows = batch if kept is None else batch.take(pa.array(kept, pa.int64()))
+        given = arrow_input(
+            rows, ([attempts[i] for i in kept] if kept is not None else attempts) if retry_headers else None
+        )
+        values, failures, took = calls.arrow_call(processor, given, settings)
+        durations = np.array([took] if rows.num_rows else [], dtype=np.float64)
+        if values is None:
+            values = pa.nulls(rows.num_rows, pa.binary())
+        if kept is None:
+            return _Called(values, failures, durations)
+        return _Called(_scatter(values, kept, n), {kept[j]: f for j, f in failures.items()}, durations)
+    messages = _messages(batch, flat, attempts)
+    decided: dict[int, Decision] = {}
+    if settings.ordered and settings.mode == "message":
+        skip = [note is not None for note in notes] if notes is not None else [False] * n
+        done, durations, decided = calls.in_key_order(
+            messages, skip, retry_headers, settings, processor, held, clock, rand
+        )
+    elif kept is None:
+        done, durations = calls.results(messages, settings, processor)
+    else:
+        some, durations = calls.results([messages[i] for i in kept], settings, processor)
+        done = [None] * n
+        for i, result in zip(kept, some, strict=True):
+            done[i] = result
+    failed = [i for i, result in enumerate(done) if type(result) is Failure]
+    failures = {i: cast(Failure, done[i]) for i in failed}
+    if failed:
+        done = list(done)
+        for i in failed:
+            done[i] = None
+    return _Called(pa.array(done, type=pa.binary()), failures, durations, decided)
 
 
-def _decided(
-    failure: Failure,
-    attempt: int,
-    retry_headers: list[tuple[str, bytes | None]] | None,
-    settings: RoutingSettings,
-    now: int,
-    rand: Callable[[], float],
-) -> tuple[Decision, int | None]:
-    """A failure's decision, and its retry's due time when it goes to retry (``_scheduled``)."""
-    decision = decide(failure, attempt + 1, settings.rules)
-    if decision is not RETRY:
-        return decision, None
-    return _scheduled(failure, attempt, retry_headers, settings, now, rand)
+def _scatter(values: pa.Array, rows: Sequence[int], n: int) -> pa.Array:
+    """``values`` (one per row of ``rows``) placed at those rows of an ``n``-row column, null
+    elsewhere."""
+    indices = np.full(n, len(values), dtype=np.int64)
+    indices[list(rows)] = np.arange(len(rows), dtype=np.int64)
+    return pa.concat_arrays([values, pa.nulls(1, values.type)]).take(pa.array(indices))
 
 
-def _scheduled(
-    failure: Failure,
-    attempt: int,
-    retry_headers: list[tuple[str, bytes | None]] | None,
-    settings: RoutingSettings,
-    now: int,
-    rand: Callable[[], float],
-) -> tuple[Decision, int | None]:
-    """A failure ``decide`` sends to retry: when its retry is due (the processor's
-    ``Retry(delay=...)``, else the backoff of its rule or the policy), or, if that is past its
-    time budget (``retry.maxRetryDuration``, its rule's), a ``retry-timeout`` dead letter."""
-    backoff = settings.rule_backoffs[failure.rule] if failure.rule >= 0 else settings.backoff
-    wait = failure.delay_ms if failure.delay_ms is not None else delay_ms(backoff, attempt + 1, rand())
-    due = min(now + wait, MAX_DELIVER_AT)
-    budget = (
-        settings.rule_budgets[failure.rule]
-        if failure.rule >= 0 and settings.rule_budgets
-        else settings.budget_ms
+def _retry_rows(batch: pa.RecordBatch, retry_topic: str) -> list[int]:
+    """The rows read from the retry topic."""
+    if batch.num_rows == 0:
+        return []
+    retried = pc.equal(batch.column("topic"), retry_topic)
+    return pc.indices_nonzero(retried).to_pylist() if pc.any(retried).as_py() else []
+
+
+def _messages(batch: pa.RecordBatch, flat: _FlatHeaders, attempts: list[int]) -> list[Message]:
+    """A ``Message`` per record, as a message or batch processor is given them."""
+    return list(
+        map(
+            _new_message,
+            batch.column("key").to_pylist(),
+            batch.column("value").to_pylist(),
+            _header_dicts(flat, batch.num_rows),
+            batch.column("topic").to_pylist(),
+            batch.column("partition").to_pylist(),
+            batch.column("offset").to_pylist(),
+            epoch_ms(batch.column("timestamp")).to_pylist(),
+            attempts,
+        )
     )
-    if budget > 0 and not retry_budget.allows(retry_budget.started_at(retry_headers, now), due, budget):
-        return dead_letter(RETRY_TIMEOUT, settings.rules), None
-    return RETRY, due
+
+
+class _Positions:
+    """Where the rows that need it were read, as a ``Message`` without key, value or headers
+    (the failure and park headers name the source position): made for ``rows`` at once, for any
+    other row when asked."""
+
+    __slots__ = ("_attempts", "_batch", "_known")
+
+    def __init__(self, batch: pa.RecordBatch, attempts: Sequence[int], rows: Iterable[int]) -> None:
+        self._batch, self._attempts = batch, attempts
+        self._known = self._read(sorted(set(rows)))
+
+    def __call__(self, i: int) -> Message:
+        known = self._known.get(i)
+        return known if known is not None else self._read([i])[i]
+
+    def _read(self, rows: list[int]) -> dict[int, Message]:
+        if not rows:
+            return {}
+        picked = self._batch.take(pa.array(rows, pa.int64()))
+        return {
+            i: _new_message(None, None, {}, topic, partition, offset, timestamp, self._attempts[i])
+            for i, topic, partition, offset, timestamp in zip(
+                rows,
+                picked.column("topic").to_pylist(),
+                picked.column("partition").to_pylist(),
+                picked.column("offset").to_pylist(),
+                epoch_ms(picked.column("timestamp")).to_pylist(),
+                strict=True,
+            )
+        }
+
+
+def _failure_headers(
+    message: Message,
+    retry_headers: list[Header] | None,
+    failure: Failure,
+    decision: Decision,
+    failures: int,
+    settings: RoutingSettings,
+    now: int,
+) -> list[tuple[str, bytes]]:
+    """``letters.failure_headers``, with the dead letter's strategy applied: under ``stop`` the
+    pipeline stops instead, under ``ignore`` it is logged."""
+    if decision.stop is not None:
+        raise _stopped(decision, message, failure)
+    if decision.route is Route.IGNORED:
+        log.warning(
+            "dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s",
+            message.topic,
+            message.partition,
+            message.offset,
+            decision.reason,
+            failure.error_class,
+            failure.error_message,
+        )
+    return letters.failure_headers(message, retry_headers, failure, decision, failures, settings, now)
+
+
+def _stopped(decision: Decision, message: Message, failure: Failure) -> StopPipeline:
+    """The error that stops the pipeline on a dead letter, naming the rule and the message."""
+    rule = decision.stop
+    assert rule is not None
+    at = f"message {message.topic}[{message.partition}]@{message.offset}"
+    if rule is StopRule.ON_OVERFLOW:
+        return StopPipeline(f"{StopPipeline.MARKER} {rule.value}: {at}: {failure.error_message}")
+    return StopPipeline(
+        f"{StopPipeline.MARKER} {rule.value}: {at} failed ({decision.reason}): "
+        f"{failure.error_class}: {failure.error_message}"
+    )
+
+
+def _header_dicts(flat: _FlatHeaders, n: int) -> list[dict[str, bytes]]:
+    """Each row's headers as the processor sees them: a dict, the first of repeated keys wins,
+    a null value reads as b"". Read from the flattened key and value columns, without building
+    a dict per header entry."""
+    names, contents, bounds, valid = flat.names, flat.contents, flat.bounds, flat.valid
+    dicts: list[dict[str, bytes]] = []
+    for i in range(n):
+        start, stop = bounds[i], bounds[i + 1]
+        if start == stop or (valid is not None and not valid[i]):
+            dicts.append({})
+        elif stop - start == 1:
+            dicts.append({names[start]: contents[start] or b""})
+        else:
+            row: dict[str, bytes] = {}
+            for j in range(start, stop):
+                value = contents[j]
+                row.setdefault(names[j], value if value is not None else b"")
+            dicts.append(row)
+    return dicts
+
+
+def epoch_ms(column: pa.Array) -> pa.Array:
+    """A timestamp column (or an integer one) as int64 epoch milliseconds; null reads as 0."""
+    raw = pc.fill_null(column.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    if pa.types.is_timestamp(column.type):
+        unit = column.type.unit
+        raw = raw * 1000 if unit == "s" else raw // {"ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    return pa.array(raw, type=pa.int64())
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -485,11 +441,11 @@ class _Fitted:
 def _fit(
     batch: pa.RecordBatch,
     settings: RoutingSettings,
-    routes: list[Route] | np.ndarray,
+    routes: np.ndarray,
     reasons: list[str | None],
     outcomes: list[Result],
     attempts: Sequence[int],
-    retry_headers_of: Callable[[int], list[tuple[str, bytes | None]] | None],
+    retry_headers_of: Callable[[int], list[Header] | None],
     message_of: Callable[[int], Message],
     route_column: pa.Array,
     values: pa.Array,
@@ -507,7 +463,7 @@ def _fit(
     fitted = _Fitted(key, values, headers)
     if not over:
         return fitted
-    too_large = dead_letter(TOO_LARGE, settings.rules)
+    too_large = dead_letter(TOO_LARGE, settings.classifier)
     originals = batch.column("value")
     keys: dict[int, bytes | None] = {}
     written: dict[int, bytes | None] = {}
@@ -527,15 +483,8 @@ def _fit(
         )
 
         def dead_letter_headers(failure: Failure, i: int = i) -> list[tuple[str, bytes]]:
-            return _failed(
-                message_of(i),
-                retry_headers_of(i),
-                failure,
-                too_large,
-                attempts[i] + 1,
-                settings,
-                now,
-                deliver_at=None,
+            return _failure_headers(
+                message_of(i), retry_headers_of(i), failure, too_large, attempts[i] + 1, settings, now
             )
 
         refitted = oversize.refit(row, settings.limits, too_large, dead_letter_headers)
@@ -567,24 +516,6 @@ def _put(column: pa.Array, rows: Mapping[int, Any]) -> pa.Array:
     return pa.concat_arrays([column, added]).take(pa.array(indices, type=pa.int64()))
 
 
-def _too_large_control(
-    settings: RoutingSettings,
-    message: Message,
-    retry_headers: list[tuple[str, bytes | None]] | None,
-    before: Route,
-) -> tuple[bytes, str, str, str] | None:
-    """``source.ordering: key``: the control record a retry dead-lettered as too large needs,
-    as ``_keep_key_order`` writes for any dead letter: ``block`` under ``onDeadLetter: block``,
-    else ``release`` when it was its key's head (read from the retry topic)."""
-    if not settings.ordered or before is not Route.RETRY or message.key is None:
-        return None
-    if settings.block_on_dead_letter:
-        return (message.key, h.CONTROL_BLOCK, *_position(message, retry_headers))
-    if retry_headers is not None:
-        return (message.key, h.CONTROL_RELEASE, *_position(message, retry_headers))
-    return None
-
-
 def _notes(batch: pa.RecordBatch) -> list[str | None] | None:
     """The ordering stage's overflow notes, None when the batch has none."""
     if ORDER_NOTE not in batch.schema.names:
@@ -594,96 +525,6 @@ def _notes(batch: pa.RecordBatch) -> list[str | None] | None:
         return None
     notes: list[str | None] = column.to_pylist()
     return notes
-
-
-def _overflow(note: str | None) -> Result:
-    return Failure(Verdict.TERMINATED, OVERFLOW_ERROR, note or "") if note is not None else None
-
-
-def _overflow_decision(settings: RoutingSettings, message: Message, note: str) -> Decision:
-    """A record past an ordering bound: dead-lettered with reason ``ordering-overflow``, or,
-    under ``onOverflow: stop``, the pipeline stops naming the bound."""
-    if settings.stop_on_overflow:
-        raise StopPipeline(
-            f"{StopPipeline.MARKER} ordering.onOverflow stop: message {message.topic}[{message.partition}]@"
-            f"{message.offset}: {note}"
-        )
-    return Decision(Route.IGNORED if settings.strategy == "ignore" else Route.DEAD, OVERFLOW_REASON)
-
-
-def _position(message: Message, retry_headers: list[tuple[str, bytes | None]] | None) -> tuple[str, str]:
-    """A message's source position as the ordering stage names it: the ``dlq.original.*``
-    partition and offset a retry record carries, else its own."""
-    partition, offset = str(message.partition), str(message.offset)
-    if retry_headers is not None:
-        carried_partition = h.first_header(retry_headers, h.ORIGINAL_PARTITION)
-        carried_offset = h.first_header(retry_headers, h.ORIGINAL_OFFSET)
-        if carried_partition is not None and carried_offset is not None:
-            text_partition, text_offset = _text(carried_partition), _text(carried_offset)
-            if text_partition.lstrip("-").isdigit() and text_offset.lstrip("-").isdigit():
-                partition, offset = text_partition, text_offset
-    return partition, offset
-
-
-def _keep_key_order(
-    messages: Sequence[Message],
-    retry_headers: Sequence[list[tuple[str, bytes | None]] | None],
-    decisions: Sequence[Decision],
-    routes: list[Route],
-    reasons: list[str | None],
-    out_values: list[Result],
-    changed: dict[int, list[tuple[str, bytes]]],
-    settings: RoutingSettings,
-    stopped: set[bytes] | None,
-) -> tuple[list[tuple[bytes, str, str, str]], set[int]]:
-    """``source.ordering: key``, in row order (the ordering stage hands a key's records on in
-    source order): once a record of a key goes to retry (or is dead-lettered under ``block``),
-    its key's later records are parked, unprocessed results dropped; a retried record that is
-    done (published, acknowledged, or dead-lettered under ``skip``) writes a ``release`` control
-    record, one dead-lettered under ``block`` a ``block`` record. Returns those control records
-    ((key, control, partition, offset)) and the parked rows. Records with a null key are left
-    alone."""
-    held = stopped if stopped is not None else set()
-    controls: list[tuple[bytes, str, str, str]] = []
-    parked: set[int] = set()
-    for i, message in enumerate(messages):
-        key = message.key
-        if key is None:
-            continue
-        if key in held:
-            routes[i], reasons[i], out_values[i] = Route.PARKED, None, message.value
-            changed[i] = _parked_headers(message, retry_headers[i])
-            parked.add(i)
-            continue
-        route = decisions[i].route
-        if route is Route.RETRY:
-            held.add(key)
-        elif route is Route.DEAD or route is Route.IGNORED:
-            if settings.block_on_dead_letter and reasons[i] != OVERFLOW_REASON:
-                held.add(key)
-                controls.append((key, h.CONTROL_BLOCK, *_position(message, retry_headers[i])))
-            elif retry_headers[i] is not None:
-                controls.append((key, h.CONTROL_RELEASE, *_position(message, retry_headers[i])))
-        elif retry_headers[i] is not None:
-            controls.append((key, h.CONTROL_RELEASE, *_position(message, retry_headers[i])))
-    return controls, parked
-
-
-def _parked_headers(
-    message: Message, retry_headers: list[tuple[str, bytes | None]] | None
-) -> list[tuple[str, bytes]]:
-    """``dlq.control: park`` and the record's source position (``dlq.original.*``)."""
-    origin: dict[str, str] = {}
-    if retry_headers is not None:
-        for name in (h.ORIGINAL_TOPIC, h.ORIGINAL_PARTITION, h.ORIGINAL_OFFSET, h.ORIGINAL_TIMESTAMP):
-            carried = h.first_header(retry_headers, name)
-            if carried is not None:
-                origin[name] = _text(carried)
-    origin.setdefault(h.ORIGINAL_TOPIC, message.topic)
-    origin.setdefault(h.ORIGINAL_PARTITION, str(message.partition))
-    origin.setdefault(h.ORIGINAL_OFFSET, str(message.offset))
-    origin.setdefault(h.ORIGINAL_TIMESTAMP, str(message.timestamp))
-    return [(h.CONTROL, h.CONTROL_PARK.encode()), *((k, v.encode()) for k, v in origin.items())]
 
 
 def _with_controls(
@@ -843,38 +684,6 @@ class _FlatHeaders:
         )
 
 
-def _headers(
-    flat: _FlatHeaders, from_retry: list[bool]
-) -> tuple[list[dict[str, bytes]], list[list[tuple[str, bytes | None]] | None]]:
-    """Each row's headers as the processor sees them (a dict: the first of repeated keys wins,
-    a null value reads as b""), and, for retry records only, as the list of (key, value) pairs
-    that attempts, lateness and carried headers are read from (None for other rows).
-
-    Read from the flattened key and value columns, without building a dict per header entry."""
-    n = len(from_retry)
-    names, contents, bounds, valid = flat.names, flat.contents, flat.bounds, flat.valid
-    dicts: list[dict[str, bytes]] = []
-    pairs: list[list[tuple[str, bytes | None]] | None] = []
-    for i in range(n):
-        start, stop = bounds[i], bounds[i + 1]
-        if start == stop or (valid is not None and not valid[i]):
-            dicts.append({})
-            pairs.append([] if from_retry[i] else None)
-            continue
-        if stop - start == 1:
-            dicts.append({names[start]: contents[start] or b""})
-        else:
-            row: dict[str, bytes] = {}
-            for j in range(start, stop):
-                value = contents[j]
-                row.setdefault(names[j], value if value is not None else b"")
-            dicts.append(row)
-        pairs.append(
-            list(zip(names[start:stop], contents[start:stop], strict=True)) if from_retry[i] else None
-        )
-    return dicts, pairs
-
-
 def _message_constructor() -> Callable[..., Message]:
     """``Message(key, value, headers, topic, partition, offset, timestamp, attempt)``, built
     the fast way: a frozen dataclass's ``__init__`` sets each field through
@@ -943,240 +752,6 @@ def output_schema(input_schema: pa.Schema, *, table: bool = False) -> pa.Schema:
     )
 
 
-def _results(
-    messages: Sequence[Message], settings: RoutingSettings, processor: ProcessFn
-) -> tuple[list[Result], np.ndarray]:
-    """The ``Result`` of each message, and how long the processor took, in seconds: per call (one per
-    message, or one for a batch processor)."""
-    clock = time.perf_counter
-    if settings.mode == "batch":
-        started = clock()
-        results = _batch_results(messages, settings, processor)
-        return results, np.array([clock() - started] if messages else [], dtype=np.float64)
-    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
-    if settings.timeout_ms <= 0:
-        return _timed_calls(processor, messages, non_retryable, with_stack, rules)
-
-    durations: list[float] = []
-    took = durations.append
-
-    def one(message: Message) -> Result:
-        started = clock()
-        try:
-            return result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
-        finally:
-            took(clock() - started)
-
-    done = map_with_limit(one, messages, timeout_ms=settings.timeout_ms)
-    results = [
-        classify(r.error, non_retryable, with_stack=with_stack, rules=rules) if type(r) is Raised else r
-        for r in done
-    ]
-    return results, np.array(durations, dtype=np.float64)
-
-
-#: How many calls of each Arrow batch are timed for the latency histogram (message mode, no
-#: time limit): the batch's first ones, so every call of a small batch, and a bounded cost per
-#: large batch (docs/monitoring.md has what timing every call cost).
-TIMED_CALLS = 256
-
-
-def _timed_calls(
-    processor: ProcessFn,
-    messages: Sequence[Message],
-    non_retryable: frozenset[str],
-    with_stack: bool,
-    rules: tuple[frozenset[str], ...] = (),
-) -> tuple[list[Result], np.ndarray]:
-    """The processor called on each message, the first ``TIMED_CALLS`` timed by one clock read
-    before each call (and one after the last): call ``i`` took ``stamps[i + 1] - stamps[i]``,
-    the differences taken at once, vectorised. The read is in the comprehension's condition
-    (always true: ``append`` returns None), as a comprehension appends its results faster
-    than a loop."""
-    clock = time.perf_counter
-    stamps: list[float] = []
-    stamp = stamps.append
-    results = [
-        result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
-        for message in messages[:TIMED_CALLS]
-        if not stamp(clock())
-    ]
-    stamp(clock())
-    if len(messages) > TIMED_CALLS:
-        results += [
-            result_or_failure(processor, message, non_retryable, with_stack=with_stack, rules=rules)
-            for message in messages[TIMED_CALLS:]
-        ]
-    return results, np.diff(np.array(stamps, dtype=np.float64))
-
-
-def _batch_results(
-    messages: Sequence[Message], settings: RoutingSettings, processor: ProcessFn
-) -> list[Result]:
-    """A batch processor takes the list of messages and returns one result or exception per
-    message. If it raises (any ``BaseException``, as in message mode), or overruns
-    ``processor.timeout`` times the number of messages, every message of the batch fails with
-    that exception."""
-    if not messages:
-        return []
-    n = len(messages)
-    try:
-        if settings.timeout_ms > 0:
-            [answer] = map_with_limit(
-                lambda batch: _batch_answer(processor, batch),
-                [list(messages)],
-                timeout_ms=batch_call_limit_ms(settings.timeout_ms, n),
-                what=f"the batch processor ({n} messages)",
-                limit=_batch_limit_text(settings.timeout_ms, n),
-            )
-            if type(answer) is Raised:
-                raise answer.error
-            results = answer
-        else:
-            results = _batch_answer(processor, list(messages))
-    except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
-        return [
-            classify(
-                error, settings.non_retryable, with_stack=settings.include_stack, rules=settings.rule_errors
-            )
-        ] * n
-    if len(results) != len(messages):
-        mismatch = ValueError(
-            f"batch processor returned {len(results)} outcomes for {len(messages)} messages"
-        )
-        return [classify(mismatch, settings.non_retryable, with_stack=False)] * n
-    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
-    return [item_result_or_failure(r, non_retryable, with_stack=with_stack, rules=rules) for r in results]
-
-
-def _batch_limit_text(timeout_ms: int, messages: int) -> str:
-    """How a batch call's limit came about, for its TimeoutError."""
-    text = f"processor.timeout {format_ms(timeout_ms)} per message"
-    if batch_call_limit_ms(timeout_ms, messages) < timeout_ms * messages:
-        text += f", at most {format_ms(MAX_BATCH_CALL_MS)}"
-    return text
-
-
-def _batch_answer(processor: ProcessFn, messages: list[Message]) -> list[Any]:
-    """A batch processor's answer as a list (it may return any iterable but a str, bytes or dict)."""
-    returned = processor(messages)
-    if isinstance(returned, str | bytes | bytearray | dict) or not isinstance(returned, Iterable):
-        raise UnsupportedResult(
-            f"batch processor returned {type(returned).__name__}; return a list "
-            f"with one result or exception per message"
-        )
-    return list(returned)
-
-
-def _failed(
-    message: Message,
-    retry_headers: list[tuple[str, bytes | None]] | None,
-    failure: Failure,
-    decision: Decision,
-    failures: int,
-    settings: RoutingSettings,
-    now: int,
-    *,
-    deliver_at: int | None,
-) -> list[tuple[str, bytes]]:
-    """The ``dlq.*`` headers a failed message leaves with (to the retry topic, due at
-    ``deliver_at``, or the dead letters); a dead letter under the ``stop`` strategy stops the
-    pipeline instead, one under ``ignore`` is logged. ``retry_headers`` are its headers when it
-    came from the retry topic: the origin and first failure it carries are kept."""
-    if decision.route is Route.DEAD and settings.strategy == "stop":
-        raise StopPipeline(
-            f"{StopPipeline.MARKER} strategy stop: message {message.topic}[{message.partition}]@"
-            f"{message.offset} failed ({decision.reason}): {failure.error_class}: {failure.error_message}"
-        )
-    if decision.route is Route.IGNORED:
-        log.warning(
-            "dead letter ignored (strategy ignore): %s[%s]@%s %s: %s: %s",
-            message.topic,
-            message.partition,
-            message.offset,
-            decision.reason,
-            failure.error_class,
-            failure.error_message,
-        )
-    origin = {}
-    if retry_headers is not None:
-        for name in h.CARRIED:
-            carried = h.first_header(retry_headers, name)
-            if carried is not None:
-                origin[name] = _text(carried)
-        if settings.pulsar and h.ORIGINAL_TOPIC not in origin:
-            origin.update(_java_origin(retry_headers))
-    origin.setdefault(h.ORIGINAL_TOPIC, message.topic)
-    origin.setdefault(h.ORIGINAL_PARTITION, str(message.partition))
-    origin.setdefault(h.ORIGINAL_OFFSET, str(message.offset))
-    origin.setdefault(h.ORIGINAL_TIMESTAMP, str(message.timestamp))
-    origin.setdefault(h.FIRST_FAILURE_AT, str(now))
-    assert (deliver_at is not None) == (decision.route is Route.RETRY), "a retry, and only a retry, is due"
-    return h.failure_headers(
-        origin=origin,
-        attempt=failures,
-        error_class=failure.error_class,
-        error_message=failure.error_message,
-        stacktrace=failure.stacktrace,
-        policy=settings.policy,
-        subscription=settings.subscription,
-        failed_at=now,
-        deliver_at=deliver_at,
-        reason=decision.reason,
-        static=dict(settings.static_headers) if decision.route is not Route.RETRY else None,
-        rule=f"retry.rules[{failure.rule}]" if failure.rule >= 0 else None,
-        profiles=settings.header_profiles,
-        retry_topic=settings.retry_topic,
-        pulsar_ids=settings.pulsar,
-    )
-
-
-def _java_origin(headers: list[tuple[str, bytes | None]]) -> dict[str, str]:
-    """Where a retry letter of the Pulsar Java client (``reconsumeLater``) was first read:
-    its ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID``; empty when it has none."""
-    topic = h.first_header(headers, h.PULSAR_REAL_TOPIC)
-    if topic is None:
-        return {}
-    origin = {h.ORIGINAL_TOPIC: _text(topic)}
-    for name in (h.PULSAR_ORIGIN_MESSAGE_ID_NEW, h.PULSAR_ORIGIN_MESSAGE_ID):
-        parsed = h.parse_pulsar_message_id(_text(h.first_header(headers, name)))
-        if parsed is not None:
-            origin[h.ORIGINAL_PARTITION], origin[h.ORIGINAL_OFFSET] = str(parsed[0]), str(parsed[1])
-            break
-    return origin
-
-
-def _attempt(headers: list[tuple[str, bytes | None]] | None) -> int:
-    """Failed attempts so far: ``dlq.attempt``, else the Pulsar Java client's
-    ``RECONSUMETIMES`` (its ``reconsumeLater`` counts the same way); 0 when neither is there."""
-    raw = h.first_header(headers, h.ATTEMPT)
-    if raw is None:
-        raw = h.first_header(headers, h.PULSAR_RECONSUME_TIMES)
-    try:
-        value = int(_text(raw))
-    except ValueError:
-        return 0
-    return min(max(value, 0), MAX_ATTEMPT_HEADER)
-
-
-def _lateness(headers: list[tuple[str, bytes | None]] | None, now: int) -> int | None:
-    """How late a retry is, from its ``dlq.deliver.at``; None when that is unreadable or out of
-    range (the lateness column is an int64, and a forged header must not overflow it)."""
-    try:
-        due = int(_text(h.first_header(headers, h.DELIVER_AT)))
-    except ValueError:
-        return None
-    if not 0 <= due <= MAX_DELIVER_AT:
-        return None
-    return now - due
-
-
-def _text(value: bytes | None) -> str:
-    return "" if value is None else value.decode("utf-8", "replace")
-
-
-# --- mode: arrow ----------------------------------------------------------------------------------
-
 #: The columns an Arrow processor (``mode: arrow``) is given, in this order: ``Message``'s fields
 #: as Arrow arrays (``timestamp`` in epoch milliseconds, ``attempt`` 0 on the first delivery).
 ARROW_INPUT = pa.schema(
@@ -1190,10 +765,6 @@ ARROW_INPUT = pa.schema(
         pa.field("timestamp", pa.int64()),
         pa.field("attempt", pa.int32()),
     ]
-)
-ARROW_RESULT_HINT = (
-    "return a pyarrow array of binary or string results, one per message (null: acknowledged), "
-    "or (that array, {row: exception})"
 )
 
 
@@ -1213,233 +784,8 @@ def arrow_input(batch: pa.RecordBatch, attempts: Sequence[int] | None) -> pa.Rec
             batch.column("topic"),
             batch.column("partition"),
             batch.column("offset"),
-            _epoch_ms_array(batch.column("timestamp")),
+            epoch_ms(batch.column("timestamp")),
             attempt,
         ],
         schema=ARROW_INPUT,
     )
-
-
-def _arrow_call(
-    processor: ProcessFn, given: pa.RecordBatch, settings: RoutingSettings
-) -> tuple[pa.Array | None, dict[int, Failure], float]:
-    """Call an Arrow processor once on ``given``: its results as a binary array (None when the
-    call failed as a whole) and the failed rows' ``Failure``; and how long the call took. If it
-    raises, overruns ``processor.timeout`` times the number of rows, or returns anything but
-    ``ARROW_RESULT_HINT`` says, every row fails with that error."""
-    n = given.num_rows
-    non_retryable, with_stack, rules = settings.non_retryable, settings.include_stack, settings.rule_errors
-    started = time.perf_counter()
-    try:
-        if settings.timeout_ms > 0:
-            [answer] = map_with_limit(
-                lambda rows: _arrow_answer(processor, rows),
-                [given],
-                timeout_ms=batch_call_limit_ms(settings.timeout_ms, n),
-                what=f"the arrow processor ({n} messages)",
-                limit=_batch_limit_text(settings.timeout_ms, n),
-            )
-            if type(answer) is Raised:
-                raise answer.error
-        else:
-            answer = _arrow_answer(processor, given)
-        values, errors = answer
-    except BaseException as error:  # noqa: BLE001 - the team's code failed for the whole batch
-        failure = classify(error, non_retryable, with_stack=with_stack, rules=rules)
-        return None, dict.fromkeys(range(n), failure), time.perf_counter() - started
-    took = time.perf_counter() - started
-    failures = {
-        i: classify(error, non_retryable, with_stack=with_stack, rules=rules) for i, error in errors.items()
-    }
-    return values, failures, took
-
-
-def _arrow_answer(
-    processor: ProcessFn, given: pa.RecordBatch
-) -> tuple[pa.Array, Mapping[int, BaseException]]:
-    """An Arrow processor's answer checked: a binary array of one result per row, and the failed
-    rows' exceptions by row index. Raises ``UnsupportedResult`` naming what is wrong."""
-    n = given.num_rows
-    returned = processor(given)
-    errors: object = {}
-    values: object = returned
-    if isinstance(returned, tuple) and len(returned) == 2:
-        values, errors = returned
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if not isinstance(values, pa.Array):
-        raise UnsupportedResult(f"arrow processor returned {type(values).__name__}; {ARROW_RESULT_HINT}")
-    written: pa.Array = values
-    kind = written.type
-    if pa.types.is_null(kind):
-        written = pa.nulls(len(written), pa.binary())
-    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
-        written = written.cast(pa.binary())
-    elif not pa.types.is_binary(kind):
-        raise UnsupportedResult(f"arrow processor returned an array of {kind}; {ARROW_RESULT_HINT}")
-    if len(written) != n:
-        raise UnsupportedResult(f"arrow processor returned {len(written)} results for {n} messages")
-    if not isinstance(errors, Mapping):
-        raise UnsupportedResult(
-            f"arrow processor returned errors as {type(errors).__name__}; {ARROW_RESULT_HINT}"
-        )
-    for row, error in errors.items():
-        if type(row) is not int or not 0 <= row < n or not isinstance(error, BaseException):
-            raise UnsupportedResult(
-                f"arrow processor returned the error entry {row!r}: {type(error).__name__}; "
-                f"rows are 0..{n - 1}, each mapped to an exception"
-            )
-    return written, errors
-
-
-def _arrow_results(
-    batch: pa.RecordBatch, attempts: Sequence[int], settings: RoutingSettings, processor: ProcessFn
-) -> tuple[list[Result], np.ndarray]:
-    """``mode: arrow`` as a ``Result`` per row, for the general path (``source.ordering: key``)."""
-    values, failures, took = _arrow_call(processor, arrow_input(batch, attempts), settings)
-    results: list[Result] = values.to_pylist() if values is not None else [None] * batch.num_rows
-    for i, failure in failures.items():
-        results[i] = failure
-    return results, np.array([took] if batch.num_rows else [], dtype=np.float64)
-
-
-def _route_arrow(
-    batch: pa.RecordBatch,
-    settings: RoutingSettings,
-    processor: ProcessFn,
-    clock: Callable[[], int],
-    rand: Callable[[], float],
-) -> pa.RecordBatch:
-    """``route_batch`` for an Arrow processor (``mode: arrow``, no ``source.ordering``): the
-    processor gets the batch's own arrays, and what it returns is written as it is. Python
-    objects are made only for the rows that need them: retry records (their ``dlq.*`` headers)
-    and failures (their new headers)."""
-    n = batch.num_rows
-    header_column = batch.column("headers")
-    flat = _FlatHeaders.of(header_column, settings.header_profiles)
-    retried = pc.equal(batch.column("topic"), settings.retry_topic)
-    retry_rows: list[int] = pc.indices_nonzero(retried).to_pylist() if pc.any(retried).as_py() else []
-    retry_headers: dict[int, list[tuple[str, bytes | None]]] = {i: flat.pairs(i) for i in retry_rows}
-    attempts = [0] * n
-    for i in retry_rows:
-        attempts[i] = _attempt(retry_headers[i])
-    values, failures, took = _arrow_call(
-        processor, arrow_input(batch, attempts if retry_rows else None), settings
-    )
-    now = clock()
-    rules = settings.rules
-    if values is None:
-        values = pa.nulls(n, pa.binary())
-    success = Route.OUTPUT if rules.has_output else Route.ACK
-    routes = np.where(values.is_valid().to_numpy(zero_copy_only=False), success, Route.ACK).astype(np.int8)
-    reasons: list[str | None] = [None] * n
-    outcomes: list[Result] = [None] * n
-    changed: dict[int, list[tuple[str, bytes]]] = {}
-    if failures:
-        failed = sorted(failures)
-        picked = batch.take(pa.array(failed, pa.int64()))
-        positions = zip(
-            picked.column("topic").to_pylist(),
-            picked.column("partition").to_pylist(),
-            picked.column("offset").to_pylist(),
-            _epoch_ms(picked.column("timestamp")),
-            strict=True,
-        )
-        for i, (topic, partition, offset, timestamp) in zip(failed, positions, strict=True):
-            failure = failures[i]
-            decision, due = _decided(failure, attempts[i], retry_headers.get(i), settings, now, rand)
-            routes[i], reasons[i], outcomes[i] = decision.route, decision.reason, failure
-            where = _new_message(None, None, {}, topic, partition, offset, timestamp, attempts[i])
-            changed[i] = _failed(
-                where, retry_headers.get(i), failure, decision, attempts[i] + 1, settings, now, deliver_at=due
-            )
-        mask = np.zeros(n, dtype=bool)
-        mask[failed] = True
-        values = pc.if_else(pa.array(mask), batch.column("value"), values)
-    lateness: list[int | None] = [None] * n
-    for i in retry_rows:
-        lateness[i] = _lateness(retry_headers[i], now)
-    route_column = pa.array(routes, type=pa.int8())
-    fitted = _fit(
-        batch,
-        settings,
-        routes,
-        reasons,
-        outcomes,
-        attempts,
-        retry_headers.get,
-        lambda i: _message_at(batch, i, attempts[i]),
-        route_column,
-        values,
-        _written_headers(header_column, flat, changed),
-        flat,
-        now,
-    )
-    if fitted.converted:
-        route_column = pa.array(routes, type=pa.int8())
-    lateness_column = pa.array(lateness, type=pa.int64())
-    from_retry = [False] * n
-    for i in retry_rows:
-        from_retry[i] = True
-    summary = stats.summarize(
-        batch,
-        route_column,
-        reasons,
-        outcomes,
-        attempts,
-        lateness_column,
-        np.array([took] if n else [], dtype=np.float64),
-        from_retry,
-        late_after_ms=settings.late_after_ms,
-    )
-    return pa.RecordBatch.from_arrays(
-        [
-            route_column,
-            fitted.key,
-            fitted.value,
-            fitted.headers,
-            pa.array(reasons, type=pa.string()),
-            lateness_column,
-            *([fitted.table_values(n)] if settings.table else []),
-            stats.stats_column(n, summary),
-        ],
-        schema=output_schema(batch.schema, table=settings.table),
-    )
-
-
-def _message_at(batch: pa.RecordBatch, i: int, attempt: int) -> Message:
-    """Row ``i``'s position as a ``Message`` (no key, value or headers): where it was read."""
-    row = batch.slice(i, 1)
-    [timestamp] = _epoch_ms(row.column("timestamp"))
-    return _new_message(
-        None,
-        None,
-        {},
-        row.column("topic")[0].as_py(),
-        row.column("partition")[0].as_py(),
-        row.column("offset")[0].as_py(),
-        timestamp,
-        attempt,
-    )
-
-
-def _epoch_ms_array(column: pa.Array) -> pa.Array:
-    """A timestamp column as int64 epoch milliseconds, as ``_epoch_ms`` reads it (null: 0)."""
-    raw = pc.fill_null(column.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-    if pa.types.is_timestamp(column.type):
-        unit = column.type.unit
-        raw = raw * 1000 if unit == "s" else raw // {"ms": 1, "us": 1000, "ns": 1_000_000}[unit]
-    return pa.array(raw, type=pa.int64())
-
-
-def _epoch_ms(column: pa.Array) -> list[int]:
-    if pa.types.is_timestamp(column.type):
-        unit = column.type.unit
-        divisor = {"s": 1 / 1000, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
-        raw = column.cast(pa.int64()).to_pylist()
-        return [0 if v is None else int(v // divisor) for v in raw]
-    return [0 if v is None else int(v) for v in column.to_pylist()]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

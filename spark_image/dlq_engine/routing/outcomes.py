@@ -1,26 +1,47 @@
-"""What became of one processor call, and what that means for the message.
+"""What became of one processor call, and what that means for the message: every routing
+decision of the engine, in one place.
 
 ``result_or_failure`` calls the processor and turns whatever happens into a ``Result``: the
-encoded result to publish (bytes), None to acknowledge, or a ``Failure`` of one of three kinds
-(transient, terminated, non-retryable). ``decide`` then applies the policy to every result:
-publish or acknowledge a success, retry a failure while redeliveries remain,
-dead-letter otherwise (PIP-22), straight to the dead letters for ``Terminate`` (PIP-367) and
-for exception classes listed in ``nonRetryableErrors`` (matched on the class or any base
-class, by simple or qualified name, as Spring Kafka's not-retryable exceptions are).
+encoded result to publish (bytes), None to acknowledge, or a ``Failure`` of one of four kinds
+(transient, terminated, non-retryable, past an ordering bound). ``decide`` then applies the
+policy, as a ``Classifier`` built once from it, to every result and returns the whole
+``Decision``: publish or acknowledge a success; retry a failure while redeliveries remain, due
+when its ``Retry(delay=...)`` or backoff (its rule's, else the policy's) says and within its
+time budget (else ``retry-timeout``); dead-letter otherwise (PIP-22), straight away for
+``Terminate`` (PIP-367), for exception classes listed in ``nonRetryableErrors`` (matched on
+the class or any base class, by simple or qualified name, as Spring Kafka's not-retryable
+exceptions are) and for a record the ordering stage let go past a bound. A dead letter is
+written, only counted (``ignore``) or stops the pipeline (``stop``, ``ordering.onOverflow:
+stop``); under ``source.ordering: key`` a decision says whether the key's later messages are
+held back (``holds_key``).
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import random
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
+
+from dlq_engine.model.policy import BackoffSpec, DeadLetterStrategy
 from dlq_engine.model.processor_api import Message, Retry, Terminate
-from dlq_engine.model.reasons import EXHAUSTED, NON_RETRYABLE, TERMINATED, DeadLetterReason
+from dlq_engine.model.reasons import (
+    EXHAUSTED,
+    NON_RETRYABLE,
+    ORDERING_OVERFLOW,
+    RETRY_TIMEOUT,
+    TERMINATED,
+    DeadLetterReason,
+)
+from dlq_engine.routing import retry_budget
+from dlq_engine.routing.backoff import delay_ms
 from dlq_engine.routing.headers import MAX_MESSAGE_CHARS
+from dlq_engine.routing.record_size import Header
 
 #: Stack traces are cut to this many characters (the end is kept: it names the raise site).
 MAX_STACK_CHARS: Final = 8_000
@@ -32,6 +53,9 @@ class Verdict(enum.IntEnum):
     TRANSIENT = 0  # retry with backoff
     TERMINATED = 1  # Terminate: dead-letter now
     NON_RETRYABLE = 2  # a listed exception class: dead-letter now
+    #: ``source.ordering: key``: the ordering stage let the record go past a bound (its note is
+    #: the error message); dead-letter with reason ``ordering-overflow``, never processed.
+    OVERFLOW = 3
 
 
 class Route(enum.IntEnum):
@@ -171,60 +195,162 @@ def item_result_or_failure(
         return classify(error, non_retryable, with_stack=False)
 
 
+#: ``dlq.deliver.at`` is written no later than this (9999-12-31T23:59:59.999Z): a huge explicit
+#: ``Retry(delay=...)`` still means "much later" but stays a number the delay stage can hold.
+MAX_DELIVER_AT: Final = 253_402_300_799_999
+
+#: The error class of a record past an ordering bound (``Verdict.OVERFLOW``).
+OVERFLOW_ERROR: Final = "OrderingOverflow"
+
+
+class StopRule(enum.Enum):
+    """The policy rule by which a dead letter stops the pipeline instead of being written."""
+
+    STRATEGY = "strategy stop"  # deadLetter.strategy: stop
+    ON_OVERFLOW = "ordering.onOverflow stop"
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """Where a message goes, with everything that follows from it."""
+
     route: Route
     reason: DeadLetterReason | None = None  # for dead letters (written or ignored) only
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """What ``decide`` needs of the policy."""
-
-    max_redeliver: int
-    strategy: str  # deadLetter.strategy: topic | ignore | stop
-    has_output: bool
-    #: ``retry.rules[i].maxRedeliverCount``, for a failure that matched rule i.
-    rule_limits: tuple[int, ...] = ()
+    #: A retry's ``dlq.deliver.at`` (epoch ms); None for every other route.
+    deliver_at: int | None = None
+    #: A dead letter the pipeline stops on instead of writing it, and the rule that says so.
+    stop: StopRule | None = None
+    #: ``source.ordering: key``: the key's later messages are parked behind this one.
+    holds_key: bool = False
 
 
 PUBLISH: Final = Decision(Route.OUTPUT)
 ACKNOWLEDGE: Final = Decision(Route.ACK)
-RETRY: Final = Decision(Route.RETRY)
+PARKED: Final = Decision(Route.PARKED)
 
 
-def decide(result: Result, failures: int, rules: Rules) -> Decision:
-    """Where the message goes. ``failures`` counts this call's failure too (attempt + 1)."""
-    if not isinstance(result, Failure):
-        return PUBLISH if result is not None and rules.has_output else ACKNOWLEDGE
-    if result.kind is Verdict.TRANSIENT:
-        limit = rules.rule_limits[result.rule] if result.rule >= 0 else rules.max_redeliver
-        if failures <= limit:
-            return RETRY
-        reason = EXHAUSTED
-    elif result.kind is Verdict.TERMINATED:
+@dataclass(frozen=True, slots=True)
+class RuleLimits:
+    """One ``retry.rules`` entry as ``decide`` reads it."""
+
+    errors: frozenset[str]
+    max_redeliver: int
+    backoff: BackoffSpec
+    budget_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Classifier:
+    """The policy as routing decisions read it, built once per query (``RoutingSettings``)."""
+
+    max_redeliver: int
+    strategy: DeadLetterStrategy
+    has_output: bool
+    backoff: BackoffSpec = field(default_factory=BackoffSpec)
+    #: ``retry.maxRetryDuration``; 0: none.
+    budget_ms: int = 0
+    rules: tuple[RuleLimits, ...] = ()
+    non_retryable: frozenset[str] = frozenset()
+    include_stack: bool = False
+    #: ``source.ordering: key``, ``ordering.onDeadLetter: block``, ``ordering.onOverflow: stop``.
+    ordered: bool = False
+    block_on_dead_letter: bool = False
+    stop_on_overflow: bool = False
+    #: Each rule's error classes, as ``classify`` matches them.
+    rule_errors: tuple[frozenset[str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rule_errors", tuple(rule.errors for rule in self.rules))
+
+    @property
+    def success(self) -> Decision:
+        """A success with a result: published to the output topic, else acknowledged."""
+        return PUBLISH if self.has_output else ACKNOWLEDGE
+
+    def failure(self, error: BaseException, *, with_stack: bool | None = None) -> Failure:
+        """``error`` raised for one message, classified under this policy."""
+        stack = self.include_stack if with_stack is None else with_stack
+        return classify(error, self.non_retryable, with_stack=stack, rules=self.rule_errors)
+
+
+def decide(
+    result: Result,
+    failures: int,
+    classifier: Classifier,
+    *,
+    now: int = 0,
+    rand: Callable[[], float] = random.random,
+    retry_headers: Sequence[Header] | None = None,
+) -> Decision:
+    """Where the message goes. ``failures`` counts this call's failure too (attempt + 1);
+    ``now`` is when it is routed (epoch ms), ``rand`` the jitter's uniform draw, and
+    ``retry_headers`` the headers of a record read from the retry topic (its time budget
+    started at its first failure), None for a source record."""
+    if type(result) is not Failure:
+        return ACKNOWLEDGE if result is None else classifier.success
+    kind = result.kind
+    if kind is Verdict.TRANSIENT:
+        rule = classifier.rules[result.rule] if result.rule >= 0 else None
+        if failures <= (rule.max_redeliver if rule is not None else classifier.max_redeliver):
+            return _retry(result, failures, rule, classifier, now, rand, retry_headers)
+        reason: DeadLetterReason = EXHAUSTED
+    elif kind is Verdict.TERMINATED:
         reason = TERMINATED
+    elif kind is Verdict.OVERFLOW:
+        reason = ORDERING_OVERFLOW
     else:
         reason = NON_RETRYABLE
-    return dead_letter(reason, rules)
+    return dead_letter(reason, classifier)
 
 
-def dead_letter(reason: DeadLetterReason, rules: Rules) -> Decision:
+def dead_letter(reason: DeadLetterReason, classifier: Classifier) -> Decision:
     """A dead letter for ``reason``: written, or only logged and counted under the ``ignore``
-    strategy (``stop`` is the caller's to apply: it needs the message)."""
-    return Decision(Route.IGNORED if rules.strategy == "ignore" else Route.DEAD, reason)
+    strategy, or the pipeline stops on it (``stop``, and ``ordering.onOverflow: stop`` for a
+    record past an ordering bound). Under ``ordering.onDeadLetter: block`` it holds its key,
+    unless it is such a record (the bound is what let it go)."""
+    overflow = reason == ORDERING_OVERFLOW
+    if overflow and classifier.stop_on_overflow:
+        stop: StopRule | None = StopRule.ON_OVERFLOW
+    else:
+        stop = StopRule.STRATEGY if classifier.strategy == "stop" else None
+    return Decision(
+        Route.IGNORED if classifier.strategy == "ignore" else Route.DEAD,
+        reason,
+        stop=stop,
+        holds_key=classifier.ordered and classifier.block_on_dead_letter and not overflow,
+    )
 
 
-def decide_all(results: Sequence[Result], attempts: Sequence[int], rules: Rules) -> list[Decision]:
-    """``decide`` for each row of a batch (``attempts[i]``: row i's attempt). Every success of a
-    batch has the same decision, so it is taken once, not per row."""
-    success = PUBLISH if rules.has_output else ACKNOWLEDGE
-    return [
-        decide(result, attempt + 1, rules)
-        if type(result) is Failure
-        else (ACKNOWLEDGE if result is None else success)
-        for result, attempt in zip(results, attempts, strict=True)
-    ]
+def _retry(
+    failure: Failure,
+    failures: int,
+    rule: RuleLimits | None,
+    classifier: Classifier,
+    now: int,
+    rand: Callable[[], float],
+    retry_headers: Sequence[Header] | None,
+) -> Decision:
+    """A failure with redeliveries left: due after the processor's ``Retry(delay=...)``, else
+    the backoff of its rule or the policy; past its time budget (``retry.maxRetryDuration``,
+    its rule's) a ``retry-timeout`` dead letter instead."""
+    backoff = rule.backoff if rule is not None else classifier.backoff
+    wait = failure.delay_ms if failure.delay_ms is not None else delay_ms(backoff, failures, rand())
+    due = min(now + wait, MAX_DELIVER_AT)
+    budget = rule.budget_ms if rule is not None else classifier.budget_ms
+    if budget > 0 and not retry_budget.allows(retry_budget.started_at(retry_headers, now), due, budget):
+        return dead_letter(RETRY_TIMEOUT, classifier)
+    return Decision(Route.RETRY, deliver_at=due, holds_key=classifier.ordered)
+
+
+def success_routes(published: np.ndarray, classifier: Classifier) -> np.ndarray:
+    """``decide`` for a batch of successes at once (``published[i]``: row i has a result, else
+    it is acknowledged), as ``Route`` values."""
+    return np.where(published, classifier.success.route, Route.ACK).astype(np.int8)
+
+
+def overflow(note: str) -> Failure:
+    """A record the ordering stage let go past a bound, with its note."""
+    return Failure(Verdict.OVERFLOW, OVERFLOW_ERROR, note)
 
 
 def _names(cls: type) -> set[str]:

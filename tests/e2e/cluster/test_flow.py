@@ -40,6 +40,7 @@ from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT, cache_dir, helm_bin, versions, work_dir
 from tests.e2e.cluster import red_team
+from tests.e2e.cluster.kill_timeline import KillTimeline, Watch, kill_timeline, pod_created, summary
 from tests.helpers import read_all
 
 NAMESPACE = "payments"
@@ -70,6 +71,42 @@ def scrape(url: str) -> str | None:
         return None
 
 
+def output_ends(bootstrap: str) -> list[Any]:
+    """The output topic's partitions at their ends now."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-e2e-ends"})
+    try:
+        partitions = consumer.list_topics(OUTPUT, timeout=10).topics[OUTPUT].partitions
+        return [
+            TopicPartition(
+                OUTPUT, p, consumer.get_watermark_offsets(TopicPartition(OUTPUT, p), timeout=10)[1]
+            )
+            for p in partitions
+        ]
+    finally:
+        consumer.close()
+
+
+def first_routed(bootstrap: str, after: list[Any], ids: set[int], *, timeout: float) -> float:
+    """When the first of the orders ``ids`` came out in the output topic, read from ``after``."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "cluster-e2e-first", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign(after)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None and int(message.key() or b"0") in ids:
+                return time.time()
+        raise AssertionError(f"none of the orders {sorted(ids)} was routed within {timeout:.0f}s")
+    finally:
+        consumer.close()
+
+
 def step(text: str) -> Callable[[], None]:
     """Print a step as it starts; the returned function prints how long it took."""
     started = time.monotonic()
@@ -89,7 +126,8 @@ class Orders:
     kinds: dict[int, str] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(11))
 
-    def produce(self, count: int) -> None:
+    def produce(self, count: int) -> set[int]:
+        """Produce ``count`` orders; their ids."""
         from confluent_kafka import Producer
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "log_level": 0})
@@ -105,6 +143,7 @@ class Orders:
             )
             producer.produce(SOURCE, key=str(order_id).encode(), value=value)
         assert producer.flush(60) == 0
+        return set(range(len(self.kinds) - count + 1, len(self.kinds) + 1))
 
     def missing(self) -> list[int]:
         """Orders not yet where they belong (an acknowledged one needs nothing)."""
@@ -435,30 +474,63 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     driver, _ = cluster.running_job()
     assert driver["metadata"]["uid"] != first_driver, "the spark-operator did not resubmit"
     orders.wait_accounted(400)
+    # The old driver was stopped with SIGTERM (to its JVM, by tini): it released its lease.
+    log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE)
+    for line in (line for line in log.splitlines() if "checkpoint lease" in line or "query started" in line):
+        print(f"[cluster-e2e]   {line.strip()[:240]}")
     outputs = len(read_all(kafka.bootstrap_servers, OUTPUT))
     expected = sum(1 for kind in orders.kinds.values() if KINDS[kind] == "output")
     # From the checkpoint: at most a replayed batch twice, never everything from the start.
     assert outputs < expected * 1.5, (outputs, expected)
     done()
 
-    for kill in range(1, DRIVER_KILLS + 1):
-        done = step(f"driver pod killed ({kill}/{DRIVER_KILLS}): the policy must come back")
-        name, uid = driver["metadata"]["name"], driver["metadata"]["uid"]
-        cluster.kubectl("delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--force", "--wait=false")
-
-        def replaced(uid: str = uid) -> bool:
-            current = cluster.driver()
-            return cluster.phase() != "Running" or current is None or current["metadata"]["uid"] != uid
-
-        cluster.wait("the policy to notice", replaced, 180)
-        orders.produce(20)
-        driver, _ = cluster.running_job()
-        orders.wait_accounted(400)
-        # A killed driver leaves its lease on the checkpoint: the new one waits it out.
-        log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE)
-        for line in (line for line in log.splitlines() if "checkpoint lease" in line):
-            print(f"[cluster-e2e]   {line.strip()[:200]}")
-        done()
+    # Each kill's way back, part by part (tests/e2e/cluster/kill_timeline.py).
+    apps = Watch(cluster.node.kubeconfig, "sparkapplications", NAMESPACE)
+    pods = Watch(cluster.node.kubeconfig, "pods", NAMESPACE)
+    kills: list[KillTimeline] = []
+    try:
+        # Their first lists (the running driver and executor) arrive before the first kill.
+        cluster.wait("the watches' first lists", lambda: apps.events and pods.events, 60, interval=0.2)
+        for kill in range(1, DRIVER_KILLS + 1):
+            done = step(f"driver pod killed ({kill}/{DRIVER_KILLS}): the policy must come back")
+            name, uid = driver["metadata"]["name"], driver["metadata"]["uid"]
+            after = output_ends(kafka.bootstrap_servers)
+            killed_at = time.time()
+            cluster.kubectl(
+                "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--force", "--wait=false"
+            )
+            # New orders once the new driver pod exists: the killed one (its kubelet stops it
+            # within seconds of a forced deletion) is not the one that routes them.
+            cluster.wait(
+                "a new driver pod",
+                lambda killed_at=killed_at: pod_created(pods, killed_at, "driver"),
+                180,
+                interval=0.5,
+            )
+            routed_at = first_routed(kafka.bootstrap_servers, after, orders.produce(20), timeout=400)
+            driver, _ = cluster.running_job()
+            assert driver["metadata"]["uid"] != uid, "the killed driver runs again"
+            orders.wait_accounted(400)
+            # The killed driver's pod is gone: the new one takes its checkpoint lease over at once.
+            log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE, "--timestamps")
+            for line in (line for line in log.splitlines() if "checkpoint lease" in line):
+                print(f"[cluster-e2e]   {line.strip()[:240]}")
+            timeline = kill_timeline(
+                kill, killed_at=killed_at, routed_at=routed_at, apps=apps, pods=pods, driver_log=log
+            )
+            print(f"[cluster-e2e]   {timeline.line()}")
+            kills.append(timeline)
+            assert timeline.lease_wait_s < 1, (
+                "the new driver waited for the lease of a driver whose pod is gone"
+            )
+            [lock] = list(work_dir("cluster-e2e-checkpoints").rglob("dlq-engine.lock"))
+            assert json.loads(lock.read_text())["pod"]["uid"] == driver["metadata"]["uid"]
+            done()
+    finally:
+        apps.close()
+        pods.close()
+    for line in summary(kills):
+        print(f"[cluster-e2e]   over the {len(kills)} kills: {line}")
 
     done = step("a new processor version, then a DeadLetterRedrive sends the poison orders back")
     cluster.kubectl(

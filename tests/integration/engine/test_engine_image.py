@@ -19,7 +19,7 @@ from pathlib import Path
 from dlq_engine.model import parse_policy
 from spark_dlq_devtools import containers
 from spark_dlq_devtools.paths import REPO_ROOT
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from tests.conftest import unique
 from tests.helpers import engine_policy, non_root_uid, produce, read_all
@@ -45,7 +45,7 @@ def test_engine_image_routes_as_the_driver_pod_runs_it(
     policy = parse_policy(document)
     image_name = containers.image("engine")
     config = OperatorConfig(spark_image=image_name)
-    owner = render.Owner(policy.name, policy.namespace, "uid")
+    owner = naming.Owner(policy.name, policy.namespace, "uid")
     config_map = render.config_map(policy, config=config, owner=owner)
     app = render.spark_application(policy, config=config, owner=owner)["spec"]
     assert app["image"] == image_name

@@ -1,7 +1,7 @@
 """Header profiles (``deadLetter.headerProfiles``) against the real libraries: Spring for Apache
 Kafka's and Kafka Connect's classes (Maven Central, run by the interop program that
 ``scripts/setup/java_programs.sh`` builds from ``tests/interop/java``) read the dead letters and retry
-records the engine wrote, and write dead letters of their own that the redrive and the triage CLI
+records the engine wrote, and write dead letters of their own that the redrive and kubectl dlq
 read back; Pulsar's names are checked against its Java client's ``RetryMessageUtil`` and the
 ``pulsar-client`` wheel's native library. Kafka's own dead letters are written by Kafka Streams
 (KIP-1034) on the test bed's broker and by a share group on a Kafka 4.4 broker (KIP-1191), with
@@ -30,7 +30,7 @@ from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 from spark_dlq_devtools.paths import java_classpath, versions
 from tests.conftest import unique
 from tests.helpers import engine_policy, produce, read_all
-from tests.integration.test_triage import dlq
+from tests.integration.test_kubectl_dlq import dlq
 
 ALL_PROFILES = ["spark-dlq", "spring", "connect", "pulsar"]
 #: What Spring's listener container hands its DeadLetterPublishingRecoverer (so the program does).

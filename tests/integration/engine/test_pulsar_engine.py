@@ -7,14 +7,19 @@ authentication, authorization, TLS listeners); the routing run is a limited role
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from dlq_engine.exits import EXIT_FAILED
 from dlq_engine.job import pulsar_topics as pulsar_topics_check
 from dlq_engine.model import parse_policy
 from spark_dlq_devtools.pulsar import Message, PulsarBroker, full_topic
+from spark_dlq_operator.kubectl_dlq import cli as kubectl_dlq
 from tests.helpers import pulsar_engine_policy
 
 
@@ -35,6 +40,8 @@ def test_every_outcome_reaches_its_topic_with_the_java_clients_properties(
     pulsar: PulsarBroker,
     pulsar_topics: Callable[..., dict[str, str]],
     pulsar_engine: Callable[..., Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Over TLS, as a role that may do only what the engine needs (consume the source and the
     retry topic, produce to the retry, dead-letter and output topics): the preflight lets it run,
@@ -93,6 +100,24 @@ def test_every_outcome_reaches_its_topic_with_the_java_clients_properties(
     ledger, entry, partition, _batch = source_ids[b"fail:x"].split(":")
     assert props["ORIGIN_MESSAGE_ID"] == props["ORIGIN_MESSAGE_IDY_TIME"] == f"{ledger}:{entry}:{partition}"
     assert exhausted.message_id.endswith(":-1"), "dead letters are written unbatched"
+
+    # kubectl dlq reads the engine's dead letters on Pulsar (the rest: test_kubectl_dlq_pulsar.py).
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(pulsar_engine_policy(names, pulsar)))
+    assert kubectl_dlq.main(["stats", "-f", str(policy), "-o", "json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["byReason"] == dict(Counter(m.properties["dlq.reason"] for m in dead))
+    assert kubectl_dlq.main(["ls", "-f", str(policy), "--key", "k3", "-o", "json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)["items"]
+    assert (listed["reason"], listed["attempt"], listed["errorClass"]) == (
+        "exhausted",
+        3,
+        props["dlq.error.class"],
+    )
+    original = f"{names['source']}/{props['dlq.original.partition']}/{props['dlq.original.offset']}"
+    assert listed["original"] == original
+    assert kubectl_dlq.main(["show", "-f", str(policy), f"{listed['partition']}/{listed['offset']}"]) == 0
+    assert "Value (text, 6 bytes):" in capsys.readouterr().out.splitlines()
 
     # The Java client's letter: counted from RECONSUMETIMES, its origin kept.
     java = by_reason[("exhausted", "java")]

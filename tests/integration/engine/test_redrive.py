@@ -210,6 +210,56 @@ def test_spark_s_parser_agrees_with_the_model_on_the_corpus(spark: Any) -> None:
     assert not ALLOWED_FUNCTIONS - system, sorted(ALLOWED_FUNCTIONS - system)
 
 
+def _written_by(profile: str, *, keep_ours: bool = False) -> list[tuple[str, bytes | None]]:
+    """A failure's headers as ``profile`` writes them (Spring's binary numbers, Connect's text),
+    without the ``dlq.*`` ones unless ``keep_ours``."""
+    written = h.failure_headers(
+        origin={h.ORIGINAL_TOPIC: "orders", h.ORIGINAL_PARTITION: "2", h.ORIGINAL_OFFSET: "4096"},
+        attempt=3,
+        error_class="billing.errors.FraudError",
+        error_message="flagged",
+        stacktrace="Traceback ...",
+        policy="payments/orders",
+        subscription="billing",
+        failed_at=BASE_MS,
+        reason="exhausted",
+        profiles=("spark-dlq", profile) if profile != "spark-dlq" else ("spark-dlq",),
+    )
+    return [(k, v) for k, v in written if keep_ours or not k.startswith(h.PREFIX)]
+
+
+def test_the_redrive_and_kubectl_dlq_decode_a_dead_letter_alike(spark: Any) -> None:
+    """The redrive's columns (Spark) and kubectl dlq's ``DeadLetter`` (Python) read the same facts
+    from the same headers: ours, Spring's, Connect's, Kafka Streams', a share group's, forged ones."""
+    from dlq_engine.model.dead_letter import DeadLetter
+
+    header_sets = [
+        [*_written_by("spark-dlq", keep_ours=True), (h.REDRIVE_COUNT, b"2")],
+        _written_by("spring"),
+        _written_by("connect"),
+        [(h.STREAMS_TOPIC, b"orders"), (h.STREAMS_PARTITION, b"1"), (h.STREAMS_OFFSET, b"7"),
+         (h.STREAMS_EXCEPTION, b"org.apache.kafka.common.errors.SerializationException")],
+        [(h.SHARE_GROUP_TOPIC, b"orders"), (h.SHARE_GROUP_PARTITION, b"0"), (h.SHARE_GROUP_OFFSET, b"9"),
+         (h.SHARE_GROUP_DELIVERY_COUNT, b"5"), (h.SHARE_GROUP_MESSAGE, b"delivery count reached")],
+        [(h.ATTEMPT, b"x"), (h.ORIGINAL_TOPIC, b"orders"), (h.ORIGINAL_PARTITION, b"\xff"),
+         (h.FAILED_AT, b"soon"), (h.REDRIVE_COUNT, None), (h.REASON, "é".encode())],
+    ]  # fmt: skip
+    rows = [(b"k", b"v", "dlq", 0, i, None, 0, headers) for i, headers in enumerate(header_sets)]
+    frame = dead_letter_columns(spark.createDataFrame(rows, KAFKA_SCHEMA))
+    facts = "original_topic original_partition original_offset error_class error_message stacktrace reason attempts failed_at_ms redrive_count"
+    found = [tuple(row) for row in frame.orderBy("offset").select(*facts.split()).collect()]
+    expected = []
+    for i, headers in enumerate(header_sets):
+        letter = DeadLetter(0, i, None, b"k", b"v", tuple(headers))
+        topic, partition, offset = (letter.original or "//").split("/")
+        expected.append((
+            topic or None, None if partition in ("", "?") else int(partition),
+            None if offset in ("", "?") else int(offset), letter.error_class, letter.error_message,
+            letter.stacktrace, letter.reason, letter.attempt or 0, letter.failed_at, letter.redrive_count or 0,
+        ))  # fmt: skip
+    assert found == expected
+
+
 def test_redrive_to_source_resets_attempts_keeps_origin_and_guards_loops(
     spark: Any, policy: DeadLetterPolicy, names: dict[str, str], bootstrap_servers: str, tmp_path: Path
 ) -> None:

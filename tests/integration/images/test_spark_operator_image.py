@@ -24,7 +24,7 @@ from dlq_engine.model import parse_policy
 from spark_dlq_devtools import containers
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.paths import spark_operator, versions, work_dir
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
 from tests.conftest import unique
 from tests.helpers import non_root_uid, policy_document
@@ -84,7 +84,7 @@ def test_spark_operator_image_runs_and_submits_a_driver_pod(
     policy = parse_policy(document)
     engine_image = containers.image("engine")
     config = OperatorConfig(spark_image=engine_image)
-    app = render.spark_application(policy, config=config, owner=render.Owner(policy.name, namespace, "uid"))
+    app = render.spark_application(policy, config=config, owner=naming.Owner(policy.name, namespace, "uid"))
     spec = app["spec"]
     driver_pod = f"{policy.name}-driver"
     # The spark-submit arguments the spark-operator builds for this SparkApplication (its

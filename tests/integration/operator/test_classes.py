@@ -13,7 +13,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from spark_dlq_operator import render
+from spark_dlq_operator import naming
 from tests.conftest import unique
 from tests.integration.operator.conftest import (
     GROUP,
@@ -102,8 +102,8 @@ def test_a_class_governs_refuses_and_restarts_only_what_it_changes(
     wait_for(lambda: cluster.status("billing").get("restartCount") == 1, what="the job restarted once")
     restarted = cluster.application("billing")
     assert restarted is not None
-    digest = restarted["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION]
-    assert digest != app["metadata"]["annotations"][render.CONFIG_HASH_ANNOTATION]
+    digest = restarted["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
+    assert digest != app["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
     assert cluster.status("billing")["configHash"] == digest
     config_map = cluster.config_map("billing-policy")
     assert yaml.safe_load(config_map.data["policy.yaml"])["spec"]["spark"]["trigger"] == "5s"

@@ -18,7 +18,7 @@ from spark_dlq_devtools.certs import make_ca
 from spark_dlq_devtools.oauth2_issuer import OAuth2Issuer
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.pulsar import SUPERUSER, PulsarBroker, full_topic
-from spark_dlq_operator.render import Owner
+from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.topics import BrokerUnavailable, PulsarProvisioner, TopicsReport
 from tests.integration.operator.test_pulsar import partitions
 from tests.policy_builder import policy_document

@@ -33,8 +33,9 @@ from kubernetes.client.exceptions import ApiException
 from dlq_engine.model import parse_policy
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.spark_operator import JOB_NAMESPACE_LABEL, POD_WEBHOOK_OFF, WATCHED, SparkOperator
-from spark_dlq_operator import render
+from spark_dlq_operator import naming, render
 from spark_dlq_operator.config import OperatorConfig
+from spark_dlq_operator.policies.application_state import application_state, job_condition, time_of, unnoticed
 from tests.conftest import unique
 from tests.helpers import policy_document
 
@@ -66,7 +67,7 @@ def application(policy_name: str, namespace: str) -> dict[str, Any]:
     document = policy_document(source={"topic": "orders"}, broker={"bootstrapServers": "kafka:9092"})
     document["metadata"] = {"name": policy_name, "namespace": namespace}
     policy = parse_policy(document)
-    owner = render.Owner(policy.name, namespace, "00000000-0000-0000-0000-000000000000")
+    owner = naming.Owner(policy.name, namespace, "00000000-0000-0000-0000-000000000000")
     app = render.spark_application(policy, config=CONFIG, owner=owner)
     # No DeadLetterPolicy object owns it here: the garbage collector would delete it.
     del app["metadata"]["ownerReferences"]
@@ -125,7 +126,7 @@ def test_webhook_refuses_a_policy_name_that_is_not_a_dns_1035_label(
         create(kube_api, verbatim)
     assert "DNS-1035" in str(refused.value.body) or "dns-1035" in str(refused.value.body).lower()
     create(kube_api, app)
-    assert read(kube_api, app)["metadata"]["name"] == render.application_name("orders.billing")
+    assert read(kube_api, app)["metadata"]["name"] == naming.application_name("orders.billing")
 
 
 @pytest.mark.parametrize("webhook_label", [WATCHED, POD_WEBHOOK_OFF])
@@ -138,9 +139,9 @@ def test_driver_pod_carries_the_templates_with_or_without_the_pod_webhook(
     create(kube_api, app)
     pod = wait_for("the driver pod", lambda: driver_pod(kube_api, app))
     volumes = {v.name: v for v in pod.spec.volumes}
-    assert volumes["policy"].config_map.name == render.config_map_name(policy_name)
+    assert volumes["policy"].config_map.name == naming.config_map_name(policy_name)
     [container] = [c for c in pod.spec.containers if c.name == render.DRIVER_CONTAINER]
-    assert {(m.name, m.mount_path) for m in container.volume_mounts} >= {("policy", render.POLICY_MOUNT)}
+    assert {(m.name, m.mount_path) for m in container.volume_mounts} >= {("policy", naming.POLICY_MOUNT)}
     assert [(p.name, p.container_port) for p in container.ports or [] if p.name == "metrics"] == [
         ("metrics", render.ENGINE_METRICS_PORT)
     ]
@@ -177,7 +178,7 @@ def test_application_is_resubmitted_after_every_loss_of_its_driver(
     status = read(kube_api, app)["status"]
     assert status["submissionAttempts"] >= DRIVER_LOSSES + 1
     # The operator's reading of that status: submitted again, not failed.
-    condition = render.job_condition(read(kube_api, app))
+    condition = job_condition(read(kube_api, app))
     assert condition.reason == "Submitted", condition
 
 
@@ -190,12 +191,12 @@ def test_application_in_a_namespace_it_does_not_watch_gets_the_hint(
     for app in apps:
         create(kube_api, app)
     # Once the watched one has a state, the other one has had the same time to get one.
-    wait_for("the watched application's state", lambda: render.application_state(read(kube_api, apps[0]))[0])
+    wait_for("the watched application's state", lambda: application_state(read(kube_api, apps[0]))[0])
     seen = read(kube_api, apps[1])
-    assert render.application_state(seen)[0] == "", seen.get("status")
-    created = render.time_of(seen["metadata"]["creationTimestamp"])
+    assert application_state(seen)[0] == "", seen.get("status")
+    created = time_of(seen["metadata"]["creationTimestamp"])
     assert created is not None
-    hint = render.unnoticed(seen, now=created + datetime.timedelta(seconds=120), timeout=60)
+    hint = unnoticed(seen, now=created + datetime.timedelta(seconds=120), timeout=60)
     assert hint is not None
     assert hint.reason == "NotPickedUp"
     assert unwatched in hint.message

@@ -15,7 +15,7 @@ from dlq_engine.model import config_hash, parse_policy
 from spark_dlq_operator import kubeapi
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.events import EventRecorder
-from spark_dlq_operator.reconcile import Seen, Services
+from spark_dlq_operator.policies.services import Seen, Services
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.integration.operator.conftest import Cluster, RunningOperator, policy_document, wait_for

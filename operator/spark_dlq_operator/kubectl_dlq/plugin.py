@@ -1,8 +1,8 @@
 """``kubectl dlq`` as kubectl runs it: the executables ``kubectl-dlq`` (the plugin) and
 ``kubectl_complete-dlq`` (its shell completion, kubectl's plugin completion convention).
 
-Both start here rather than in ``triage`` so that ``--version`` answers and a missing operator
-extra is one line naming it (``triage`` imports the Kafka client). kubectl calls
+Both start here rather than in ``cli`` so that ``--version`` answers and a missing operator
+extra is one line naming it (``cli`` imports the Kafka client). kubectl calls
 ``kubectl_complete-dlq`` with the words after ``kubectl dlq``, the last one being the word to
 complete (empty for a new one), and shows what it prints, one choice a line, then ``:N``, a
 cobra shell directive (4: no file names; 0: the shell's default, file names).
@@ -31,10 +31,10 @@ FILE_OPTIONS: Final = frozenset({"-f", "--filename", "--kubeconfig", "--kafka-co
 KUBECTL_TIMEOUT_S: Final = 5
 
 
-def _triage() -> ModuleType:
+def _cli() -> ModuleType:
     import importlib
 
-    return with_extra("operator", PROG, lambda: importlib.import_module("spark_dlq_operator.triage"))
+    return with_extra("operator", PROG, lambda: importlib.import_module("spark_dlq_operator.kubectl_dlq.cli"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,14 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if asks_for_version(args):
         print(version_line(PROG))
         return 0
-    status: int = _triage().main(args)
+    status: int = _cli().main(args)
     return status
 
 
 def complete(argv: Sequence[str] | None = None) -> int:
     """``kubectl_complete-dlq WORDS... PARTIAL``: print the choices for PARTIAL, then a directive."""
     words = list(sys.argv[1:] if argv is None else argv) or [""]
-    choices, directive = completions(_triage().build_parser(), words[:-1], words[-1])
+    choices, directive = completions(_cli().build_parser(), words[:-1], words[-1])
     for choice in choices:
         print(choice)
     print(f":{directive}")

@@ -1,9 +1,14 @@
 """``kubectl dlq`` against the real broker (and, for ``--policy``, the real apiserver): dead letters
-with the headers the engine writes, read back by the command as a user runs it, in a process of
-its own (``python -m spark_dlq_operator.triage``, what the ``kubectl-dlq`` entry point runs)."""
+with the headers the engine writes, read back by the command as a user runs it: its ``main`` in
+this process with the arguments, environment and standard streams it would have (``dlq``), and
+where the process itself matters (the entry point, a terminal, kubectl's completion) in a process
+of its own (``python -m spark_dlq_operator.kubectl_dlq``, what the ``kubectl-dlq`` entry point
+runs)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -25,6 +30,7 @@ from dlq_engine.routing import headers as h
 from dlq_engine.routing.headers import failure_headers
 from spark_dlq_devtools.paths import REPO_ROOT, kubernetes_bin
 from spark_dlq_devtools.processes import free_port
+from spark_dlq_operator.kubectl_dlq import cli
 from tests.conftest import unique
 from tests.policy_builder import DELETE, policy_document
 
@@ -45,26 +51,48 @@ TRACE = (
 
 
 def dlq(
-    *args: str, input: str | None = None, env: Mapping[str, str] | None = None, timeout: float = 120
+    *args: str,
+    input: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``kubectl dlq ARGS`` in a process of its own (``env`` added to this one's); never a
-    traceback."""
-    environ = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
-    environ["PYTHONPATH"] = os.pathsep.join(
-        str(path)
-        for path in (REPO_ROOT / "spark_image", REPO_ROOT / "operator", REPO_ROOT / "devtools", REPO_ROOT)
-    )
-    environ.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-m", "spark_dlq_operator.triage", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        input=input,
-        timeout=timeout,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+    """``kubectl dlq ARGS`` with ``env`` added to this environment and ``COLUMNS`` unset: its
+    ``main`` in this process (a process of its own costs half a second of start-up per call), or
+    with ``process`` as the entry point runs it; never a traceback."""
+    if process:
+        environ = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
+        environ["PYTHONPATH"] = os.pathsep.join(
+            str(path)
+            for path in (REPO_ROOT / "spark_image", REPO_ROOT / "operator", REPO_ROOT / "devtools", REPO_ROOT)
+        )
+        environ.update(env or {})
+        done = subprocess.run(
+            [sys.executable, "-m", "spark_dlq_operator.kubectl_dlq", *args],
+            capture_output=True,
+            text=True,
+            env=environ,
+            input=input,
+            timeout=timeout,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+    out, err = io.StringIO(), io.StringIO()
+    saved, stdin = dict(os.environ), sys.stdin
+    os.environ.pop("COLUMNS", None)
+    os.environ.update(env or {})
+    try:
+        sys.stdin = io.StringIO(input or "")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = cli.main(list(args))
+            except SystemExit as exit:  # argparse's refusals and --help
+                status = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        sys.stdin = stdin
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["kubectl", "dlq", *args], status, out.getvalue(), err.getvalue())
 
 
 def _one_error_line(done: subprocess.CompletedProcess[str], status: int, starts: str) -> str:
@@ -172,7 +200,7 @@ def _iso(ms: int) -> str:
 
 
 def test_stats_counts_by_reason_and_class(letters: DeadLetters) -> None:
-    done = dlq("stats", "-f", str(letters.policy), "-o", "json")
+    done = dlq("stats", "-f", str(letters.policy), "-o", "json", process=True)
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["topic"] == letters.topic
@@ -811,7 +839,7 @@ def test_a_long_scan_shows_progress_on_a_terminal_only(
     terminal (a pty here), cleared at the end; nothing when it is a pipe."""
     import pty
 
-    from spark_dlq_operator.triage import LARGE_SCAN
+    from spark_dlq_operator.kubectl_dlq.progress import LARGE_SCAN
 
     topic = make_topic("big-DLQ", partitions=2)
     producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20})
@@ -831,7 +859,16 @@ def test_a_long_scan_shows_progress_on_a_terminal_only(
             ),
         }
         done = subprocess.run(
-            [sys.executable, "-m", "spark_dlq_operator.triage", "stats", "-f", str(policy), "-o", "json"],
+            [
+                sys.executable,
+                "-m",
+                "spark_dlq_operator.kubectl_dlq",
+                "stats",
+                "-f",
+                str(policy),
+                "-o",
+                "json",
+            ],
             stdout=subprocess.PIPE,
             stderr=secondary,
             env=environ,
@@ -874,7 +911,7 @@ def test_shell_completion_through_kubectl(
     for name, function in (("kubectl-dlq", "main"), ("kubectl_complete-dlq", "complete")):
         shim = bin_dir / name
         shim.write_text(
-            f"#!{sys.executable}\nimport sys\nfrom spark_dlq_operator.plugin import {function}\nsys.exit({function}())\n"
+            f"#!{sys.executable}\nimport sys\nfrom spark_dlq_operator.kubectl_dlq.plugin import {function}\nsys.exit({function}())\n"
         )
         shim.chmod(0o755)
     environ = {
