@@ -57,7 +57,9 @@ def read_all(
     bootstrap: str, topic: str, *, expect: int | None = None, timeout: float = 60.0, settle: float = 0.0
 ) -> list[Record]:
     """Every record of ``topic`` from the beginning (no consumer group offsets used). Waits until
-    ``expect`` records are there (or ``timeout``), then ``settle`` seconds more for stragglers."""
+    ``expect`` records are there (or ``timeout``), then ``settle`` seconds more for stragglers.
+    Without ``expect``: every record up to the topic's end offsets now, a fact (after the writer
+    stopped, ``[]`` proves that it wrote nothing), not what a first poll happened to fetch."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -69,11 +71,19 @@ def read_all(
     try:
         metadata = consumer.list_topics(topic, timeout=10)
         partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
+        unread: dict[int, int] = {}  # partition: its end offset, until read to it
+        if expect is None:
+            for partition in partitions:
+                low, high = consumer.get_watermark_offsets(partition, timeout=10)
+                if high > low:
+                    unread[partition.partition] = high
         consumer.assign(partitions)
         records: list[Record] = []
         deadline = time.monotonic() + timeout
         settle_until: float | None = None
         while time.monotonic() < deadline:
+            if expect is None and not unread:
+                break
             message = consumer.poll(0.3)
             if message is not None and message.error() is None:
                 records.append(
@@ -86,14 +96,16 @@ def read_all(
                         list(message.headers() or []),
                     )
                 )
+                if message.partition() in unread and message.offset() + 1 >= unread[message.partition()]:
+                    del unread[message.partition()]
                 continue
             if expect is not None and len(records) >= expect:
                 if settle_until is None:
                     settle_until = time.monotonic() + settle
                 if time.monotonic() >= settle_until:
                     break
-            if expect is None and message is None:
-                break
+        if unread:
+            raise AssertionError(f"{topic}: not read to its end offsets within {timeout}s: {unread}")
         return records
     finally:
         consumer.close()

@@ -2,7 +2,8 @@
 
 How many reconciles ran and how they ended (``ok``, ``invalid``, ``waiting`` for topics,
 ``error``), which errors, how long they took and how many are running or queued in a resync
-round; the Kubernetes API calls that failed; and, from every status the operator writes, each
+round, and how many resync rounds completed (tests wait on it to prove that nothing happened);
+the Kubernetes API calls that failed; and, from every status the operator writes, each
 policy's phase and Ready condition, its phase changes and its job's restarts (by a
 configuration change, or after the job left Running by itself). Per-policy series carry one
 label, ``policy`` (``namespace/name``, as the engine's), so that the scrape's own
@@ -52,6 +53,10 @@ IN_PROGRESS = Gauge(
 RESYNC_PENDING = Gauge(
     "spark_dlq_operator_resync_pending",
     "Policies of the current resync round not reconciled yet (the operator's queue).",
+)
+RESYNC_ROUNDS = Counter(
+    "spark_dlq_operator_resync_rounds",
+    "Resync rounds completed: every watched policy listed, reconciled and supervised once.",
 )
 API_ERRORS = Counter(
     "spark_dlq_operator_api_errors_total",

@@ -135,6 +135,7 @@ class Resync:
         done = await asyncio.gather(*(one(body) for body in bodies))
         if which is None:
             self.rounds += 1
+            metrics.RESYNC_ROUNDS.inc()
         return sum(done)
 
     async def class_changed(self, event: str, obj: Mapping[str, Any]) -> int:

@@ -19,20 +19,21 @@ from dlq_engine.processing.batches import (
 )
 from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route
 from dlq_engine.routing.settings import RoutingSettings
+from tests.policy_builder import policy
 
 NOW = 1_800_000_000_000
-SETTINGS = RoutingSettings(
-    retry_topic="orders-billing-RETRY",
-    policy="payments/orders-billing",
-    subscription="billing",
-    max_redeliver=2,
-    backoff=BackoffSpec(type="fixed", delay_ms=1000),
-    strategy="topic",
-    include_stack=False,
-    has_output=True,
-    mode="message",
-    non_retryable=frozenset({"KeyError"}),
-    static_headers=(("team", "payments"),),
+SETTINGS = RoutingSettings.from_policy(
+    policy(
+        {
+            "spec.output.topic": "orders-billed",
+            "spec.retry.maxRedeliverCount": 2,
+            "spec.retry.backoff": {"type": "fixed", "delay": "1s"},
+            "spec.retry.nonRetryableErrors": ["KeyError"],
+            "spec.deadLetter.includeStackTrace": False,
+            "spec.processor.timeout": "0s",  # none: every call untimed
+            "spec.deadLetter.headers": {"team": "payments"},
+        }
+    )
 )
 
 

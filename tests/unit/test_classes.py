@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from dlq_engine.model import DeadLetterPolicy, parse_policy
 from dlq_engine.model.policy import PULSAR_CLIENT_DIR
@@ -166,9 +167,14 @@ def test_a_class_that_appears_reconciles_the_policies_waiting_for_it() -> None:
     assert bed.ready()["reason"] == Reason.CLASS_NOT_FOUND
 
     gold = bed.put_class("gold")
+    rounds = REGISTRY.get_sample_value("spark_dlq_operator_resync_rounds_total")
     assert bed.class_changed("ADDED", gold) == 1
     assert bed.app() is not None
     assert bed.status()["phase"] != "Invalid"
+    # A class's round is partial: the completed resync rounds (tests wait on them) count it not.
+    assert REGISTRY.get_sample_value("spark_dlq_operator_resync_rounds_total") == rounds
+    bed.round()
+    assert REGISTRY.get_sample_value("spark_dlq_operator_resync_rounds_total") == (rounds or 0) + 1
 
 
 def test_a_class_change_restarts_only_what_it_changes() -> None:

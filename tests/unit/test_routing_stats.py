@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 
 from dlq_engine import Retry, Terminate
-from dlq_engine.model.policy import BackoffSpec
 from dlq_engine.processing.batches import HEADER_TYPE, route_batch
 from dlq_engine.processing.calls import TIMED_CALLS
 from dlq_engine.routing.settings import RoutingSettings
@@ -24,20 +23,25 @@ from dlq_engine.routing.stats import (
     observed_row,
     stats_column,
 )
+from tests.policy_builder import policy
 
 NOW = 1_700_000_100_000
-SETTINGS = RoutingSettings(
-    retry_topic="retry",
-    policy="ns/p",
-    subscription="sub",
-    max_redeliver=2,
-    backoff=BackoffSpec(type="fixed", delay_ms=1000),
-    strategy="topic",
-    include_stack=False,
-    has_output=True,
-    mode="message",
-    non_retryable=frozenset({"KeyError"}),
-    late_after_ms=2000,
+SETTINGS = RoutingSettings.from_policy(
+    policy(
+        {
+            "metadata.name": "p",
+            "metadata.namespace": "ns",
+            "spec.source.subscription": "sub",
+            "spec.retry.topic": "retry",
+            "spec.output.topic": "out",
+            "spec.retry.maxRedeliverCount": 2,
+            "spec.retry.backoff": {"type": "fixed", "delay": "1s"},
+            "spec.retry.nonRetryableErrors": ["KeyError"],
+            "spec.deadLetter.includeStackTrace": False,
+            "spec.processor.timeout": "0s",  # none: every call untimed
+            "spec.spark.trigger": "1s",  # released late: more than 2 s past due
+        }
+    )
 )
 
 

@@ -122,7 +122,13 @@ def test_a_failing_application_is_retried_by_its_restart_policy(
     _states(kube_api, namespace, "broken", "PENDING_RERUN")
     _states(kube_api, namespace, "broken", "SUBMITTED")
     _states(kube_api, namespace, "broken", "FAILED")
-    time.sleep(3)  # no third attempt: one retry only
+    # No third attempt, one retry only: two more passes over the drivers (the second began
+    # after FAILED was read) submitted nothing.
+    ticks = runner.ticks + 2
+    deadline = time.monotonic() + 30
+    while runner.ticks < ticks and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert runner.ticks >= ticks, "the runner's tick loop stopped"
     final = client.CustomObjectsApi(kube_api).get_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "broken"
     )

@@ -122,7 +122,7 @@ def test_key_order_holds_across_a_restart_from_the_checkpoint_with_a_changed_pol
     )
     first.wait_for(retried=len(keys), timeout=120)
     assert first.stop() == 0
-    assert read_all(bootstrap_servers, names["output"], timeout=3) == []
+    assert read_all(bootstrap_servers, names["output"]) == []
 
     # More messages of the same keys while it is down; version 2 retries after 200 ms.
     produce(
@@ -273,7 +273,7 @@ def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_re
     counts = dict(running.run.totals.counts)
     running.stop()
 
-    assert read_all(bootstrap_servers, names["output"], timeout=3) == [], state
+    assert read_all(bootstrap_servers, names["output"]) == [], state
     reasons = sorted((r.key or b"").decode() + ":" + str(r.header("dlq.reason")) for r in dead)
     assert reasons.count(f"{c}:ordering-overflow") == 0, reasons
     assert sorted(r for r in reasons if r.endswith("terminated")) == [

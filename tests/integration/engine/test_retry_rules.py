@@ -68,7 +68,7 @@ def test_rules_give_each_error_class_its_own_limit(
     assert outputs[b"ok"] == b"Y"
     assert outputs[b"flaky"] == b"recovered after 2"
     assert b"timed" in outputs  # three redeliveries: more than the policy's two, within the rule's four
-    retries = read_all(bootstrap_servers, names["retry"], timeout=10)
+    retries = read_all(bootstrap_servers, names["retry"])
     assert {r.header("dlq.rule") for r in retries if r.key in (b"flaky", b"timed")} == {"retry.rules[1]"}
     # The rule's backoff (fixed 100 ms), not the policy's (fixed 200 ms).
     waits = {

@@ -22,7 +22,7 @@ def test_ignore_strategy_counts_dead_letters_and_writes_none(
     running.wait_for(total=2)
     assert [r.value for r in read_all(bootstrap_servers, names["output"], expect=1, timeout=30)] == [b"Y"]
     assert running.stop() == EXIT_OK
-    assert read_all(bootstrap_servers, names["dlq"], timeout=3) == []
+    assert read_all(bootstrap_servers, names["dlq"]) == []
     assert running.run.totals.counts["ignored"] == 1
 
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client import REGISTRY
 
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.paths import kafka_topic_crd, spark_application_crd
@@ -48,6 +49,19 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 30.0, interval: float =
         time.sleep(interval)
         value = probe()
     return value
+
+
+def resync_rounds() -> float:
+    """How many resync rounds the in-process operator completed (its metric)."""
+    return REGISTRY.get_sample_value("spark_dlq_operator_resync_rounds_total") or 0.0
+
+
+def after_resync_rounds(rounds: int = 2, *, timeout: float = 30.0) -> None:
+    """Wait until ``rounds`` more resync rounds completed: with two, the last one listed every
+    object after this call (the first may have listed before it), reconciled and supervised it.
+    Tests that prove something did not happen wait on this fact, not on a fixed time."""
+    target = resync_rounds() + rounds
+    wait_for(lambda: resync_rounds() >= target, timeout=timeout, what=f"{rounds} resync rounds")
 
 
 class RunningOperator:

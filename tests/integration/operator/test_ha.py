@@ -41,6 +41,7 @@ MANAGED = "app.kubernetes.io/managed-by=spark-dlq-operator"
 FREEZE = "freeze"
 RECONCILES = "spark_dlq_operator_reconciles_total"
 IN_PROGRESS = "spark_dlq_operator_reconciles_in_progress"
+ROUNDS = "spark_dlq_operator_resync_rounds_total"
 HANDLED = re.compile(r"Handler '[^']+' (succeeded|failed)")
 
 
@@ -324,8 +325,11 @@ def test_standby_takes_over_from_a_killed_active_replica_without_double_writes(
         assert sorted(c.metadata.name for c in config_maps) == [f"{n}-policy" for n in names]
         for name in names:
             assert cluster.status(name)["restartCount"] == 0, name
-        # A few resync rounds more, then: each object was created once and never written again.
-        time.sleep(5)
+        # Two resync rounds more, then: each object was created once and never written again.
+        rounds = metric(ports["standby"], ROUNDS) + 2
+        standby.wait_until(
+            lambda: metric(ports["standby"], ROUNDS) >= rounds, timeout=60, what="two resync rounds"
+        )
         writes.check()
         assert writes.count("SparkApplication", "ADDED") == dict.fromkeys(names, 1)
         assert writes.count("ConfigMap", "ADDED") == {f"{n}-policy": 1 for n in names}

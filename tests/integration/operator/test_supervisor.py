@@ -17,7 +17,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.operator.conftest import SPARK, Cluster, RunningOperator, policy_document, wait_for
+from tests.integration.operator.conftest import (
+    SPARK,
+    Cluster,
+    RunningOperator,
+    after_resync_rounds,
+    policy_document,
+    wait_for,
+)
 
 RESUBMIT = "sparkdlq.io/resubmission"
 
@@ -95,10 +102,10 @@ def test_a_running_driver_whose_query_stalled_is_resubmitted_once(
             {"metadata": {"annotations": {"sparkdlq.io/heartbeat": json.dumps(document)}}},
         )
 
-    # Progress 10 s ago, within the bound: several resync rounds leave it alone.
+    # Progress 10 s ago, within the bound: resync rounds leave it alone.
     heartbeat(10)
     wait_for(lambda: cluster.status("billing").get("phase") == "Running", what="phase Running")
-    time.sleep(5)
+    after_resync_rounds()
     assert resubmissions(cluster, "billing") == 0
 
     heartbeat(60, active=False)
@@ -116,14 +123,14 @@ def test_a_running_driver_whose_query_stalled_is_resubmitted_once(
     events = wait_for(lambda: warnings(cluster, "billing", "EngineStalled"), what="the event")
     assert set(events) == {condition["message"]}
     # Not again while the spark-operator has not submitted anew (same submission, same beat).
-    time.sleep(5)
+    after_resync_rounds()
     assert resubmissions(cluster, "billing") == 1
 
     # The new driver runs and makes progress: JobRunning is Running again.
     play_spark_operator(cluster, "billing", "RUNNING", submission="2", lastSubmissionAttemptTime=_at(1))
     heartbeat(1)
     wait_for(lambda: cluster.status("billing").get("phase") == "Running", what="Running again")
-    time.sleep(4)
+    after_resync_rounds()
     assert resubmissions(cluster, "billing") == 1
     assert cluster.status("billing")["restartCount"] == 1
 

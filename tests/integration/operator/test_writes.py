@@ -9,7 +9,6 @@ handled. The SparkApplication watcher must not write the state the reconcile jus
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kubernetes import watch
@@ -20,6 +19,7 @@ from tests.integration.operator.conftest import (
     VERSION,
     Cluster,
     RunningOperator,
+    after_resync_rounds,
     policy_document,
     wait_for,
 )
@@ -51,7 +51,7 @@ def test_a_new_policy_is_written_back_twice(
         what="kopf's annotation",
     )
     wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
-    time.sleep(3)  # the application's watch event and a resync round (every 2 s here) pass too
+    after_resync_rounds()  # the application's watch event and a resync round pass too
 
     writes: list[str] = []
     previous: dict[str, Any] = {}
