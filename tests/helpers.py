@@ -99,6 +99,12 @@ def read_all(
                 if message.partition() in unread and message.offset() + 1 >= unread[message.partition()]:
                     del unread[message.partition()]
                 continue
+            if message is None and unread:
+                # A transaction's marker or a compacted gap can end a partition: its position,
+                # not the last record's offset, says it was read to the end.
+                for position in consumer.position([TopicPartition(topic, p) for p in unread]):
+                    if position.offset >= unread[position.partition]:
+                        del unread[position.partition]
             if expect is not None and len(records) >= expect:
                 if settle_until is None:
                     settle_until = time.monotonic() + settle
