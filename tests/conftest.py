@@ -18,6 +18,7 @@ import pytest
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.node import Node
+from spark_dlq_devtools.oauth2_issuer import OAuth2Issuer
 from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.pulsar import PulsarBroker
 
@@ -96,12 +97,23 @@ def make_topic(bootstrap_servers: str) -> Callable[..., str]:
 def pulsar() -> Iterator[PulsarBroker]:
     """The session's standalone Pulsar broker (broker, bookie and metadata store in one JVM),
     started only when a test asks for it."""
-    broker = PulsarBroker(name=f"pulsar-test-{os.getpid()}")
+    broker = PulsarBroker(name=f"pulsar-test-{os.getpid()}", secured=True)
     broker.start()
     try:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def oauth2_issuer() -> Iterator[OAuth2Issuer]:
+    """A stand-in OAuth2 issuer whose access tokens are the secured broker's tokens."""
+    issuer = OAuth2Issuer()
+    issuer.start()
+    try:
+        yield issuer
+    finally:
+        issuer.stop()
 
 
 @pytest.fixture

@@ -126,13 +126,16 @@ def engine_policy(names: Mapping[str, str], bootstrap: str, **spec: Any) -> dict
     return document
 
 
-def pulsar_engine_policy(names: Mapping[str, str], pulsar: Any, **spec: Any) -> dict[str, Any]:
-    """``engine_policy`` on a Pulsar broker (a ``spark_dlq_devtools.pulsar.PulsarBroker``)."""
+def pulsar_engine_policy(
+    names: Mapping[str, str], pulsar: Any, *, tls: bool = False, **spec: Any
+) -> dict[str, Any]:
+    """``engine_policy`` on a Pulsar broker (a ``spark_dlq_devtools.pulsar.PulsarBroker``);
+    ``tls``: its TLS listeners."""
     document = engine_policy(names, "", **spec)
     document["spec"]["broker"] = {
         "type": "pulsar",
-        "serviceUrl": pulsar.service_url,
-        "adminUrl": pulsar.admin_url,
+        "serviceUrl": pulsar.service_url_tls if tls else pulsar.service_url,
+        "adminUrl": pulsar.admin_url_tls if tls else pulsar.admin_url,
     }
     return document
 

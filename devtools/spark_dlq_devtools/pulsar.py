@@ -8,13 +8,26 @@ The embedded bookie binds every interface on port 3181 unless the configuration 
 ephemeral ports on the loopback interface and the starter is given a port of its own, as here,
 so several brokers (and other sessions' services) run side by side. ``restart()`` keeps the data; ``start(fresh=True)`` wipes it.
 
+``secured=True`` turns on what a company's Pulsar has: token authentication (HS256 tokens signed
+with a key made here, ``token(role)``), mutual-TLS authentication, authorization, and TLS
+listeners (``service_url_tls``, ``admin_url_tls``) with a certificate of a CA made here
+(``ca``). Role ``SUPERUSER`` may do everything; a client without credentials gets that role too
+(the broker's ``anonymousUserRole``), so every helper and test that predates authentication runs
+unchanged, while a client that presents a token or certificate is held to it: a wrong token is
+refused, a limited role gets what ``grant`` gave it. ``client_dir(role)`` writes the files of a
+``broker.secretRef`` Secret for a role.
+
 Admin helpers go through the broker's REST API (``admin_url``); produce and consume helpers
 through ``pulsar-client``, the engine's own Pulsar client.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import secrets
 import shutil
 import urllib.error
 import urllib.request
@@ -24,10 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from dlq_engine.model.policy import pulsar_topic
+from spark_dlq_devtools.certs import make_ca, make_client_cert, make_server_cert
 from spark_dlq_devtools.paths import pulsar_libs, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 
 TENANT_NAMESPACE = "public/default"
+#: The secured broker's superuser (also the role of a client without credentials there).
+SUPERUSER = "admin"
 
 _LOG4J2 = """\
 status = error
@@ -73,10 +89,15 @@ class PulsarBroker:
         log_level: str = "INFO",
         port: int | None = None,
         web_port: int | None = None,
+        secured: bool = False,
     ) -> None:
         self.root = work_dir(name)
         self.port = port or free_port()
         self.web_port = web_port or free_port()
+        self.secured = secured
+        self.tls_port = free_port() if secured else 0
+        self.web_tls_port = free_port() if secured else 0
+        self.certs = self.root / "certs"
         self.bookie_port = free_port()
         self.heap = heap
         self.log_level = log_level
@@ -91,6 +112,85 @@ class PulsarBroker:
     @property
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def service_url_tls(self) -> str:
+        return f"pulsar+ssl://127.0.0.1:{self.tls_port}"
+
+    @property
+    def admin_url_tls(self) -> str:
+        return f"https://127.0.0.1:{self.web_tls_port}"
+
+    @property
+    def ca(self) -> Path:
+        """The CA that signed the broker's certificate (and the clients')."""
+        return self.certs / "ca.crt"
+
+    # -- security (secured=True) -----------------------------------------------------------------
+
+    def _signing_key(self) -> bytes:
+        path = self.certs / "token.key"
+        if not path.exists():
+            self.certs.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(secrets.token_bytes(32))
+        return path.read_bytes()
+
+    def token(self, role: str, *, key: bytes | None = None) -> str:
+        """A token for ``role`` signed with the broker's key (or ``key``: a wrong token)."""
+
+        def part(value: bytes) -> str:
+            return base64.urlsafe_b64encode(value).rstrip(b"=").decode()
+
+        signed = part(b'{"alg":"HS256"}') + "." + part(json.dumps({"sub": role}).encode())
+        mac = hmac.new(key or self._signing_key(), signed.encode(), hashlib.sha256).digest()
+        return f"{signed}.{part(mac)}"
+
+    def client_cert(self, role: str) -> tuple[Path, Path]:
+        """A client certificate whose CN is ``role`` (mutual TLS), and its key."""
+        return make_client_cert(self.certs, role)
+
+    def client_dir(self, name: str, files: Mapping[str, str | bytes | Path]) -> Path:
+        """A folder as a mounted ``broker.secretRef`` Secret: one file per key (a Path's content
+        is copied)."""
+        folder = self.root / "clients" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        for key, value in files.items():
+            if isinstance(value, Path):
+                value = value.read_bytes()
+            (folder / key).write_bytes(value.encode() if isinstance(value, str) else value)
+        return folder
+
+    def grant(self, topic: str, role: str, actions: Iterable[str]) -> None:
+        """Give ``role`` ``actions`` (``produce``, ``consume``) on the topic (all its partitions)."""
+        self.admin("POST", f"/admin/v2/{_topic_path(topic)}/permissions/{role}", sorted(actions))
+
+    def _security_config(self) -> dict[str, str]:
+        if not self.secured:
+            return {"authenticationEnabled": "false", "authorizationEnabled": "false"}
+        make_ca(self.certs)
+        cert, key = make_server_cert(self.certs, name="pulsar", common_name="pulsar")
+        secret = base64.b64encode(self._signing_key()).decode()
+        return {
+            "authenticationEnabled": "true",
+            "authorizationEnabled": "true",
+            "authenticationProviders": "org.apache.pulsar.broker.authentication.AuthenticationProviderToken,"
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderTls",
+            "tokenSecretKey": f"data:;base64,{secret}",
+            "superUserRoles": SUPERUSER,
+            "anonymousUserRole": SUPERUSER,
+            "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+            "brokerClientAuthenticationParameters": f"token:{self.token(SUPERUSER)}",
+            "brokerServicePortTls": str(self.tls_port),
+            "webServicePortTls": str(self.web_tls_port),
+            "tlsCertificateFilePath": str(cert),
+            "tlsKeyFilePath": str(key),
+            "tlsTrustCertsFilePath": str(self.ca),
+            "tlsAllowInsecureConnection": "false",
+            "tlsRequireTrustedClientCertOnConnect": "false",
+            # The https listener's acceptors and selectors need threads of the web pool too.
+            "numHttpServerThreads": "8",
+        }
 
     def _config(self) -> dict[str, str]:
         return {
@@ -123,8 +223,6 @@ class PulsarBroker:
             "systemTopicEnabled": "false",
             "transactionCoordinatorEnabled": "false",
             "functionsWorkerEnabled": "false",
-            "authenticationEnabled": "false",
-            "authorizationEnabled": "false",
             "webSocketServiceEnabled": "false",
             "exposeTopicLevelMetricsInPrometheus": "false",
             "maxMessageSize": str(8 * 1024 * 1024),
@@ -148,6 +246,7 @@ class PulsarBroker:
             "diskUsageWarnThreshold": "0.98",
             "isForceGCAllowWhenNoSpace": "true",
             "gcWaitTime": "300000",
+            **self._security_config(),
         }
 
     def _write_config(self) -> None:

@@ -3,9 +3,9 @@
 Every reconcile starts from the policy as its class lets it run (``governance.govern``), so the
 classes are kept in memory: listed at start-up and on every resync round, and changed by their
 watch events between rounds. A policy's class may select namespaces by label, so namespaces'
-labels are read (and kept for a resync interval); a class may name the operator's own Kafka
-credentials for a broker, a Secret in the operator's namespace, read here too (and kept as
-long). The operator's credentials are looked up per policy, from the broker entry its class
+labels are read (and kept for a resync interval); a class may name the operator's own Kafka or
+Pulsar credentials for a broker, a Secret in the operator's namespace, read here too (and kept
+as long). The operator's credentials are looked up per policy, from the broker entry its class
 matched: a broker no class lists gets none.
 
 Safety first: a catalog that could not be listed governs nothing (the caller retries), and only
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from dlq_engine.model import DeadLetterPolicy
+from dlq_engine.model import DeadLetterPolicy, pulsar_client
 from spark_dlq_operator.config import OperatorConfig, client_properties
 from spark_dlq_operator.governance import Governed, govern
 from spark_dlq_operator.kubeapi import NAMESPACES, POLICY_CLASSES, SECRETS, ApiError, KubeApi
@@ -212,6 +212,8 @@ class ClassCatalog:
             return str(error)
         if secret is None:
             return "the Secret does not exist"
+        if ref.files:
+            return _client_files(secret)
         encoded = (secret.get("data") or {}).get(ref.key)
         if encoded is None:
             return f"the Secret has no key {ref.key}"
@@ -219,3 +221,16 @@ class ClassCatalog:
             return client_properties(base64.b64decode(encoded).decode("utf-8"))
         except (binascii.Error, UnicodeDecodeError):
             return f"key {ref.key} is not base64-encoded UTF-8 text"
+
+
+def _client_files(secret: Mapping[str, Any]) -> Mapping[str, str] | str:
+    """A Pulsar client's settings: every key of the Secret (``dlq_engine.model.pulsar_client``),
+    or why they cannot be used."""
+    data: Mapping[str, str] = secret.get("data") or {}
+    wrong = pulsar_client.problems(list(data))
+    if wrong:
+        return "; ".join(wrong)
+    try:
+        return {key: base64.b64decode(value).decode("utf-8") for key, value in data.items()}
+    except (binascii.Error, UnicodeDecodeError):
+        return "a key is not base64-encoded UTF-8 text"

@@ -204,7 +204,7 @@ def _govern_broker(spec: dict[str, Any], cls: PolicyClass, issues: list[Issue]) 
             )
         if not admin and entry.admin_url:
             broker["adminUrl"] = entry.admin_url
-    elif entry.engine_secret_name:
+    if entry.engine_secret_name:
         secret = _section(raw, "secretRef").get("name")
         if secret and secret != entry.engine_secret_name:
             issues.append(

@@ -264,10 +264,12 @@ def forbidden_conf_rules() -> list[dict[str, str]]:
 
 @dataclass(frozen=True, slots=True)
 class SecretKeyRef:
-    """A key of a Secret in the operator's own namespace."""
+    """A key of a Secret in the operator's own namespace (Kafka: librdkafka ``key=value``
+    lines), or, with ``files``, every key of it (Pulsar: ``dlq_engine.model.pulsar_client``)."""
 
     name: str
     key: str = DEFAULT_SECRET_KEY
+    files: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +280,9 @@ class BrokerEntry:
     bootstrap_servers: str = ""
     service_url: str = ""
     admin_url: str = ""
-    #: librdkafka ``key=value`` lines for the operator's own admin client, in the operator's
-    #: namespace; None: the operator uses no credentials of its own for this broker.
+    #: The operator's own credentials for this broker, in the operator's namespace: librdkafka
+    #: ``key=value`` lines (Kafka), the Pulsar client's keys (Pulsar); None: the operator uses no
+    #: credentials of its own for this broker.
     operator_secret: SecretKeyRef | None = None
     #: The Secret (in the policy's namespace) the engine mounts; a policy's own
     #: ``spec.broker.secretRef`` must then be absent or name the same.
@@ -297,8 +300,8 @@ class BrokerEntry:
             broker: dict[str, Any] = {"type": "pulsar", "serviceUrl": self.service_url}
             if self.admin_url:
                 broker["adminUrl"] = self.admin_url
-            return broker
-        broker = {"type": "kafka", "bootstrapServers": self.bootstrap_servers}
+        else:
+            broker = {"type": "kafka", "bootstrapServers": self.bootstrap_servers}
         if self.engine_secret_name:
             broker["secretRef"] = {"name": self.engine_secret_name}
         return broker
@@ -539,7 +542,17 @@ def _parse_brokers(spec: FieldReader, issues: list[Issue]) -> tuple[BrokerEntry,
         operator_secret = None
         if b.get("operatorSecretRef") is not MISSING:
             s = b.child("operatorSecretRef")
-            operator_secret = SecretKeyRef(name=s.string("name"), key=s.string("key", DEFAULT_SECRET_KEY))
+            if pulsar:
+                # Every key of the Secret is one of the Pulsar client's (token, ca.crt, ...).
+                operator_secret = SecretKeyRef(name=s.string("name"), key="", files=True)
+                if s.get("key") not in (MISSING, DEFAULT_SECRET_KEY):  # the CRD's default
+                    s.fail(
+                        s.at("key"),
+                        "is for type kafka: on Pulsar the Secret's keys are the client's "
+                        "(token, ca.crt, tls.crt, tls.key, oauth2.*)",
+                    )
+            else:
+                operator_secret = SecretKeyRef(name=s.string("name"), key=s.string("key", DEFAULT_SECRET_KEY))
             s.done()
         entry = BrokerEntry(
             type=kind,
@@ -549,8 +562,10 @@ def _parse_brokers(spec: FieldReader, issues: list[Issue]) -> tuple[BrokerEntry,
             operator_secret=operator_secret,
             engine_secret_name=b.string("engineSecretName", ""),
         )
-        if pulsar and (entry.bootstrap_servers or operator_secret or entry.engine_secret_name):
-            b.fail(b.path, "a pulsar broker takes serviceUrl and adminUrl only (Kafka client settings)")
+        if pulsar and entry.bootstrap_servers:
+            b.fail(
+                b.at("bootstrapServers"), "is for type kafka: a pulsar broker takes serviceUrl and adminUrl"
+            )
         if not pulsar and (entry.service_url or entry.admin_url):
             b.fail(b.path, "serviceUrl and adminUrl are for type pulsar")
         b.done()

@@ -2,7 +2,8 @@
 policy's broker and the provisioner it resolved to.
 
 The three provisioners of ``topics`` ask for different things (the Admin API the operator's
-credentials for the broker, Strimzi the topics the cluster already has, Pulsar nothing more);
+credentials for the broker, Strimzi the topics the cluster already has, Pulsar the operator's
+credentials for its admin API);
 this module binds those once, so the reconcile and the clean-up ask one ``Provisioner`` to
 ``ensure`` or ``delete`` a policy's topics and never branch on which one it is. A broker and
 provisioner pair with no provisioner is a ``KeyError``: the policy model allows only the pairs
@@ -44,7 +45,8 @@ class Provisioner(Protocol):
         ...
 
 
-#: The operator's librdkafka settings for a policy's broker (``ClassCatalog.admin_config``).
+#: The operator's settings for a policy's broker, librdkafka's or the Pulsar client's
+#: (``ClassCatalog.admin_config``).
 CredentialsOf = Callable[[DeadLetterPolicy], Credentials]
 
 
@@ -84,13 +86,16 @@ class _Strimzi:
 @dataclass(frozen=True, slots=True)
 class _Pulsar:
     pulsar: PulsarProvisioner
+    credentials: CredentialsOf
     name: str = PulsarProvisioner.name
 
     async def ensure(self, policy: DeadLetterPolicy, *, owner: Owner, owned: Collection[str]) -> TopicsReport:
-        return await self.pulsar.ensure(policy, owner=owner, owned=owned)
+        return await self.pulsar.ensure(
+            policy, owner=owner, owned=owned, credentials=self.credentials(policy)
+        )
 
     async def delete(self, policy: DeadLetterPolicy, names: Sequence[str], *, owner: Owner) -> list[str]:
-        return await self.pulsar.delete(policy, names)
+        return await self.pulsar.delete(policy, names, credentials=self.credentials(policy))
 
 
 class Provisioners:
@@ -107,7 +112,7 @@ class Provisioners:
         self._by_key: dict[tuple[BrokerType, str], Provisioner] = {
             ("kafka", AdminProvisioner.name): _Admin(admin, credentials),
             ("kafka", StrimziProvisioner.name): _Strimzi(strimzi, admin, credentials),
-            ("pulsar", PulsarProvisioner.name): _Pulsar(pulsar),
+            ("pulsar", PulsarProvisioner.name): _Pulsar(pulsar, credentials),
         }
 
     def lookup(self, broker: BrokerType, provisioner: str) -> Provisioner:

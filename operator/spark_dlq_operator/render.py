@@ -18,7 +18,7 @@ from typing import Any, Final
 import yaml
 
 from dlq_engine.model import DeadLetterPolicy, config_hash, to_document
-from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PodSettings
+from dlq_engine.model.policy import PodSettings
 from dlq_engine.model.topics import TopicWant, broker_topic_name
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
@@ -223,8 +223,9 @@ def spark_application(
         mounts.append({"name": "checkpoints", "mountPath": base})
     if policy.broker.secret_ref is not None:
         # Only the secret's name: the operator never reads or copies a secret.
-        volumes.append({"name": "kafka-client", "secret": {"secretName": policy.broker.secret_ref.name}})
-        mounts.append({"name": "kafka-client", "mountPath": KAFKA_CLIENT_DIR, "readOnly": True})
+        volume = f"{policy.broker.type}-client"
+        volumes.append({"name": volume, "secret": {"secretName": policy.broker.secret_ref.name}})
+        mounts.append({"name": volume, "mountPath": policy.broker.client_dir, "readOnly": True})
     driver, executor = policy.spark.driver, policy.spark.executor
     pod = policy.spark.pod
     application: Manifest = {

@@ -21,7 +21,7 @@ from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_CHECKPOINT_LOCKED, EXIT_FAILED
 from dlq_engine.failures import Ending, Failure
 from dlq_engine.model.config_hash import config_hash
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
-from dlq_engine.model.policy import KAFKA_CLIENT_DIR, DeadLetterPolicy
+from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PULSAR_CLIENT_DIR, DeadLetterPolicy
 from dlq_engine.release import version_line, with_extra
 
 #: ``dlq_engine.job.checkpoint_lock.DEFAULT_LEASE_S`` (not imported here: that loads PySpark).
@@ -123,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="Kafka client properties, one file each (default: the mounted "
         f"broker.secretRef at {KAFKA_CLIENT_DIR}, if present)",
+    )
+    run.add_argument(
+        "--pulsar-client-dir",
+        default=None,
+        help="the Pulsar client's token, certificates or OAuth2 credentials, one file each (default: "
+        f"the mounted broker.secretRef at {PULSAR_CLIENT_DIR}, if present)",
     )
     run.add_argument(
         "--config-hash",
@@ -233,7 +239,10 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
         )
         return EXIT_BAD_INPUT
     options = RunOptions(
-        checkpoint=location, once=args.once, kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR
+        checkpoint=location,
+        once=args.once,
+        kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR,
+        pulsar_client_dir=args.pulsar_client_dir or PULSAR_CLIENT_DIR,
     )
     runs: list[Run] = []  # the run, once there is one (the heartbeat and the lease look at it)
     heartbeat: Heartbeat | None = None
@@ -264,9 +273,9 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
             if policy.is_pulsar:
                 check_classpath(spark)
                 if args.create_topics:
-                    for line in pulsar_topics.create_topics(policy):
+                    for line in pulsar_topics.create_topics(policy, options.pulsar_client_dir):
                         print(f"dlq-engine: {line}", flush=True)  # seen before a kill, through a pipe
-                pulsar_topics.check_topics(spark, policy)
+                pulsar_topics.check_topics(spark, policy, options.pulsar_client_dir)
             else:
                 if args.create_topics:
                     for line in create_topics(spark, policy, client):

@@ -743,6 +743,13 @@ def test_pulsar_policy_is_stored_with_the_model_s_defaults(kube_api: Any, namesp
     )
 
 
+def test_pulsar_policy_names_its_client_secret(kube_api: Any, namespace: str) -> None:
+    document = pulsar(namespace, {"broker": {"secretRef": {"name": "pulsar-client"}}})
+    stored = create(kube_api, document)
+    assert stored["spec"]["broker"]["secretRef"] == {"name": "pulsar-client"}
+    parse_policy(stored)
+
+
 def test_pulsar_policy_without_topic_creation_needs_no_admin_url(kube_api: Any, namespace: str) -> None:
     document = pulsar(namespace, {"broker": {"adminUrl": None}, "topics": {"create": False}})
 
@@ -1252,12 +1259,17 @@ def test_a_class_with_every_field_is_stored_as_written(
         pytest.param(
             {
                 "brokers": [
-                    {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "operatorSecretRef": {"name": "op"}}
+                    {
+                        "type": "pulsar",
+                        "serviceUrl": "pulsar://p:6650",
+                        "operatorSecretRef": {"name": "op", "key": "client.conf"},
+                    }
                 ]
             },
-            "spec.brokers[0]",
-            "a pulsar broker takes serviceUrl and adminUrl only (Kafka client settings)",
-            id="pulsar-broker-with-kafka-credentials",
+            "spec.brokers[0].operatorSecretRef.key",
+            "Forbidden: is for type kafka: on Pulsar the Secret's keys are the client's (token, ca.crt, "
+            "tls.crt, tls.key, oauth2.*)",
+            id="pulsar-broker-with-a-kafka-secret-key",
         ),
         pytest.param(
             {"sparkConf": {"fixed": {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}}},

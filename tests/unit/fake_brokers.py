@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -123,15 +123,25 @@ class FakePulsar(PulsarProvisioner):
         self.topics: dict[str, _PulsarTopic] = {}
         self.namespaces = {"public/default"}
         self.calls: list[tuple[str, str]] = []
+        #: The credentials of each call (the operator's own for the broker).
+        self.credentials: list[Mapping[str, str] | None] = []
 
     def make(self, path: str, partitions: int = 0, **properties: str) -> None:
         """A topic made by someone else."""
         self.topics[path] = _PulsarTopic(partitions, dict(properties))
 
     async def _call(
-        self, policy: DeadLetterPolicy, method: str, path: str, body: Any = None, *, content_type: str = ""
+        self,
+        policy: DeadLetterPolicy,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        credentials: Mapping[str, str] | None,
+        content_type: str = "",
     ) -> Any:
         self.calls.append((method, path))
+        self.credentials.append(credentials)
         json.dumps(body)  # what is sent must be JSON
         parts = path.split("?")[0].split("/")
         topic_path = "/".join(parts[:4])

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import DeadLetterPolicy, parse_policy
+from dlq_engine.model.policy import PULSAR_CLIENT_DIR
 from spark_dlq_operator import naming
 from spark_dlq_operator.classes import ClassCatalog, CredentialsUnavailable, own_namespace
 from spark_dlq_operator.config import OperatorConfig
@@ -24,6 +25,7 @@ from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.resync import Resync
 from spark_dlq_operator.topics import AdminProvisioner, StrimziProvisioner
 from tests.policy_builder import policy_document
+from tests.unit.fake_brokers import FakePulsar
 from tests.unit.fake_kube import FakeKube
 
 NAMESPACE = "payments"
@@ -323,6 +325,58 @@ def test_unreadable_credentials_are_named() -> None:
         "the operator's credentials for kafka.kafka:9092 (Secret spark-dlq/op-kafka, key k, named by the "
         "policy's class) cannot be read: the Secret does not exist"
     )
+
+
+PULSAR_BROKER = {
+    "type": "pulsar",
+    "serviceUrl": "pulsar+ssl://pulsar.pulsar:6651",
+    "adminUrl": "https://pulsar.pulsar:8443",
+    "operatorSecretRef": {"name": "op-pulsar"},
+    "engineSecretName": "pulsar-client",
+}
+
+
+def test_a_pulsar_class_broker_gives_the_operator_its_secret_and_the_engine_only_a_name() -> None:
+    bed = Bed()
+    pulsar = bed.services.pulsar = FakePulsar()
+    pulsar.make("persistent/public/default/orders")
+    bed.put_class("standard", default=True, brokers=[PULSAR_BROKER])
+    token, ca = "header.op-role.signature", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    data = {"token": token, "ca.crt": ca}
+    bed.api.put(
+        "secrets",
+        {
+            "metadata": {"name": "op-pulsar", "namespace": "spark-dlq"},
+            "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
+        },
+    )
+    bed.put_policy(**{"spec.broker": None, "spec.topics.create": True})
+    bed.round()
+
+    assert pulsar.calls
+    assert all(used == data for used in pulsar.credentials)
+    app = bed.api.stored(APPS, NAMESPACE, naming.application_name("billing"))
+    assert app is not None
+    for role in ("driver", "executor"):
+        pod = app["spec"][role]["template"]["spec"]
+        assert {"name": "pulsar-client", "secret": {"secretName": "pulsar-client"}} in pod["volumes"]
+        mount = {"name": "pulsar-client", "mountPath": PULSAR_CLIENT_DIR, "readOnly": True}
+        assert mount in pod["containers"][0]["volumeMounts"]
+    config_map = bed.api.stored(CONFIG_MAPS, NAMESPACE, naming.config_map_name("billing"))
+    stored = repr([config_map, app, bed.status()])
+    assert token not in stored
+    assert "MIIB" not in stored
+
+
+def test_a_pulsar_secret_with_keys_of_no_pulsar_client_is_named() -> None:
+    bed = Bed()
+    bed.put_class("standard", default=True, brokers=[PULSAR_BROKER])
+    bed.api.put("secrets", secret("op-pulsar", "x", key="tokne"))
+    policy, catalog = credentials(bed, {"spec.broker": None})
+    with pytest.raises(
+        CredentialsUnavailable, match=r"cannot be read: unknown key\(s\) tokne \(a Pulsar client takes"
+    ):
+        catalog.admin_config(policy)
 
 
 def test_the_command_line_credentials_go_to_the_listed_brokers_only() -> None:

@@ -18,6 +18,8 @@ from dlq_engine.model import (
 )
 from dlq_engine.model.config_hash import config_hash, engine_config
 from dlq_engine.model.policy import (
+    KAFKA_CLIENT_DIR,
+    PULSAR_CLIENT_DIR,
     BackoffSpec,
     BreakerSpec,
     Broker,
@@ -1844,6 +1846,14 @@ def test_pulsar_to_spec_writes_type_and_urls_and_round_trips() -> None:
     assert to_spec(without_admin)["broker"] == {"type": "pulsar", "serviceUrl": "pulsar://localhost:6650"}
 
 
+def test_pulsar_secret_ref_is_kept_and_mounted_where_the_engine_reads_pulsar_settings() -> None:
+    parsed = parse_policy(pulsar_document({"spec.broker.secretRef": {"name": "pulsar-client"}}))
+    assert to_spec(parsed)["broker"]["secretRef"] == {"name": "pulsar-client"}
+    assert parse_policy(to_document(parsed)) == parsed
+    assert parsed.broker.client_dir == PULSAR_CLIENT_DIR
+    assert policy().broker.client_dir == KAFKA_CLIENT_DIR
+
+
 def test_pulsar_kafka_policies_keep_their_config_hash_and_type() -> None:
     """broker.type kafka is its default: Kafka policies hash as they did before it existed."""
     assert to_spec(policy())["broker"] == {"type": "kafka", "bootstrapServers": "kafka.kafka:9092"}
@@ -1899,11 +1909,6 @@ def test_pulsar_admin_url_is_not_engine_config() -> None:
             {"spec.broker.type": "rabbitmq"},
             ["spec.broker.type: must be one of kafka, pulsar, got 'rabbitmq'"],
             id="unknown-type",
-        ),
-        pytest.param(
-            {"spec.broker.secretRef": {"name": "pulsar-client"}},
-            ["spec.broker.secretRef: is not supported with type pulsar yet (Kafka client settings only)"],
-            id="pulsar-with-secret-ref",
         ),
         pytest.param(
             {"spec.topics.provisioner": "strimzi", "spec.topics.strimzi.cluster": "c"},

@@ -182,9 +182,22 @@ def test_every_field_is_read() -> None:
             id="fixed-operator-key",
         ),
         pytest.param(
-            {"brokers": [{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "engineSecretName": "x"}]},
-            "spec.brokers[0]: a pulsar broker takes serviceUrl and adminUrl only",
-            id="pulsar-with-secret",
+            {"brokers": [{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "bootstrapServers": "k:9092"}]},
+            "spec.brokers[0].bootstrapServers: is for type kafka: a pulsar broker takes serviceUrl and adminUrl",
+            id="pulsar-with-bootstrap",
+        ),
+        pytest.param(
+            {
+                "brokers": [
+                    {
+                        "type": "pulsar",
+                        "serviceUrl": "pulsar://p:6650",
+                        "operatorSecretRef": {"name": "o", "key": "k"},
+                    }
+                ]
+            },
+            "spec.brokers[0].operatorSecretRef.key: is for type kafka: on Pulsar the Secret's keys are the client's",
+            id="pulsar-secret-key",
         ),
         pytest.param({"brokers": [{}]}, "spec.brokers[0].bootstrapServers: is required", id="kafka-address"),
         pytest.param(

@@ -158,8 +158,8 @@ def now() -> str:
 
 
 def admin_credentials(services: Services, policy: DeadLetterPolicy) -> Mapping[str, str]:
-    """The operator's own librdkafka settings for the policy's broker: what its class names
-    for it, none for a broker no class lists. Raises BrokerUnavailable when they cannot be read
+    """The operator's own settings for the policy's broker (librdkafka's, or the Pulsar
+    client's): what its class names for it, none for a broker no class lists. Raises BrokerUnavailable when they cannot be read
     (the condition names the Secret)."""
     try:
         return services.classes.admin_config(policy)

@@ -70,6 +70,8 @@ class RunOptions:
     once: bool = False  # stop after the batches that read and route nothing (see runner)
     query_name: str | None = None
     kafka_client_dir: str | None = None
+    #: The Pulsar client's settings (``dlq_engine.model.pulsar_client``), one file each.
+    pulsar_client_dir: str | None = None
     #: ``retry.breaker``: the gate the source topic is read through (``job.breaker``).
     breaker_gate: str | None = None
 
@@ -131,7 +133,9 @@ def read_topic(
     if policy.is_pulsar:
         return (
             spark.readStream.format(pulsar_connector.FORMAT)
-            .options(**pulsar_connector.read_options(policy, topic, starting, limit))
+            .options(
+                **pulsar_connector.read_options(policy, topic, starting, limit, options.pulsar_client_dir)
+            )
             .load()
             .select(*RECORD_COLUMNS)
         )
@@ -248,7 +252,7 @@ def batch_sink(
     kafka = {**kafka_options(policy, options), **SINK_OPTIONS}
 
     sink_format, sink_options = (
-        (pulsar_connector.FORMAT, pulsar_connector.write_options(policy))
+        (pulsar_connector.FORMAT, pulsar_connector.write_options(policy, options.pulsar_client_dir))
         if policy.is_pulsar
         else ("kafka", kafka)
     )
@@ -300,7 +304,7 @@ def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> 
         "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>",
     )
     if policy.is_pulsar:
-        connector = pulsar_connector.write_options(policy)
+        connector = pulsar_connector.write_options(policy, options.pulsar_client_dir)
         record.write.format(pulsar_connector.FORMAT).options(**connector).mode("append").save()
         return
     record.write.format("kafka").options(**kafka_options(policy, options), **SINK_OPTIONS).save()
@@ -317,7 +321,7 @@ def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) ->
         writer = (
             sink_records(frame, policy)
             .writeStream.format(pulsar_connector.FORMAT)
-            .options(**pulsar_connector.write_options(policy))
+            .options(**pulsar_connector.write_options(policy, options.pulsar_client_dir))
         )
     elif table is None:
         writer = (

@@ -13,6 +13,7 @@ query it is on Kafka. docs/engine.md ("On Pulsar") has the whole story.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from py4j.java_gateway import JavaClass
@@ -28,13 +29,25 @@ FORMAT = "io.sparkdlq.engine.pulsar.PulsarDataSource"
 CLIENT_CLASS = "org.apache.pulsar.client.api.PulsarClient"
 
 
-def read_options(policy: DeadLetterPolicy, topic: str, starting: str, limit: int) -> dict[str, str]:
+def broker_options(policy: DeadLetterPolicy, client_dir: str | None) -> dict[str, str]:
+    """Where the broker is, and the folder of the client's settings when there is one
+    (``dlq_engine.model.pulsar_client``): a path, never a secret, since Spark shows a source's
+    options in its plans and UI."""
+    options = {"serviceUrl": policy.broker.service_url}
+    if client_dir and os.path.isdir(client_dir):
+        options["clientDir"] = os.path.abspath(client_dir)
+    return options
+
+
+def read_options(
+    policy: DeadLetterPolicy, topic: str, starting: str, limit: int, client_dir: str | None = None
+) -> dict[str, str]:
     """The options of one topic's read: the durable subscription is the policy's
     ``source.subscription`` on the source and the retry topic alike (as the Java client's
     ``enableRetry`` consumer subscribes both); ``limit`` counts entries (a producer's batch is
     one entry), 0 for none."""
     return {
-        "serviceUrl": policy.broker.service_url,
+        **broker_options(policy, client_dir),
         "topic": topic,
         "subscription": policy.source.subscription,
         "startingOffsets": starting,
@@ -42,12 +55,12 @@ def read_options(policy: DeadLetterPolicy, topic: str, starting: str, limit: int
     }
 
 
-def write_options(policy: DeadLetterPolicy) -> dict[str, str]:
+def write_options(policy: DeadLetterPolicy, client_dir: str | None = None) -> dict[str, str]:
     """The sink's options: retry letters and dead letters unbatched (a batched message goes to a
     dead-letter topic with its whole batch, apache/pulsar#5891), retry letters with Pulsar's
     delayed delivery at their ``dlq.deliver.at``."""
     return {
-        "serviceUrl": policy.broker.service_url,
+        **broker_options(policy, client_dir),
         "unbatchedTopics": f"{policy.retry_topic},{policy.dead_letter_topic}",
         "delayedTopics": policy.retry_topic,
         "deliverAtProperty": DELIVER_AT,

@@ -284,8 +284,6 @@ def _parse_broker(f: _Fields) -> Broker:
         s = f.child("secretRef")
         secret_ref = SecretRef(name=s.string("name"))
         s.done()
-        if pulsar:
-            f.fail(f.at("secretRef"), "is not supported with type pulsar yet (Kafka client settings only)")
     f.done()
     return Broker(
         bootstrap_servers=bootstrap,

@@ -54,6 +54,8 @@ BROKER_TYPES: Final[tuple[BrokerType, ...]] = get_args(BrokerType)
 #: Where the SparkApplication mounts the Secret named by ``broker.secretRef`` and where the
 #: engine reads it: one file per Kafka client property (``security.protocol``, ...).
 KAFKA_CLIENT_DIR: Final = "/etc/spark-dlq/kafka-client"
+#: The same on Pulsar: one file per key of ``dlq_engine.model.pulsar_client`` (token, ca.crt, ...).
+PULSAR_CLIENT_DIR: Final = "/etc/spark-dlq/pulsar-client"
 
 #: Kafka's own rule for topic names (kafka.common.internals.Topic).
 KAFKA_TOPIC_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
@@ -162,6 +164,11 @@ class Broker:
     def address(self) -> str:
         """Where clients reach the broker, for messages: the bootstrap servers or service URL."""
         return self.service_url if self.type == "pulsar" else self.bootstrap_servers
+
+    @property
+    def client_dir(self) -> str:
+        """Where the engine's pods find the ``secret_ref`` Secret's files."""
+        return PULSAR_CLIENT_DIR if self.type == "pulsar" else KAFKA_CLIENT_DIR
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,15 @@ class Engine:
         checkpoint: Path,
         once: bool,
         metrics: EngineMetrics | None = None,
+        pulsar_client_dir: Path | None = None,
     ) -> None:
         self.policy = policy
-        self.run = Run(spark, policy, RunOptions(checkpoint=str(checkpoint), once=once), metrics)
+        options = RunOptions(
+            checkpoint=str(checkpoint),
+            once=once,
+            pulsar_client_dir=str(pulsar_client_dir) if pulsar_client_dir else None,
+        )
+        self.run = Run(spark, policy, options, metrics)
         self.status: int | None = None
         self.run.start()
         self._thread = InheritableThread(target=self._wait, daemon=True)
@@ -143,14 +149,23 @@ def pulsar_topics(make_pulsar_topic: Callable[..., str]) -> Callable[..., dict[s
 
 @pytest.fixture
 def pulsar_engine(spark: Any, pulsar: PulsarBroker, tmp_path: Path) -> Iterator[Callable[..., Engine]]:
-    """``engine`` on the session's Pulsar broker."""
+    """``engine`` on the session's Pulsar broker; ``client_dir``: the client's settings (a
+    mounted ``broker.secretRef``), with ``tls`` its TLS listener (``pulsar+ssl://``)."""
     started: list[Engine] = []
 
     def start(
-        names: dict[str, str], *, once: bool = False, checkpoint: Path | None = None, **spec: Any
+        names: dict[str, str],
+        *,
+        once: bool = False,
+        checkpoint: Path | None = None,
+        client_dir: Path | None = None,
+        tls: bool = False,
+        **spec: Any,
     ) -> Engine:
-        policy = parse_policy(pulsar_engine_policy(names, pulsar, **spec))
-        running = Engine(spark, policy, checkpoint or tmp_path / "checkpoint", once)
+        policy = parse_policy(pulsar_engine_policy(names, pulsar, tls=tls, **spec))
+        running = Engine(
+            spark, policy, checkpoint or tmp_path / "checkpoint", once, pulsar_client_dir=client_dir
+        )
         started.append(running)
         return running
 

@@ -5,7 +5,8 @@ dead-letter topic with the right reason), none missing, and the duplicates are b
 batches in flight at the kills, not the backlog: every micro-batch reads at most
 ``maxOffsetsPerTrigger`` entries, the first of each run included.
 Every run is started with ``--create-topics``, as on a laptop: the first creates the retry and
-dead-letter topics partitioned like the source, each run after a kill finds them and goes on.
+dead-letter topics partitioned like the source, each run after a kill finds them and goes on;
+every run reaches the broker over TLS with a token (``--pulsar-client-dir``).
 The processor and the audit are the Kafka crash run's (``spark_dlq_devtools.chaos``)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from spark_dlq_devtools.chaos import Audit, audit, kind_of, policy_document, start_engine
-from spark_dlq_devtools.pulsar import Message, PulsarBroker
+from spark_dlq_devtools.pulsar import SUPERUSER, Message, PulsarBroker
 from tests.conftest import unique
 
 BACKLOG = 1_900
@@ -62,11 +63,15 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
         "dlq": unique("dlq"),
     }
     document = policy_document(names, "")
+    # Over TLS with a token (the superuser's: --create-topics makes topics), as a secured
+    # cluster is reached from a laptop: --pulsar-client-dir is a broker.secretRef's files.
     document["spec"]["broker"] = {
         "type": "pulsar",
-        "serviceUrl": pulsar.service_url,
-        "adminUrl": pulsar.admin_url,
+        "serviceUrl": pulsar.service_url_tls,
+        "adminUrl": pulsar.admin_url_tls,
     }
+    client = pulsar.client_dir("crash", {"token": pulsar.token(SUPERUSER), "ca.crt": pulsar.ca})
+    create = (CREATE, "--pulsar-client-dir", str(client))
     document["spec"]["source"]["maxOffsetsPerTrigger"] = LIMIT
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(document))
@@ -75,7 +80,7 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
 
     written_at_kills: list[int] = []
     pick = random.Random(21)
-    engine = start_engine(policy, checkpoint, tmp_path / "engine-0.log", CREATE)
+    engine = start_engine(policy, checkpoint, tmp_path / "engine-0.log", *create)
     producer: threading.Thread | None = None
     try:
         for kill in range(KILLS):
@@ -97,7 +102,7 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
                 # uncommitted is replayed with the ends it was planned with all the same.
                 del document["spec"]["source"]["maxOffsetsPerTrigger"]
                 policy.write_text(yaml.safe_dump(document))
-            engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log", CREATE)
+            engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log", *create)
         assert producer is not None
         producer.join(120)
         deadline = time.monotonic() + 300

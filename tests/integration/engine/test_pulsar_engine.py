@@ -1,7 +1,8 @@
 """The engine on a real Pulsar broker (``spec.broker.type: pulsar``): the same routing as on
 Kafka, the Java client's properties beside ``dlq.*``, retries never early, attempts counted
 from the Java client's ``RECONSUMETIMES``, and a dead-letter topic that refuses writes fails
-the batch without losing anything."""
+the batch without losing anything. The session's broker is secured (token and TLS
+authentication, authorization, TLS listeners); the routing run is a limited role's over TLS."""
 
 from __future__ import annotations
 
@@ -15,19 +16,38 @@ import pytest
 import yaml
 
 from dlq_engine.exits import EXIT_FAILED
+from dlq_engine.job import pulsar_topics as pulsar_topics_check
+from dlq_engine.model import parse_policy
 from spark_dlq_devtools.pulsar import Message, PulsarBroker, full_topic
 from spark_dlq_operator.kubectl_dlq import cli as kubectl_dlq
 from tests.helpers import pulsar_engine_policy
 
 
+def limited_client(pulsar: PulsarBroker, names: dict[str, str], role: str, *, dlq: bool = True) -> Path:
+    """A ``broker.secretRef`` folder for ``role`` over TLS (its token, the broker's CA), the role
+    granted what the engine needs on the topics ``names`` (produce on the dead-letter topic only
+    with ``dlq``)."""
+    pulsar.grant(names["source"], role, ["consume"])
+    pulsar.grant(names["retry"], role, ["consume", "produce"])
+    pulsar.grant(names["output"], role, ["produce"])
+    if dlq:
+        pulsar.grant(names["dlq"], role, ["produce"])
+    return pulsar.client_dir(role, {"token": pulsar.token(role), "ca.crt": pulsar.ca})
+
+
 def test_every_outcome_reaches_its_topic_with_the_java_clients_properties(
+    spark: Any,
     pulsar: PulsarBroker,
     pulsar_topics: Callable[..., dict[str, str]],
     pulsar_engine: Callable[..., Any],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Over TLS, as a role that may do only what the engine needs (consume the source and the
+    retry topic, produce to the retry, dead-letter and output topics): the preflight lets it run,
+    and every message is routed."""
     names = pulsar_topics(partitions=2)
+    client_dir = limited_client(pulsar, names, "engine-outcomes")
     values = ["ok:a", "ack", "flaky:1", "fail:x", "terminate:t", "nonretry:k", "dict:d"]
     pulsar.produce(
         names["source"], [Message(f"k{i}", v.encode(), {"trace": "t1"}) for i, v in enumerate(values)]
@@ -44,8 +64,12 @@ def test_every_outcome_reaches_its_topic_with_the_java_clients_properties(
         "DELAY_TIME": "100",
     }
     pulsar.produce(names["retry"], [Message("java", b"fail:java", java_letter)])
+    policy = parse_policy(pulsar_engine_policy(names, pulsar, tls=True))
+    pulsar_topics_check.check_topics(spark, policy, str(client_dir))  # lets it run
     running = pulsar_engine(
         names,
+        client_dir=client_dir,
+        tls=True,
         retry={
             "maxRedeliverCount": 2,
             "nonRetryableErrors": ["LookupError"],

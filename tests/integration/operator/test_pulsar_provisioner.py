@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from dlq_engine.model import parse_policy
 from dlq_engine.model.policy import PULSAR_KEEP_SUBSCRIPTION, DeadLetterPolicy
+from spark_dlq_devtools.certs import make_ca
+from spark_dlq_devtools.oauth2_issuer import OAuth2Issuer
 from spark_dlq_devtools.processes import free_port
-from spark_dlq_devtools.pulsar import PulsarBroker, full_topic
+from spark_dlq_devtools.pulsar import SUPERUSER, PulsarBroker, full_topic
 from spark_dlq_operator.naming import Owner
 from spark_dlq_operator.topics import BrokerUnavailable, PulsarProvisioner, TopicsReport
 from tests.integration.operator.test_pulsar import partitions
@@ -42,8 +45,10 @@ def with_provisioner(call: Callable[[PulsarProvisioner], Awaitable[T]]) -> T:
     return asyncio.run(run())
 
 
-def ensure(policy: DeadLetterPolicy, owner: Owner = OWNER) -> TopicsReport:
-    return with_provisioner(lambda p: p.ensure(policy, owner=owner))
+def ensure(
+    policy: DeadLetterPolicy, owner: Owner = OWNER, credentials: dict[str, str] | None = None
+) -> TopicsReport:
+    return with_provisioner(lambda p: p.ensure(policy, owner=owner, credentials=credentials))
 
 
 def delete(policy: DeadLetterPolicy, names: list[str]) -> list[str]:
@@ -131,3 +136,46 @@ def test_a_non_partitioned_source_gives_non_partitioned_topics(
     again = ensure(policy, Owner(name=OWNER.name, namespace=OWNER.namespace, uid="another-uid"))
     assert (again.ready, again.owned) == (True, ())
     assert "the operator did not create it for this policy" in again.message
+
+
+def test_the_operators_token_and_ca_are_what_it_calls_https_with(
+    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], oauth2_issuer: OAuth2Issuer, tmp_path: Path
+) -> None:
+    """The class's operatorSecretRef on a secured broker: a superuser token and the CA over
+    https create the topics; a role without admin rights, by token or client certificate, is
+    refused with the broker's answer; a CA that did not sign the broker's certificate never gets
+    an answer."""
+    source = make_pulsar_topic("orders")
+    policy = pulsar_policy(pulsar, source, **{"spec.broker.adminUrl": pulsar.admin_url_tls})
+    ca = pulsar.ca.read_text()
+
+    lookup = f"GET {pulsar.admin_url_tls}/admin/v2/persistent/public/default/{source}/partitions: HTTP 401"
+    refused = ensure(policy, credentials={"token": pulsar.token("billing-team"), "ca.crt": ca})
+    assert (refused.ready, refused.reason) == (False, "CreateFailed")
+    assert lookup in refused.message, refused.message
+    # Mutual TLS: the client certificate is the identity (its CN the role).
+    cert, key = pulsar.client_cert("billing-team")
+    mutual = {"tls.crt": cert.read_text(), "tls.key": key.read_text(), "ca.crt": ca}
+    refused = ensure(policy, credentials=mutual)
+    assert lookup in refused.message, refused.message
+    # OAuth2 client credentials: the issuer's access token, sent as a bearer token.
+    oauth2_issuer.register("billing-team", "s3cret", pulsar.token("billing-team"))
+    refused = ensure(policy, credentials={**oauth2_issuer.settings("billing-team", "s3cret"), "ca.crt": ca})
+    assert lookup in refused.message, refused.message
+    refused = ensure(policy, credentials={**oauth2_issuer.settings("billing-team", "n0t-1t"), "ca.crt": ca})
+    assert (refused.ready, refused.reason) == (False, "CreateFailed")
+    assert f"OAuth2 (oauth2.issuerUrl {oauth2_issuer.url}): POST {oauth2_issuer.url}/token: HTTP 401" in (
+        refused.message
+    )
+    assert "n0t-1t" not in refused.message
+
+    make_ca(tmp_path)  # another CA
+    with pytest.raises(BrokerUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+        ensure(
+            policy,
+            credentials={"token": pulsar.token(SUPERUSER), "ca.crt": (tmp_path / "ca.crt").read_text()},
+        )
+
+    created = ensure(policy, credentials={"token": pulsar.token(SUPERUSER), "ca.crt": ca})
+    assert (created.ready, len(created.created)) == (True, 2), created.message
+    assert pulsar.subscriptions(f"{source}-billing-DLQ") == [PULSAR_KEEP_SUBSCRIPTION]

@@ -1,15 +1,17 @@
 package io.sparkdlq.engine.pulsar;
 
+import java.io.UncheckedIOException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentMap;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
 
 /**
- * One Pulsar client per broker in each JVM (driver or executor), kept for the JVM's life as
+ * One Pulsar client per broker (and client settings) in each JVM (driver or executor), kept for the JVM's life as
  * Spark's Kafka connector keeps its producers, and the producers of the writes: a producer is
  * created once per topic and batching, and again only after it lost its broker connection (a topic
  * deleted, a broker gone), so that a write to a topic that is no longer there fails at once.
@@ -33,23 +35,24 @@ final class Clients {
    * OpenTelemetry, and still counted on every message unless the interval is 0).
    */
   @SuppressWarnings("deprecation")
-  static PulsarClient client(String serviceUrl) {
-    return CLIENTS.computeIfAbsent(serviceUrl, url -> {
+  static PulsarClient client(Broker broker) {
+    return CLIENTS.computeIfAbsent(broker.key(), key -> {
       try {
-        return PulsarClient.builder()
-            .serviceUrl(url)
+        ClientBuilder builder = PulsarClient.builder()
+            .serviceUrl(broker.serviceUrl())
             .operationTimeout(OPERATION_TIMEOUT_S, TimeUnit.SECONDS)
-            .statsInterval(0, TimeUnit.SECONDS)
-            .build();
-      } catch (PulsarClientException error) {
-        throw PulsarConnectorException.of("cannot make a Pulsar client for " + url, error);
+            .statsInterval(0, TimeUnit.SECONDS);
+        ClientSettings.apply(builder, broker.clientDir());
+        return builder.build();
+      } catch (PulsarClientException | UncheckedIOException error) {
+        throw PulsarConnectorException.of("cannot make a Pulsar client for " + broker.serviceUrl(), error);
       }
     });
   }
 
   /** The producer of {@code topic}, batching or not; a new one if the last lost its connection. */
-  static Producer<byte[]> producer(String serviceUrl, String topic, boolean batching) {
-    String key = serviceUrl + " " + topic + " " + batching;
+  static Producer<byte[]> producer(Broker broker, String topic, boolean batching) {
+    String key = broker.key() + " " + topic + " " + batching;
     return PRODUCERS.compute(key, (k, known) -> {
       if (known != null && known.isConnected()) {
         return known;
@@ -58,7 +61,7 @@ final class Clients {
         known.closeAsync();
       }
       try {
-        return client(serviceUrl).newProducer()
+        return client(broker).newProducer()
             .topic(topic)
             .enableBatching(batching)
             .batchingMaxPublishDelay(BATCH_DELAY_MS, TimeUnit.MILLISECONDS)

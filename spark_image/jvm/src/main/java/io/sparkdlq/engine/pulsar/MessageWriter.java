@@ -58,7 +58,7 @@ final class MessageWriter implements DataWriter<InternalRow> {
     }
     String topic = row.getUTF8String(columns.topic()).toString();
     Producer<byte[]> producer = producers.computeIfAbsent(topic,
-        name -> Clients.producer(options.serviceUrl(), name, !options.unbatched().contains(name)));
+        name -> Clients.producer(options.broker(), name, !options.unbatched().contains(name)));
     TypedMessageBuilder<byte[]> message = producer.newMessage()
         .value(row.isNullAt(columns.value()) ? new byte[0] : row.getBinary(columns.value()));
     if (columns.key() >= 0 && !row.isNullAt(columns.key())) {

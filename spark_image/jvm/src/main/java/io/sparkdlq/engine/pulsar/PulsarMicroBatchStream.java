@@ -56,7 +56,7 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
   }
 
   private PulsarClient client() {
-    return Clients.client(options.serviceUrl());
+    return Clients.client(options.broker());
   }
 
   private List<String> partitions() {
@@ -186,7 +186,7 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
     ((PulsarOffset) endOffset).positions().forEach((partition, end) -> {
       Position first = start.get(partition);
       if (end.isAfter(first)) {
-        ranges.add(new TopicRange(options.serviceUrl(), options.topic(), partition, first, end));
+        ranges.add(new TopicRange(options.broker(), options.topic(), partition, first, end));
       }
     });
     return ranges.toArray(new InputPartition[0]);

@@ -40,7 +40,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
       return false;
     }
     if (lease == null) {
-      lease = ReaderPool.take(range.serviceUrl(), range.partition(), range.start());
+      lease = ReaderPool.take(range.broker(), range.partition(), range.start());
     }
     while (true) {
       Message<byte[]> message = lease.next(READ_TIMEOUT_MS);

@@ -7,12 +7,12 @@ import java.util.List;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The options of a read: the broker ({@code serviceUrl}), the {@code topic} as the policy names
- * it (the rows' {@code topic}), the durable {@code subscription}, {@code startingOffsets}
+ * The options of a read: the broker ({@code serviceUrl}, {@code clientDir}: {@link Broker}), the
+ * {@code topic} as the policy names it (the rows' {@code topic}), the durable {@code subscription}, {@code startingOffsets}
  * ({@code earliest} or {@code latest}, for a query without a checkpoint) and {@code
  * maxEntriesPerTrigger} (entries per micro-batch over all partitions; 0: no limit).
  */
-record ReadOptions(String serviceUrl, String topic, String subscription, boolean earliest, long maxEntries)
+record ReadOptions(Broker broker, String topic, String subscription, boolean earliest, long maxEntries)
     implements Serializable {
 
   static ReadOptions of(CaseInsensitiveStringMap options) {
@@ -43,7 +43,8 @@ record ReadOptions(String serviceUrl, String topic, String subscription, boolean
     if (maxEntries < 0) {
       throw new IllegalArgumentException(PulsarDataSource.NAME + ": maxEntriesPerTrigger must be 0 or more");
     }
-    return new ReadOptions(options.get("serviceUrl"), options.get("topic"), options.get("subscription"),
+    Broker broker = new Broker(options.get("serviceUrl"), options.getOrDefault(Broker.CLIENT_DIR_OPTION, ""));
+    return new ReadOptions(broker, options.get("topic"), options.get("subscription"),
         starting.equals("earliest"), maxEntries);
   }
 }

@@ -30,8 +30,8 @@ final class ReaderPool {
   }
 
   /** A reader of {@code partition} whose next message is the first after {@code start}. */
-  static Lease take(String serviceUrl, String partition, Position start) {
-    String key = serviceUrl + " " + partition;
+  static Lease take(Broker broker, String partition, Position start) {
+    String key = broker.key() + " " + partition;
     synchronized (IDLE) {
       closeIdle();
       List<Lease> kept = IDLE.getOrDefault(key, List.of());
@@ -44,7 +44,7 @@ final class ReaderPool {
       }
     }
     try {
-      Reader<byte[]> reader = Clients.client(serviceUrl).newReader()
+      Reader<byte[]> reader = Clients.client(broker).newReader()
           .topic(partition)
           .startMessageId(start.messageId(Position.partitionIndex(partition)))
           .receiverQueueSize(RECEIVER_QUEUE)

@@ -7,6 +7,6 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * inclusive; {@code topic} as the options name it (the rows' {@code topic}), {@code partition} the
  * partition's full topic name.
  */
-record TopicRange(String serviceUrl, String topic, String partition, Position start, Position end)
+record TopicRange(Broker broker, String topic, String partition, Position start, Position end)
     implements InputPartition {
 }

@@ -8,12 +8,12 @@ import java.util.stream.Collectors;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The options of a write: the broker ({@code serviceUrl}); the topics written without producer
- * batching ({@code unbatchedTopics}, comma-separated); the topics whose messages with the
+ * The options of a write: the broker ({@code serviceUrl}, {@code clientDir}: {@link Broker});
+ * the topics written without producer batching ({@code unbatchedTopics}, comma-separated); the topics whose messages with the
  * property named by {@code deliverAtProperty} (epoch ms) are sent with Pulsar's delayed
  * delivery at that time ({@code delayedTopics}). Topics are compared as the rows name them.
  */
-record WriteOptions(String serviceUrl, Set<String> unbatched, Set<String> delayed, String deliverAtProperty)
+record WriteOptions(Broker broker, Set<String> unbatched, Set<String> delayed, String deliverAtProperty)
     implements Serializable {
 
   static WriteOptions of(CaseInsensitiveStringMap options) {
@@ -26,7 +26,8 @@ record WriteOptions(String serviceUrl, Set<String> unbatched, Set<String> delaye
     if (!delayed.isEmpty() && deliverAt.isBlank()) {
       throw new IllegalArgumentException(PulsarDataSource.NAME + ": delayedTopics needs deliverAtProperty");
     }
-    return new WriteOptions(serviceUrl, names(options.getOrDefault("unbatchedTopics", "")), delayed, deliverAt);
+    Broker broker = new Broker(serviceUrl, options.getOrDefault(Broker.CLIENT_DIR_OPTION, ""));
+    return new WriteOptions(broker, names(options.getOrDefault("unbatchedTopics", "")), delayed, deliverAt);
   }
 
   private static Set<String> names(String list) {
