@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 
 from dlq_engine.exits import EXIT_BAD_INPUT, EXIT_CHECKPOINT_LOCKED, EXIT_FAILED
+from dlq_engine.failures import Ending, Failure
 from dlq_engine.model.config_hash import config_hash
 from dlq_engine.model.documents import PolicyFileError, load_policy_file
 from dlq_engine.model.policy import KAFKA_CLIENT_DIR, PULSAR_CLIENT_DIR, DeadLetterPolicy
@@ -295,8 +296,9 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
         run = Run(spark, policy, options, metrics)
         runs.append(run)
         if lock.lost is not None:
-            print(f"dlq-engine: stopped: {lock.lost}", file=sys.stderr)
-            return EXIT_CHECKPOINT_LOCKED
+            lost = Failure(Ending.LEASE_LOST, lock.lost)
+            print(lost.message, file=sys.stderr)
+            return lost.exit_status
         install_sigterm(run)
         if metrics is not None:
             metrics.watch(spark, location, client_properties(options.kafka_client_dir))

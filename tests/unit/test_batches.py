@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from dlq_engine import Message, Retry, Terminate
+from dlq_engine.failures import Ending, EngineError, Failure
 from dlq_engine.model.policy import BackoffSpec
 from dlq_engine.processing.batches import (
     HEADER_TYPE,
-    StopPipeline,
     route_batch,
 )
 from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route
@@ -267,10 +267,14 @@ def test_terminate_and_listed_errors_skip_retries() -> None:
 
 def test_stop_strategy_raises_naming_the_message() -> None:
     settings = dataclasses.replace(SETTINGS, strategy="stop")
-    with pytest.raises(StopPipeline) as stopped:
+    with pytest.raises(EngineError) as stopped:
         route([{"offset": 3, "partition": 1}], lambda m: (_ for _ in ()).throw(Terminate("bad")), settings)
-    assert str(stopped.value) == (
-        "DLQ-STOP: strategy stop: message orders[1]@3 failed (terminated): "
+    assert stopped.value.failure == Failure(
+        Ending.STOP_STRATEGY,
+        "strategy stop: message orders[1]@3 failed (terminated): dlq_engine.model.processor_api.Terminate: bad",
+    )
+    assert stopped.value.failure.message == (
+        "dlq-engine: stopped: DLQ-STOP: strategy stop: message orders[1]@3 failed (terminated): "
         "dlq_engine.model.processor_api.Terminate: bad"
     )
 
@@ -515,7 +519,7 @@ def test_ordered_a_message_past_a_bound_is_dead_lettered_unprocessed_or_stops() 
     assert [(r["route"], r["reason"]) for r in out] == [(Route.DEAD, "ordering-overflow")]
     headers = {h["key"]: h["value"] for h in out[0]["headers"]}
     assert headers["dlq.error.class"] == b"OrderingOverflow"
-    with pytest.raises(StopPipeline, match=r"ordering\.onOverflow stop: .*maxHeldPerKey"):
+    with pytest.raises(EngineError, match=r"DLQ-STOP: ordering\.onOverflow stop: .*maxHeldPerKey"):
         route_batch(noted, dataclasses.replace(ORDERED, stop_on_overflow=True), fail, now_ms=lambda: NOW)
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from dlq_engine.failures import Ending, decode
 from dlq_engine.job.dead_letter_table import COLUMNS
 from dlq_engine.job.metrics import sink_failure
-from dlq_engine.job.pipeline import SinkWriteError
+from dlq_engine.job.pipeline import sink_write_error
 from dlq_engine.job.session import DEFAULT_CONF, DELTA_CONF, REQUIRED_CONF, session_conf
 from tests.policy_builder import policy
 
@@ -52,7 +53,7 @@ PY4J_TEXT = (
 
 
 def test_a_failed_write_reads_as_one_line_then_the_whole_error() -> None:
-    error = SinkWriteError(
+    error = sink_write_error(
         "the dead-letter table write of micro-batch 7 (delta at /data/dl)", RuntimeError(PY4J_TEXT)
     )
     first, rest = str(error).split("\n", 1)
@@ -62,6 +63,10 @@ def test_a_failed_write_reads_as_one_line_then_the_whole_error() -> None:
         "file:/data/dl/_delta_log"
     )
     assert rest == PY4J_TEXT
+    failure = decode(f"org.apache.spark.api.python.PythonException: {error}")
+    assert failure is not None
+    assert failure.kind is Ending.SINK_WRITE
+    assert failure.message == f"dlq-engine: the query failed: {first.removeprefix('DLQ-SINK: ')}"
 
 
 def test_a_failed_kafka_write_still_names_its_topic_for_the_metrics() -> None:
@@ -70,7 +75,7 @@ def test_a_failed_kafka_write_still_names_its_topic_for_the_metrics() -> None:
         "An error occurred while calling o1.save.\n: org.apache.kafka.common.errors.TimeoutException: "
         f"Expiring 3 record(s) for {p.dead_letter_topic}-0:120000 ms has passed\n"
     )
-    error = SinkWriteError("the Kafka write of micro-batch 3", RuntimeError(text))
+    error = sink_write_error("the Kafka write of micro-batch 3", RuntimeError(text))
     assert (
         str(error)
         .splitlines()[0]

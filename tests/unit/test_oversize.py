@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 
 from dlq_engine import Message, Terminate
+from dlq_engine.failures import EngineError
 from dlq_engine.processing import oversize
-from dlq_engine.processing.batches import StopPipeline, route_batch
+from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.record_size import Limit, RecordLimits, record_size
@@ -176,7 +177,7 @@ def test_under_ignore_a_record_too_large_is_counted_not_written_and_under_stop_i
         [{"value": b"x" * 5_000}], lambda m: m.value, dataclasses.replace(FITTED, strategy="ignore")
     )
     assert (row["route"], row["reason"]) == (Route.IGNORED, "too-large")
-    with pytest.raises(StopPipeline, match=r"failed \(too-large\): RecordTooLarge"):
+    with pytest.raises(EngineError, match=r"DLQ-STOP: .* failed \(too-large\): RecordTooLarge"):
         routed([{"value": b"x" * 5_000}], lambda m: m.value, dataclasses.replace(FITTED, strategy="stop"))
 
 

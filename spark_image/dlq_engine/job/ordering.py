@@ -27,6 +27,7 @@ keeps the latest of each group (``OrderingReports``) for the metrics and the hea
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -49,8 +50,28 @@ from dlq_engine.model.policy import Ordering
 from dlq_engine.processing.batches import ORDER_NOTE
 from dlq_engine.routing import headers as h
 
-#: ``OrderByKey``'s record kinds (the ``order_kind`` column); REPORT rows never reach routing.
-SOURCE, PARKED, RETRY, RELEASE, BLOCK, REPORT = 0, 1, 2, 3, 4, 5
+
+class OrderKind(enum.IntEnum):
+    """``OrderByKey``'s record kinds (the ``order_kind`` column), spelt there as its ``static
+    final int`` constants of the same names (``tests/unit/test_ordering_contract.py`` compares
+    them); REPORT rows never reach routing."""
+
+    SOURCE = 0
+    PARKED = 1
+    RETRY = 2
+    RELEASE = 3
+    BLOCK = 4
+    REPORT = 5
+
+
+#: The kind of a keyed retry-topic record by its ``dlq.control`` (none: a retry).
+KIND_OF_CONTROL: Final = {
+    h.CONTROL_PARK: OrderKind.PARKED,
+    h.CONTROL_RELEASE: OrderKind.RELEASE,
+    h.CONTROL_BLOCK: OrderKind.BLOCK,
+}
+#: The column of a record's kind.
+KIND_COLUMN: Final = "order_kind"
 #: The JVM entry point (``spark_image/jvm``).
 JVM_STAGE = "io.sparkdlq.engine.DelayStage"
 ROUTED_COLUMNS = [*RECORD_COLUMNS, DELIVER_AT_COLUMN, ORDER_NOTE]
@@ -77,7 +98,7 @@ def _keyed_source(source: DataFrame) -> DataFrame:
     frame = source.where(F.col("key").isNotNull()).select(
         *RECORD_COLUMNS,
         F.lit(None).cast("bigint").alias(DELIVER_AT_COLUMN),
-        F.lit(SOURCE).alias("order_kind"),
+        F.lit(int(OrderKind.SOURCE)).alias(KIND_COLUMN),
         F.col("partition").alias("order_partition"),
         F.col("offset").alias("order_offset"),
         F.lit(0).cast("bigint").alias("due"),
@@ -87,7 +108,7 @@ def _keyed_source(source: DataFrame) -> DataFrame:
 
 def _ours(control: Column) -> Column:
     """A retry-topic record the ordering stage reads: a keyed retry or one of its controls."""
-    known = control.isin(h.CONTROL_PARK, h.CONTROL_RELEASE, h.CONTROL_BLOCK)
+    known = control.isin(*KIND_OF_CONTROL)
     return F.col("key").isNotNull() & (control.isNull() | F.coalesce(known, F.lit(False)))
 
 
@@ -96,24 +117,23 @@ def _keyed_retries(retries: DataFrame) -> DataFrame:
     given back its source topic, position and timestamp and loses its ``dlq.*`` headers, so
     routing treats it as the source record it is."""
     control = header_text(h.CONTROL)
-    kind = (
-        F.when(control == h.CONTROL_PARK, PARKED)
-        .when(control == h.CONTROL_RELEASE, RELEASE)
-        .when(control == h.CONTROL_BLOCK, BLOCK)
-        .otherwise(RETRY)
-    )
+    kind = F.lit(int(OrderKind.RETRY))
+    for name, of_control in KIND_OF_CONTROL.items():
+        kind = F.when(control == name, int(of_control)).otherwise(kind)
     partition = F.coalesce(header_number(h.ORIGINAL_PARTITION, "int"), F.col("partition"))
     offset = F.coalesce(header_number(h.ORIGINAL_OFFSET, "bigint"), F.col("offset"))
     timestamp = F.coalesce(
         F.timestamp_millis(header_number(h.ORIGINAL_TIMESTAMP, "bigint")), F.col("timestamp")
     )
-    parked = F.col("order_kind") == PARKED
+    parked = F.col(KIND_COLUMN) == int(OrderKind.PARKED)
     frame = (
         retries.where(_ours(control))
-        .withColumn("order_kind", kind)
+        .withColumn(KIND_COLUMN, kind)
         .withColumn("order_partition", partition)
         .withColumn("order_offset", offset)
-        .withColumn(DELIVER_AT_COLUMN, F.when(F.col("order_kind") == RETRY, deliver_at_column()))
+        .withColumn(
+            DELIVER_AT_COLUMN, F.when(F.col(KIND_COLUMN) == int(OrderKind.RETRY), deliver_at_column())
+        )
     )
     frame = frame.select(
         "key",
@@ -128,7 +148,7 @@ def _keyed_retries(retries: DataFrame) -> DataFrame:
         F.when(parked, F.col("order_offset")).otherwise(F.col("offset")).alias("offset"),
         F.when(parked, timestamp).otherwise(F.col("timestamp")).alias("timestamp"),
         DELIVER_AT_COLUMN,
-        "order_kind",
+        KIND_COLUMN,
         "order_partition",
         "order_offset",
         F.coalesce(
@@ -159,7 +179,7 @@ def ordered_records(
     )
     ordered = (
         staged.observe(ORDERING_METRICS, F.collect_list(F.col(REPORT_COLUMN)).alias("reports"))
-        .where(F.col("order_kind") != REPORT)
+        .where(F.col(KIND_COLUMN) != int(OrderKind.REPORT))
         .select(*ROUTED_COLUMNS)
     )
     note = F.lit(None).cast("string").alias(ORDER_NOTE)

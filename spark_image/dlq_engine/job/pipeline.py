@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
+from dlq_engine.failures import Ending, EngineError, Failure
 from dlq_engine.job import breaker, dead_letter_table, pulsar_connector, record_limits
 from dlq_engine.job.delay import (
     DELIVER_AT_COLUMN,
@@ -209,17 +210,12 @@ def sink_records(frame: DataFrame, policy: DeadLetterPolicy) -> DataFrame:
     return frame.where(topic.isNotNull()).select(topic.alias("topic"), "key", "value", "headers")
 
 
-class SinkWriteError(RuntimeError):
+def sink_write_error(what: str, error: BaseException) -> EngineError:
     """A write of the table sink failed (the Kafka records or the dead-letter table): the batch
-    fails. Its text starts with ``MARKER`` and one line naming what failed, then the whole
-    error (the metrics read the Kafka client's exception and topic from it): the runner finds
-    the marker inside PySpark's wrapping of a ``foreachBatch`` error and prints that line."""
-
-    MARKER = "DLQ-SINK:"
-
-    def __init__(self, what: str, error: BaseException) -> None:
-        text = str(error)
-        super().__init__(f"{self.MARKER} {what} failed: {_java_summary(text)}\n{text}")
+    fails with ``Ending.SINK_WRITE``, its line naming what failed and the Java exception, then
+    the whole error (the metrics read the Kafka client's exception and topic from it)."""
+    text = str(error)
+    return EngineError(Failure(Ending.SINK_WRITE, f"{what} failed: {_java_summary(text)}"), text)
 
 
 def _java_summary(text: str) -> str:
@@ -273,11 +269,11 @@ def batch_sink(
                     "append"
                 ).save()
             except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
-                raise SinkWriteError(f"the {broker} write of micro-batch {batch_id}", error) from None
+                raise sink_write_error(f"the {broker} write of micro-batch {batch_id}", error) from None
             try:
                 dead_letter_table.append(batch, table, query_id=query_id(), batch_id=batch_id)
             except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
-                raise SinkWriteError(
+                raise sink_write_error(
                     f"the dead-letter table write of micro-batch {batch_id} ({table.format} at {table.path})",
                     error,
                 ) from None

@@ -27,21 +27,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 from pyspark.sql.streaming.query import StreamingQuery
 
-from dlq_engine.exits import (
-    EXIT_CHECKPOINT_LOCKED,
-    EXIT_ERROR_WINDOW,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_STOP_STRATEGY,
-)
+from dlq_engine.exits import EXIT_OK
+from dlq_engine.failures import Ending, Failure, decode
 from dlq_engine.job.breaker import BreakerControl
 from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.ordering import ORDERING_METRICS, OrderingReports
-from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, SinkWriteError, start
+from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, start
 from dlq_engine.model.breaker import OPEN
 from dlq_engine.model.policy import DeadLetterPolicy
-from dlq_engine.processing.batches import StopPipeline
 from dlq_engine.routing import stats as routing_stats
 from dlq_engine.routing.breaker import Transition
 from dlq_engine.routing.stats import COUNTS, observed_row
@@ -272,35 +266,31 @@ class Run:
             self._drain_progress()
             if self.breaker is not None:
                 self._breaker_moved(self.breaker.tick())
+        ending = self._ending()
+        if ending is None:
+            return EXIT_OK
+        print(ending.message, file=sys.stderr)
+        return ending.exit_status
+
+    def _ending(self) -> Failure | None:
+        """Why the query ended (None: cleanly): the one dispatch on ``Ending``'s sources."""
+        assert self.query is not None
         if self.lease_lost is not None:
-            print(f"dlq-engine: stopped: {self.lease_lost}", file=sys.stderr)
-            return EXIT_CHECKPOINT_LOCKED
+            return Failure(Ending.LEASE_LOST, self.lease_lost)
         if self.stop_reason is not None:
-            print(f"dlq-engine: stopped: {self.stop_reason}", file=sys.stderr)
-            return EXIT_ERROR_WINDOW
+            return Failure(Ending.ERROR_WINDOW, self.stop_reason)
         error = self.query.exception()
         if error is None:
-            return EXIT_OK
+            return None
         text = str(error)
         if self._stop_requested and _INTERRUPTED.search(text):
             # Stopped while a foreachBatch sink (a dead-letter table) ran a Spark job: Spark
             # recognises the interruption of its own sinks, not one passed back through Python.
             # The batch was not committed; it is replayed on the next start, as after any stop.
-            return EXIT_OK
+            return None
         if self.metrics is not None:
             self.metrics.sink_failed(text)
-        marker = text.find(StopPipeline.MARKER)
-        if marker >= 0:
-            line = text[marker:].splitlines()[0]
-            print(f"dlq-engine: stopped: {line}", file=sys.stderr)
-            return EXIT_STOP_STRATEGY
-        marker = text.find(SinkWriteError.MARKER)
-        if marker >= 0:
-            line = text[marker + len(SinkWriteError.MARKER) :].splitlines()[0].strip()
-            print(f"dlq-engine: the query failed: {line}", file=sys.stderr)
-            return EXIT_FAILED
-        print(f"dlq-engine: the query failed: {first_line(text)}", file=sys.stderr)
-        return EXIT_FAILED
+        return decode(text) or Failure(Ending.QUERY_FAILED, first_line(text))
 
 
 #: A stop interrupting the stream thread, as seen inside a wrapped error.

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dlq_engine.failures import Ending, EngineError
 from dlq_engine.model.policy import DEFAULT_HEADER_PROFILES, HeaderProfile
 from dlq_engine.model.processor_api import Message
 from dlq_engine.model.reasons import TOO_LARGE, DeadLetterReason
@@ -58,13 +59,6 @@ HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])
 #: The column of the ordering stage's note on a record it let go past a bound
 #: (``job.ordering``): such a record is dead-lettered with reason ``ordering-overflow``.
 ORDER_NOTE: Final = "order_note"
-
-
-class StopPipeline(RuntimeError):
-    """Raised on a worker when a dead letter meets the ``stop`` strategy. Its text starts with
-    ``MARKER`` so the driver can find it inside Spark's wrapped error and print it alone."""
-
-    MARKER = "DLQ-STOP:"
 
 
 def route_batches(
@@ -368,16 +362,17 @@ def _failure_headers(
     return letters.failure_headers(message, retry_headers, failure, decision, failures, settings, now)
 
 
-def _stopped(decision: Decision, message: Message, failure: Failure) -> StopPipeline:
-    """The error that stops the pipeline on a dead letter, naming the rule and the message."""
+def _stopped(decision: Decision, message: Message, failure: Failure) -> EngineError:
+    """The error that stops the pipeline on a dead letter (``Ending.STOP_STRATEGY``), naming the
+    rule and the message."""
     rule = decision.stop
     assert rule is not None
     at = f"message {message.topic}[{message.partition}]@{message.offset}"
     if rule is StopRule.ON_OVERFLOW:
-        return StopPipeline(f"{StopPipeline.MARKER} {rule.value}: {at}: {failure.error_message}")
-    return StopPipeline(
-        f"{StopPipeline.MARKER} {rule.value}: {at} failed ({decision.reason}): "
-        f"{failure.error_class}: {failure.error_message}"
+        return EngineError.of(Ending.STOP_STRATEGY, f"{rule.value}: {at}: {failure.error_message}")
+    return EngineError.of(
+        Ending.STOP_STRATEGY,
+        f"{rule.value}: {at} failed ({decision.reason}): {failure.error_class}: {failure.error_message}",
     )
 
 
