@@ -4,14 +4,31 @@
 # it in editable mode (the project, and its test bed devtools/ as a project of its own). Prints nothing on stdout but the venv path.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-key="$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
-import hashlib, sys, tomllib
+# What the venv holds: the project's dependencies and those of its engine, operator, pulsar and
+# dev extras, with the extras' references to the project itself (spark-dlq[...]) followed.
+deps="$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
+import re, sys, tomllib
 data = tomllib.load(open(sys.argv[1], "rb"))
 project = data["project"]
-blob = repr((project.get("dependencies"), project.get("optional-dependencies"), sys.version_info[:2]))
-print(hashlib.sha256(blob.encode()).hexdigest()[:12])
+extra = project["optional-dependencies"]
+reqs = list(project["dependencies"])
+todo, seen = ["engine", "operator", "pulsar", "dev"], set()
+while todo:
+    name = todo.pop(0)
+    if name in seen:
+        continue
+    seen.add(name)
+    for r in extra[name]:
+        own = re.fullmatch(r"spark-dlq\[([^\]]+)\]", r.strip())
+        if own:
+            todo += [n.strip() for n in own.group(1).split(",")]
+        elif r not in reqs:
+            reqs.append(r)
+print("\n".join(reqs))
 PY
 )"
+# Keyed by that list and Python's version, so a dependency change builds a new venv.
+key="$(printf '%s\n%s\n' "$deps" "$(python3 -c 'import sys; print(sys.version_info[:2])')" | sha256sum | cut -c1-12)"
 venv="$SPARK_DLQ_CACHE/venv-$key"
 if [[ ! -f "$venv/.complete" ]]; then
   log "creating the Python environment $venv (first run: about 1.5 minutes here)"
@@ -19,17 +36,6 @@ if [[ ! -f "$venv/.complete" ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip setuptools wheel
   # Dependencies only: the project itself is installed editable below, every time.
-  deps="$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
-import sys, tomllib
-data = tomllib.load(open(sys.argv[1], "rb"))
-project = data["project"]
-extra = project["optional-dependencies"]
-reqs = list(project["dependencies"])
-for name in ("engine", "operator", "dev"):
-    reqs += [r for r in extra[name] if not r.startswith("spark-dlq")]
-print("\n".join(reqs))
-PY
-)"
   printf '%s\n' "$deps" > "$venv/requirements.txt"
   "$venv/bin/pip" install -q -r "$venv/requirements.txt"
   touch "$venv/.complete"
