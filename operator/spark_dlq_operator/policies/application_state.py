@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Final
 
+from dlq_engine.model.heartbeat import time_of
 from spark_dlq_operator import naming
 from spark_dlq_operator.naming import RESUBMIT_ANNOTATION, Owner
 from spark_dlq_operator.policies.status import ConditionState, ConditionStatus
@@ -174,17 +175,6 @@ def resubmission(app: Mapping[str, Any]) -> dict[str, Any]:
     driver = (app.get("spec") or {}).get("driver") or {}
     count = int((driver.get("annotations") or {}).get(RESUBMIT_ANNOTATION) or 0)
     return {"spec": {"driver": {"annotations": {RESUBMIT_ANNOTATION: str(count + 1)}}}}
-
-
-def time_of(value: object) -> datetime.datetime | None:
-    """An RFC 3339 time as Kubernetes writes it, or None."""
-    if not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 JOB_SUSPENDED: Final = ConditionState("False", Reason.SUSPENDED, "spec.suspend is true: the job is stopped")
