@@ -82,7 +82,7 @@ def spark_pulsar_jars() -> list[Path]:
     """Pulsar's Java client (``pulsar-client-original``) and the jars it needs beside Spark's: the
     engine's Pulsar connector runs on them."""
     known = versions()
-    v = f"{known['PULSAR_VERSION']}-netty-{known['SPARK_NETTY_VERSION']}"
+    v = f"{known['PULSAR_VERSION']}-spark-{known['SPARK_VERSION']}"
     folder = _need(
         cache_dir() / "spark-jars" / f"pulsar-client-{v}" / ".complete",
         f"Pulsar's Java client {v}",

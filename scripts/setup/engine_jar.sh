@@ -15,7 +15,7 @@ if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; e
 command -v javac >/dev/null || { log "javac not found: the engine's jar needs a JDK 17+ (Debian: openjdk-17-jdk-headless)"; exit 1; }
 venv="$SPARK_DLQ_CACHE/venv"
 spark_jars="$("$venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
-pulsar_jars="$SPARK_DLQ_CACHE/spark-jars/pulsar-client-$PULSAR_VERSION-netty-$SPARK_NETTY_VERSION"
+pulsar_jars="$SPARK_DLQ_CACHE/spark-jars/pulsar-client-$PULSAR_VERSION-spark-$SPARK_VERSION"
 [[ -f "$pulsar_jars/.complete" ]] || { log "${pulsar_jars#"$SPARK_DLQ_CACHE"/} not found: run scripts/setup/jars.sh first"; exit 1; }
 log "compiling ${dest#"$SPARK_DLQ_CACHE"/}"
 rm -rf "$dest"; mkdir -p "$dest/classes"

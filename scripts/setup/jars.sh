@@ -33,6 +33,6 @@ fetch "$REPO_ROOT/scripts/setup/maven/spark-delta.pom.xml" \
   "$SPARK_DLQ_CACHE/spark-jars/delta-$DELTA_VERSION" \
   -Ddelta.version="$DELTA_VERSION" -Dscala.binary="$SCALA_BINARY"
 fetch "$REPO_ROOT/scripts/setup/maven/spark-pulsar.pom.xml" \
-  "$SPARK_DLQ_CACHE/spark-jars/pulsar-client-$PULSAR_VERSION-netty-$SPARK_NETTY_VERSION" \
+  "$SPARK_DLQ_CACHE/spark-jars/pulsar-client-$PULSAR_VERSION-spark-$SPARK_VERSION" \
   -s "$REPO_ROOT/scripts/setup/maven/central-only.settings.xml" -Dpulsar.version="$PULSAR_VERSION" \
   -Dnetty.version="$SPARK_NETTY_VERSION"
