@@ -45,12 +45,16 @@ def chart_controller_security() -> dict[str, Any]:
 def submitter_kubeconfig(kube: ControlPlane, kube_api: Any, namespace: str) -> Path:
     """A kubeconfig with the token of a service account that may do in ``namespace`` what
     spark-submit does for a driver (the spark-operator's controller role grants it): create and
-    manage pods, services and config maps."""
+    manage pods, services and config maps, and, from Spark 4.2 on, the driver's NetworkPolicy
+    (Spark's NetworkPolicyFeatureStep makes one for every application)."""
     core, rbac = client.CoreV1Api(kube_api), client.RbacAuthorizationV1Api(kube_api)
     account = "spark-submitter"
     core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": account}))
     verbs = ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"]
-    rules = [{"apiGroups": [""], "resources": ["pods", "services", "configmaps"], "verbs": verbs}]
+    rules = [
+        {"apiGroups": [""], "resources": ["pods", "services", "configmaps"], "verbs": verbs},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": verbs},
+    ]
     rbac.create_namespaced_role(namespace, {"metadata": {"name": account}, "rules": rules})
     rbac.create_namespaced_role_binding(
         namespace,
