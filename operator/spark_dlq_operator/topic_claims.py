@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from dlq_engine.model import DeadLetterPolicy, PolicyError, parse_policy
-from spark_dlq_operator.policies.application_state import time_of
+from dlq_engine.model.heartbeat import time_of
 from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import (
     TopicKind,

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from dlq_engine.model.breaker import CLOSED, HALF_OPEN
-from dlq_engine.model.heartbeat import Heartbeat, OrderingReport
+from dlq_engine.model.heartbeat import Heartbeat, OrderingReport, time_of
 from spark_dlq_operator.naming import HEARTBEAT_ANNOTATION
-from spark_dlq_operator.policies.application_state import AppState, application_state, time_of
+from spark_dlq_operator.policies.application_state import AppState, application_state
 from spark_dlq_operator.policies.status import ConditionState
 from spark_dlq_operator.reasons import Reason
 

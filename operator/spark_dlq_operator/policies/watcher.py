@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from dlq_engine.model.heartbeat import time_of
 from spark_dlq_operator import naming
 from spark_dlq_operator.kubeapi import SPARK_APPLICATIONS, ApiError
 from spark_dlq_operator.naming import Owner
@@ -21,7 +22,6 @@ from spark_dlq_operator.policies.application_state import (
     policy_owner,
     resubmission,
     resubmit_due,
-    time_of,
     unnoticed,
     unwatched,
 )
