@@ -108,5 +108,9 @@ def last_committed_batch(spark: SparkSession, checkpoint: str) -> int | None:
 
 def held_retries(spark: SparkSession, checkpoint: str, batch_id: int) -> int:
     """Retries held in the delay stage's state as of ``batch_id`` (a Spark job: seconds)."""
+    # The state reader's stores report to the StateStoreCoordinator, which the session's
+    # streaming query manager registers when it is first made: made here, the read does not
+    # depend on whether the query has started yet (without it, every store load fails).
+    spark.streams.active  # noqa: B018 - for its effect
     reader = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", HELD_STATE)
     return int(reader.option("batchId", batch_id).load().count())
