@@ -19,6 +19,7 @@ import yaml
 
 from dlq_engine.model import DeadLetterPolicy, config_hash, to_document
 from dlq_engine.model.policy import PodSettings
+from dlq_engine.model.policy_spec import broker_spec
 from dlq_engine.model.topics import TopicWant, broker_topic_name
 from spark_dlq_operator import topic_ownership
 from spark_dlq_operator.config import OperatorConfig
@@ -303,6 +304,8 @@ class Desired:
     service_account: str
     retry_topic: str
     dead_letter_topic: str
+    #: ``status.broker``: the broker the job uses, as ``spec.broker`` is written.
+    broker: Manifest
 
 
 def desired(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, fit: PodFit) -> Desired:
@@ -320,6 +323,7 @@ def desired(policy: DeadLetterPolicy, *, config: OperatorConfig, owner: Owner, f
         service_account=spark_service_account(policy.name, fit, config),
         retry_topic=broker_topic_name(policy, policy.retry_topic),
         dead_letter_topic=broker_topic_name(policy, policy.dead_letter_topic),
+        broker=broker_spec(policy.broker),
     )
 
 

@@ -26,6 +26,7 @@ from dlq_engine.model.policy import (
     PULSAR_SERVICE_URL_PATTERN,
     PULSAR_TOPIC_PATTERN,
     BackoffType,
+    Broker,
     BrokerType,
     DeadLetterStrategy,
     DeadLetterTableFormat,
@@ -35,8 +36,10 @@ from dlq_engine.model.policy import (
     OrderingMode,
     ProcessorMode,
     Provisioner,
+    SecretRef,
     StartingOffsets,
 )
+from dlq_engine.model.policy_spec import broker_spec
 from spark_dlq_operator.policy_class import (
     DEFAULTABLE,
     NEVER_CHECKPOINT,
@@ -325,7 +328,18 @@ def test_status_schema(root: dict[str, Any]) -> None:
         "lastRestartReason",
         "ordering",
         "ownedTopics",
+        "broker",
     }
+    # status.broker holds spec.broker as the operator writes it, for either broker type.
+    written = {
+        key
+        for broker in (
+            Broker(bootstrap_servers="k:9092", secret_ref=SecretRef("s")),
+            Broker(type="pulsar", service_url="pulsar://p:6650", admin_url="http://p:8080"),
+        )
+        for key in broker_spec(broker)
+    }
+    assert set(status["properties"]["broker"]["properties"]) == written
     # The keys of status.ownedTopics' entries and its kinds (topic_ownership.OwnedTopic).
     owned = status["properties"]["ownedTopics"]
     assert (

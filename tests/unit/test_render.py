@@ -688,7 +688,9 @@ def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_next_status_from_nothing() -> None:
-    status = next_status({}, full(JOB_SUBMITTED), now=NOW)
+    broker = {"type": "kafka", "bootstrapServers": "kafka-a:9092"}
+    status = next_status({}, full(JOB_SUBMITTED, broker=broker), now=NOW)
+    assert status["broker"] == broker
     assert status["observedGeneration"] == 2
     assert status["phase"] == "Pending"
     names = ("retryTopic", "deadLetterTopic", "sparkApplication", "configHash")

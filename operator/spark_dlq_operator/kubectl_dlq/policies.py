@@ -95,8 +95,9 @@ def policy_from_cluster(
     bootstrap_servers: str | None = None,
 ) -> ClusterPolicy:
     """The DeadLetterPolicy ``name``. One that names no broker gets its class's, as the operator
-    gives it (``spec.className``, else the default class: ``class_broker``); the classes are read
-    only then, and not at all when ``bootstrap_servers`` (the user's own) is given."""
+    gave it (``status.broker``: a namespace's users may not list the cluster's classes); before
+    the operator has written it, as the operator gives it (``spec.className``, else the default
+    class: ``class_broker``). Neither is read when ``bootstrap_servers`` (the user's own) is given."""
     if not _NAME_RE.match(name):
         raise BadInput(f"--policy: {name!r} is not a valid resource name")
     if namespace is not None and not _NAME_RE.match(namespace):
@@ -118,8 +119,12 @@ def policy_from_cluster(
     spec = document.get("spec") if isinstance(document, dict) else None
     origin: str | None = None
     if isinstance(spec, dict) and spec.get("broker") is None:
+        given = (document.get("status") or {}).get("broker")
         if bootstrap_servers:
             spec["broker"] = {"bootstrapServers": bootstrap_servers}
+        elif isinstance(given, dict) and given.get("type"):
+            spec["broker"] = given
+            origin = f"status.broker of {where}, its class's as the operator gave it; --bootstrap-servers overrides it"
         else:
             listed = run_kubectl(
                 kubectl_command(

@@ -135,6 +135,7 @@ async def _write_topics_problem(
             topics=condition,
             retry_topic=want.retry_topic,
             dead_letter_topic=want.dead_letter_topic,
+            broker=want.broker,
             spark_application=want.application_name,
         ),
     )

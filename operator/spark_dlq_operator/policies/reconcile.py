@@ -150,6 +150,7 @@ async def _reconcile(
             job=condition,
             retry_topic=want.retry_topic,
             dead_letter_topic=want.dead_letter_topic,
+            broker=want.broker,
             spark_application=want.application_name,
             config_hash=digest,
             restarted=restarted,

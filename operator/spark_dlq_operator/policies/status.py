@@ -65,6 +65,8 @@ class Observation:
     job: ConditionState | None = None
     retry_topic: str | None = None
     dead_letter_topic: str | None = None
+    #: ``status.broker``: the broker the job uses (the class's when the spec names none).
+    broker: Mapping[str, Any] | None = None
     spark_application: str | None = None
     config_hash: str | None = None
     restarted: bool = False
@@ -138,6 +140,8 @@ def next_status(old: Mapping[str, Any], observation: Observation, *, now: str) -
     ):
         if value is not None:
             status[key] = value
+    if observation.broker is not None:
+        status["broker"] = dict(observation.broker)
     if observation.owned_topics:
         status["ownedTopics"] = topic_ownership.merged(status.get("ownedTopics"), observation.owned_topics)
     if observation.ordering is not None:

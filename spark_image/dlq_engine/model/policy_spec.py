@@ -49,7 +49,7 @@ def to_spec(policy: DeadLetterPolicy) -> dict[str, Any]:
             "maxOffsetsPerTrigger": policy.source.max_offsets_per_trigger,
             "ordering": policy.source.ordering,
         },
-        "broker": _broker_spec(policy.broker),
+        "broker": broker_spec(policy.broker),
         "processor": {
             "entrypoint": policy.processor.entrypoint,
             "mode": policy.processor.mode,
@@ -136,8 +136,9 @@ def pod_spec(pod: PodSettings) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value}
 
 
-def _broker_spec(broker: Broker) -> dict[str, Any]:
-    """The fields of the broker's own type (the parser refuses the other type's)."""
+def broker_spec(broker: Broker) -> dict[str, Any]:
+    """``spec.broker`` as written: the fields of the broker's own type (the parser refuses the
+    other type's)."""
     written: dict[str, Any] = {"type": broker.type}
     if broker.type == "kafka":
         written["bootstrapServers"] = broker.bootstrap_servers

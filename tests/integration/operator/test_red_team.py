@@ -19,7 +19,9 @@ topics owned by another policy or another team).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,8 +34,10 @@ from kubernetes.client.exceptions import ApiException
 
 from dlq_engine.model import parse_policy
 from spark_dlq_devtools.kube import ControlPlane
+from spark_dlq_devtools.paths import kubernetes_bin
 from spark_dlq_operator.config import OperatorConfig
 from spark_dlq_operator.governance import govern
+from spark_dlq_operator.kubectl_dlq import cli as kubectl_dlq
 from spark_dlq_operator.policy_class import (
     BUILT_IN_CLASS,
     DEFAULT_SPARK_CONF_ALLOWED,
@@ -75,6 +79,8 @@ class Bed:
     team_b: str
     class_name: str
     author: Any
+    #: The author's kubeconfig (for kubectl).
+    author_kubeconfig: str
     admin_a: Cluster
     admin_b: Cluster
     bootstrap: str
@@ -175,7 +181,8 @@ def bed(
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         },
     )
-    author = config.new_client_from_config(config_file=str(kube.kubeconfig(user)))
+    author_kubeconfig = str(kube.kubeconfig(user))
+    author = config.new_client_from_config(config_file=author_kubeconfig)
     # The chart's rights reach the author through edit once the aggregation controller has
     # copied them in (and edit's own, e.g. ConfigMaps, once it has filled edit at all).
     wait_for(
@@ -206,6 +213,7 @@ def bed(
             team_b,
             platform,
             author,
+            author_kubeconfig,
             Cluster(kube_api, team_a),
             Cluster(kube_api, team_b),
             bootstrap_servers,
@@ -406,6 +414,38 @@ def test_the_author_cannot_reach_another_namespace_the_status_or_the_classes(
         ),
     )
     assert victim not in json.dumps(bed.admin_a.status(payroll))
+
+
+def test_the_author_reads_the_dead_letters_of_a_policy_that_names_no_broker(
+    bed: Bed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The author may not list the classes, so ``kubectl dlq --policy`` finds a brokerless
+    policy's broker in its status, where the operator wrote its class's."""
+    document = bed.policy(bed.team_a, "ledger")
+    del document["spec"]["broker"]
+    bed.author_creates(document)
+    broker = wait_for(
+        lambda: bed.admin_a.status("ledger").get("broker"), interval=POLL, what="status.broker written"
+    )
+    assert broker == {"type": "kafka", "bootstrapServers": bed.bootstrap}
+    monkeypatch.setenv("KUBECTL", str(kubernetes_bin("kubectl")))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = kubectl_dlq.main(
+            [
+                "stats",
+                "--policy",
+                "ledger",
+                "-n",
+                bed.team_a,
+                "--kubeconfig",
+                bed.author_kubeconfig,
+                "-o",
+                "json",
+            ]
+        )
+    assert (status, err.getvalue()) == (0, ""), out.getvalue()
+    assert json.loads(out.getvalue())["total"] == 0
 
 
 # ---------------------------------------------------------------------------------------------
