@@ -207,3 +207,36 @@ def test_full_topic_names_read_the_same_topic(letters: PulsarLetters, tmp_path: 
     full = write_policy(tmp_path / "full.yaml", letters.pulsar, full_topic(letters.topic))
     status, out, _ = run("stats", "-f", str(full), "-o", "json")
     assert (status, json.loads(out)["total"]) == (0, 6)
+
+
+def test_the_client_secrets_files_reach_a_secured_broker(letters: PulsarLetters) -> None:
+    """``--pulsar-client``: the policy's client Secret as files, as the engine mounts it. A token
+    of a role that may consume, over TLS with the broker's CA: every dead letter; a wrong token:
+    one line, status 1; a file no Pulsar client takes: bad input naming it."""
+    pulsar = letters.pulsar
+    role = unique("triage")
+    pulsar.grant(letters.topic, role, ["consume"])
+    over_tls = ("--service-url", pulsar.service_url_tls, "--request-timeout", "5s", "-o", "json")
+    good = pulsar.client_dir(role, {"token": pulsar.token(role) + "\n", "ca.crt": pulsar.ca})
+    status, out, err = run("stats", "-f", str(letters.policy), *over_tls, "--pulsar-client", str(good))
+    assert (status, err, json.loads(out or "{}").get("total")) == (0, "", 6)
+
+    forged = pulsar.client_dir(
+        f"{role}-forged", {"token": pulsar.token(role, key=b"k" * 32), "ca.crt": pulsar.ca}
+    )
+    status, out, err = run("stats", "-f", str(letters.policy), *over_tls, "--pulsar-client", str(forged))
+    assert (status, out) == (1, "")
+    assert err.startswith(
+        f"error: cannot reach the Pulsar broker at {pulsar.service_url_tls} (--service-url): "
+    )
+    assert err.count("\n") == 1, err
+    assert "Authentication" in err, err
+
+    odd = pulsar.client_dir(f"{role}-odd", {"token": "t", "password": "p"})
+    status, _, err = run("stats", "-f", str(letters.policy), "--pulsar-client", str(odd))
+    assert (status, err) == (
+        2,
+        f"error: --pulsar-client {odd}: unknown key(s) password (a Pulsar client takes "
+        "token, ca.crt, tls.crt, tls.key, oauth2.issuerUrl, oauth2.audience, oauth2.scope, "
+        "oauth2.credentials.json)\n",
+    )

@@ -80,6 +80,7 @@ _COMMON_DEFAULTS: Final[dict[str, Any]] = {
     "bootstrap_servers": None,
     "kafka_config": None,
     "service_url": None,
+    "pulsar_client": None,
     "request_timeout": "10s",
 }
 
@@ -130,6 +131,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="pulsar://HOST:PORT",
         default=s,
         help="the broker to read from instead of the policy's spec.broker.serviceUrl",
+    )
+    pulsar.add_argument(
+        "--pulsar-client",
+        metavar="DIR",
+        default=s,
+        help="the policy's Pulsar client Secret as files, one per key (token, ca.crt, tls.crt, "
+        "tls.key, oauth2.*), as the engine mounts it",
     )
     parser.add_argument("--request-timeout", metavar="DURATION", default=s,
                         help="how long to wait for the broker or the cluster (default 10s)")  # fmt: skip
@@ -381,6 +389,7 @@ def _stats_of_all(
                 bootstrap_servers=args.bootstrap_servers if kafka else None,
                 kafka_config=args.kafka_config if kafka else None,
                 service_url=None if kafka else args.service_url,
+                pulsar_client=None if kafka else args.pulsar_client,
             )
             topic = target.topic
             progress = Progress(sys.stderr, label=f"reading {namespace}/{name}'s {topic}")

@@ -14,19 +14,22 @@ letter the broker deleted is not there to count. The client is the ``pulsar`` ex
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import math
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from dlq_engine.model import pulsar_client as client_keys
 from dlq_engine.model.dead_letter import DeadLetter
 from dlq_engine.model.policy import pulsar_topic
 from dlq_engine.model.pulsar_ids import pulsar_id_parts, pulsar_offset
 from dlq_engine.release import missing_extra
 from spark_dlq_operator.kubectl_dlq.errors import PROG, BadInput, TriageError, Unreachable
 from spark_dlq_operator.kubectl_dlq.expired import Span
-from spark_dlq_operator.kubectl_dlq.target import Target
+from spark_dlq_operator.kubectl_dlq.target import CLIENT_FILE, Target
 from spark_dlq_operator.kubectl_dlq.times import SEEK_MARGIN_MS, Window
 
 #: A message id as a sortable key: (ledger, entry, batch index; -1 for a message of no batch).
@@ -45,13 +48,55 @@ def client_module() -> ModuleType:
 
 
 def client_settings(target: Target, *, timeout_ms: int) -> dict[str, Any]:
-    """The ``pulsar.Client`` keyword arguments that reach ``target``'s broker: its service URL and
-    the request timeout. Every Pulsar connection setting (authentication, TLS) is made here."""
-    return {
+    """The ``pulsar.Client`` keyword arguments that reach ``target``'s broker: its service URL,
+    the request timeout, and what the client Secret's files say (``--pulsar-client``): the
+    certificates to trust (host names verified), a client certificate, and one way to
+    authenticate, chosen as the engine chooses it (``pulsar_client.authentication``). Every
+    Pulsar connection setting is made here."""
+    settings: dict[str, Any] = {
         "service_url": target.client["serviceUrl"],
         "operation_timeout_seconds": max(1, math.ceil(timeout_ms / 1000)),
         "connection_timeout_ms": timeout_ms,
     }
+    files = {
+        key.removeprefix(CLIENT_FILE): path
+        for key, path in target.client.items()
+        if key.startswith(CLIENT_FILE)
+    }
+    if not files:
+        return settings
+    pulsar = client_module()
+    if client_keys.CA in files:
+        settings["tls_trust_certs_file_path"] = files[client_keys.CA]
+        settings["tls_validate_hostname"] = True
+    how = client_keys.authentication(files)
+    if how == "tls":
+        settings["authentication"] = pulsar.AuthenticationTLS(files[client_keys.CERT], files[client_keys.KEY])
+    elif client_keys.CERT in files:  # a client certificate beside another authentication
+        settings["tls_certificate_file_path"] = files[client_keys.CERT]
+        settings["tls_private_key_file_path"] = files[client_keys.KEY]
+    if how == "token":
+        settings["authentication"] = pulsar.AuthenticationToken(_text(files[client_keys.TOKEN]))
+    elif how == "oauth2":
+        params = {
+            "type": "client_credentials",
+            "issuer_url": _text(files[client_keys.OAUTH2_ISSUER]),
+            "audience": _text(files[client_keys.OAUTH2_AUDIENCE]),
+            "private_key": f"file://{files[client_keys.OAUTH2_CREDENTIALS]}",
+        }
+        if client_keys.OAUTH2_SCOPE in files:
+            params["scope"] = _text(files[client_keys.OAUTH2_SCOPE])
+        settings["authentication"] = pulsar.AuthenticationOauth2(json.dumps(params))
+    return settings
+
+
+def _text(path: str) -> str:
+    """One setting's file, as its text without surrounding white space (a Secret written with
+    ``echo`` ends in a newline)."""
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadInput(f"--pulsar-client: cannot read {path}: {error}") from None
 
 
 def _quiet_logger() -> logging.Logger:

@@ -1,5 +1,6 @@
 """Where a policy's dead letters are and how to reach their broker, from the policy and the
-command line's overrides (``--bootstrap-servers``, ``--kafka-config``, ``--service-url``).
+command line's overrides (``--bootstrap-servers``, ``--kafka-config``, ``--service-url``,
+``--pulsar-client``).
 """
 
 from __future__ import annotations
@@ -9,16 +10,23 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
+from dlq_engine.model import pulsar_client as client_keys
 from dlq_engine.model.policy import PULSAR_SERVICE_URL_PATTERN, BrokerType, DeadLetterPolicy
 from spark_dlq_operator.kubectl_dlq.errors import BadInput
 from spark_dlq_operator.kubectl_dlq.policies import policy_from_cluster, policy_from_file
+
+#: On Pulsar, the prefix of a client setting's key in ``Target.client`` whose value is the file
+#: holding one key of the client Secret (``--pulsar-client``).
+CLIENT_FILE: Final = "file:"
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
     """The topic to read and how to reach its broker: on Kafka the client properties
-    (``bootstrap.servers`` and the ``--kafka-config`` ones), on Pulsar ``serviceUrl``.
+    (``bootstrap.servers`` and the ``--kafka-config`` ones), on Pulsar ``serviceUrl`` and the
+    client Secret's files (``CLIENT_FILE`` + its key).
     ``broker_origin`` says where the address came from, for the message when it cannot be
     reached."""
 
@@ -57,6 +65,7 @@ def target_for(
     bootstrap_servers: str | None,
     kafka_config: str | None,
     service_url: str | None = None,
+    pulsar_client: str | None = None,
     broker_origin: str | None = None,
 ) -> Target:
     """The dead-letter topic of ``policy`` and how to reach its broker: on Kafka
@@ -75,13 +84,16 @@ def target_for(
                 if value is not None
             ],
             service_url=service_url,
+            pulsar_client=pulsar_client,
             broker_origin=broker_origin,
         )
-    if service_url is not None:
-        raise BadInput(
-            f"--service-url: is for a Pulsar policy; {policy.qualified_name} is on Kafka "
-            "(spec.broker.type kafka): give its broker with --bootstrap-servers"
-        )
+    for flag, value in (("--service-url", service_url), ("--pulsar-client", pulsar_client)):
+        if value is not None:
+            raise BadInput(
+                f"{flag}: is for a Pulsar policy; {policy.qualified_name} is on Kafka "
+                "(spec.broker.type kafka): give its broker with --bootstrap-servers, its client "
+                "settings with --kafka-config"
+            )
     client = {"bootstrap.servers": policy.broker.bootstrap_servers}
     origin = (
         broker_origin
@@ -100,8 +112,28 @@ def target_for(
     return Target(topic=policy.dead_letter_topic, client=client, broker_origin=origin)
 
 
+def read_pulsar_client(path: str) -> dict[str, str]:
+    """The files of a Pulsar client Secret written out one per key (``dlq_engine.model.
+    pulsar_client``): key -> file path. Names starting with a dot are skipped (a mounted
+    Secret's own bookkeeping); a key outside the list, or settings that do not go together,
+    are refused naming the folder."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise BadInput(f"--pulsar-client {path}: is not a folder (one file per key of the Secret)")
+    files = {entry.name: str(entry) for entry in sorted(folder.iterdir()) if not entry.name.startswith(".")}
+    found = client_keys.problems(files)
+    if found:
+        raise BadInput(f"--pulsar-client {path}: {'; '.join(found)}")
+    return files
+
+
 def _pulsar_target(
-    policy: DeadLetterPolicy, *, kafka_options: list[str], service_url: str | None, broker_origin: str | None
+    policy: DeadLetterPolicy,
+    *,
+    kafka_options: list[str],
+    service_url: str | None,
+    pulsar_client: str | None,
+    broker_origin: str | None,
 ) -> Target:
     if kafka_options:
         raise BadInput(
@@ -117,9 +149,12 @@ def _pulsar_target(
                 f"--service-url: must be pulsar://host:port or pulsar+ssl://host:port, got {service_url!r}"
             )
         origin = "--service-url"
-    return Target(
-        topic=policy.dead_letter_topic, client={"serviceUrl": url}, broker_origin=origin, broker="pulsar"
-    )
+    client = {"serviceUrl": url}
+    if pulsar_client is not None:
+        client.update(
+            {f"{CLIENT_FILE}{key}": file for key, file in read_pulsar_client(pulsar_client).items()}
+        )
+    return Target(topic=policy.dead_letter_topic, client=client, broker_origin=origin, broker="pulsar")
 
 
 def located(args: argparse.Namespace, timeout_ms: int) -> tuple[DeadLetterPolicy, Target]:
@@ -144,6 +179,7 @@ def located(args: argparse.Namespace, timeout_ms: int) -> tuple[DeadLetterPolicy
         bootstrap_servers=args.bootstrap_servers,
         kafka_config=args.kafka_config,
         service_url=args.service_url,
+        pulsar_client=args.pulsar_client,
         broker_origin=origin,
     )
     return policy, target
