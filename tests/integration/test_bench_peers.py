@@ -37,11 +37,13 @@ def test_the_peers_route_every_message_once_beside_the_engine(
         rounds=1,
         peers=list(PEERS),
     )
-    assert [r["kind"] for r in result["runs"]] == ["spark_copy", "engine", "spring_kafka", "kafka_connect"]
+    kinds = [r["kind"] for r in result["runs"]]
+    assert kinds == ["spark_copy", "spark_arrow_copy", "engine", "spring_kafka", "kafka_connect"]
+    by_kind = dict(zip(kinds, result["runs"], strict=True))
     want_out, want_dead = expected(N, MIX)
     # 1% transient (retried, then published) + 0.1% poison (dead) of 2,000.
     assert (len(want_out), len(want_dead)) == (N - 2, 2)
-    for run in result["runs"][2:]:
+    for run in (by_kind["spring_kafka"], by_kind["kafka_connect"]):
         assert run["counts"] == {
             "output": N - 2,
             "dead": 2,
@@ -58,7 +60,7 @@ def test_the_peers_route_every_message_once_beside_the_engine(
         # The peer's JVM and the broker both worked during the peer's span.
         assert run["cpu_seconds"]["broker"] > 0
         assert run["cpu_seconds"][{"spring_kafka": "spring", "kafka_connect": "connect"}[run["kind"]]] > 0
-    spring = result["runs"][2]
+    spring = by_kind["spring_kafka"]
     assert 0 < spring["first_pass_seconds"] <= spring["seconds"]
     peers = result["summary"]["by_mix"][MIX]["peers"]
     assert set(peers) == {"spring_kafka", "kafka_connect"}

@@ -23,8 +23,10 @@ from spark_dlq_devtools.outage import OutageRun, side_by_side
 #: The suite's outage: longer than three failed attempts half a second apart take, in batches of
 #: a second or two, and well under a minute.
 OUTAGE_S = 12.0
-#: Small enough to trip within one micro-batch at the run's rate, to probe soon after recovery.
-BREAKER = {"window": 10, "threshold": 0.5, "openTime": "5s", "probes": 5}
+#: Small enough to trip within one micro-batch at the run's rate; open longer than the batch that
+#: trips it may take on a loaded machine (a batch must run while it is open), short enough to
+#: probe soon after recovery.
+BREAKER = {"window": 10, "threshold": 0.5, "openTime": "8s", "probes": 5}
 RETRY = {"maxRedeliverCount": 2, "backoff": {"type": "fixed", "delay": "500ms"}}
 
 

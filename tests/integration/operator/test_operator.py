@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY
 from dlq_engine.model import config_hash, parse_policy, to_document
 from dlq_engine.model.documents import load_policy_text
 from spark_dlq_devtools.processes import free_port
+from spark_dlq_operator.config import SPARK_VERSION
 from tests.integration.operator.conftest import (
     Cluster,
     RunningOperator,
@@ -125,7 +126,7 @@ def test_create_provisions_topics_configmap_and_application(
         "Python",
         "3",
         "cluster",
-        "4.0.0",
+        SPARK_VERSION,
     )
     assert spec["image"] == "registry.test/spark-dlq:test"
     assert spec["arguments"] == [
