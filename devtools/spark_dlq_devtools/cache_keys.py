@@ -25,6 +25,35 @@ from pathlib import Path
 VENV_EXTRAS = ("engine", "operator", "pulsar", "dev")
 
 
+#: The Java programs ``java_programs.sh`` builds: name -> (their sources, the Maven properties
+#: they are built with, in order: property -> the versions.env key that gives its value). The
+#: script reads this table (``java-programs``), the test bed finds the builds by it.
+JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "interop": (
+        "tests/interop/java",
+        (
+            ("kafka.version", "KAFKA_VERSION"),
+            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
+            ("pulsar.version", "PULSAR_CLIENT_VERSION"),
+        ),
+    ),
+    "kafka-interop": ("tests/interop/kafka", (("kafka.version", "KAFKA_STREAMS_VERSION"),)),
+    "pulsar-interop": (
+        "tests/interop/pulsar",
+        (("pulsar.version", "PULSAR_VERSION"), ("slf4j.version", "SLF4J_VERSION")),
+    ),
+    "spring": (
+        "bench/peers/spring",
+        (
+            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
+            ("kafka.version", "KAFKA_VERSION"),
+            ("slf4j.version", "SLF4J_VERSION"),
+        ),
+    ),
+    "connect": ("bench/peers/connect", (("kafka.version", "KAFKA_VERSION"),)),
+}
+
+
 def _manifest_key(root: Path, files: Iterable[Path], extra_lines: Sequence[str] = ()) -> str:
     """12 hex digits of the sha256 of ``sha256sum``'s lines for ``files`` (paths relative to
     ``root``, in byte order) followed by ``extra_lines``, one a line."""
@@ -142,6 +171,7 @@ def image_key(context: Path, dockerfile: Path, words: Sequence[str]) -> str:
 USAGE = """\
 usage: python3 -m spark_dlq_devtools.cache_keys KIND ARGS...
   engine-jar SOURCES                     the engine's jar (spark_image/jvm)
+  java-programs                          JAVA_PROGRAMS: NAME SOURCES PROPERTY=VERSIONS-KEY...
   java-program SOURCES [-Dname=value...] a Java program of java_programs.sh
   node-images DEVTOOLS                   the node's images (devtools/)
   argocd-health SOURCES                  devtools/argocd-health
@@ -159,6 +189,9 @@ def main(argv: Sequence[str]) -> int:
     kind, *args = argv
     if kind == "engine-jar" and len(args) == 1:
         print(engine_jar_key(Path(args[0])))
+    elif kind == "java-programs" and not args:
+        for name, (sources, properties) in JAVA_PROGRAMS.items():
+            print(" ".join([name, sources, *(f"{prop}={key}" for prop, key in properties)]))
     elif kind == "java-program" and args:
         print(java_program_key(Path(args[0]), args[1:]))
     elif kind == "node-images" and len(args) == 1:

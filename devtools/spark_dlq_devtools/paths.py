@@ -10,7 +10,13 @@ import os
 from functools import cache
 from pathlib import Path
 
-from spark_dlq_devtools.cache_keys import argocd_health_key, engine_jar_key, java_program_key, node_images_key
+from spark_dlq_devtools.cache_keys import (
+    JAVA_PROGRAMS,
+    argocd_health_key,
+    engine_jar_key,
+    java_program_key,
+    node_images_key,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,34 +104,6 @@ def engine_jar() -> Path:
     digest = engine_jar_key(REPO_ROOT / "spark_image" / "jvm")
     folder = cache_dir() / "engine-jar" / f"{versions()['SPARK_VERSION']}-{digest}"
     return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"
-
-
-#: The Java programs ``java_programs.sh`` builds: name -> (their sources, the Maven properties
-#: they are built with, in its order: property -> the versions.env key that gives its value).
-JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
-    "interop": (
-        "tests/interop/java",
-        (
-            ("kafka.version", "KAFKA_VERSION"),
-            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
-            ("pulsar.version", "PULSAR_CLIENT_VERSION"),
-        ),
-    ),
-    "kafka-interop": ("tests/interop/kafka", (("kafka.version", "KAFKA_STREAMS_VERSION"),)),
-    "pulsar-interop": (
-        "tests/interop/pulsar",
-        (("pulsar.version", "PULSAR_VERSION"), ("slf4j.version", "SLF4J_VERSION")),
-    ),
-    "spring": (
-        "bench/peers/spring",
-        (
-            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
-            ("kafka.version", "KAFKA_VERSION"),
-            ("slf4j.version", "SLF4J_VERSION"),
-        ),
-    ),
-    "connect": ("bench/peers/connect", (("kafka.version", "KAFKA_VERSION"),)),
-}
 
 
 def java_program(name: str) -> Path:
