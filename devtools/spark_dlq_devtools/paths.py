@@ -6,10 +6,17 @@ source it and this module reads it, so the fixtures start exactly what was insta
 
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import cache
 from pathlib import Path
+
+from spark_dlq_devtools.cache_keys import (
+    JAVA_PROGRAMS,
+    argocd_health_key,
+    engine_jar_key,
+    java_program_key,
+    node_images_key,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,42 +101,9 @@ def spark_pulsar_jars() -> list[Path]:
 def engine_jar() -> Path:
     """The engine's JVM part (``spark_image/jvm``), compiled by ``engine_jar.sh`` into a folder
     named by the Spark version and a hash of the Java sources."""
-    sources = REPO_ROOT / "spark_image" / "jvm"
-    lines = "".join(
-        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(sources).as_posix()}\n"
-        for path in sorted(sources.glob("src/**/*.java"), key=lambda p: p.relative_to(sources).as_posix())
-    )
-    digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
+    digest = engine_jar_key(REPO_ROOT / "spark_image" / "jvm")
     folder = cache_dir() / "engine-jar" / f"{versions()['SPARK_VERSION']}-{digest}"
     return _need(folder / ".complete", "the engine's jar", "engine_jar.sh").parent / "spark-dlq-engine.jar"
-
-
-#: The Java programs ``java_programs.sh`` builds: name -> (their sources, the Maven properties
-#: they are built with, in its order: property -> the versions.env key that gives its value).
-JAVA_PROGRAMS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
-    "interop": (
-        "tests/interop/java",
-        (
-            ("kafka.version", "KAFKA_VERSION"),
-            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
-            ("pulsar.version", "PULSAR_CLIENT_VERSION"),
-        ),
-    ),
-    "kafka-interop": ("tests/interop/kafka", (("kafka.version", "KAFKA_STREAMS_VERSION"),)),
-    "pulsar-interop": (
-        "tests/interop/pulsar",
-        (("pulsar.version", "PULSAR_VERSION"), ("slf4j.version", "SLF4J_VERSION")),
-    ),
-    "spring": (
-        "bench/peers/spring",
-        (
-            ("spring.kafka.version", "SPRING_KAFKA_VERSION"),
-            ("kafka.version", "KAFKA_VERSION"),
-            ("slf4j.version", "SLF4J_VERSION"),
-        ),
-    ),
-    "connect": ("bench/peers/connect", (("kafka.version", "KAFKA_VERSION"),)),
-}
 
 
 def java_program(name: str) -> Path:
@@ -138,15 +112,8 @@ def java_program(name: str) -> Path:
     if name not in JAVA_PROGRAMS:
         raise ValueError(f"unknown Java program {name!r}; known: {', '.join(JAVA_PROGRAMS)}")
     folder, properties = JAVA_PROGRAMS[name]
-    sources = REPO_ROOT / folder
-    files = ["pom.xml", *(p.relative_to(sources).as_posix() for p in sources.glob("src/**/*.java"))]
-    lines = "".join(
-        f"{hashlib.sha256((sources / f).read_bytes()).hexdigest()}  {f}\n"
-        for f in sorted(files, key=lambda f: f.encode())
-    )
     pinned = versions()
-    lines += "".join(f"-D{prop}={pinned[key]}\n" for prop, key in properties)
-    digest = hashlib.sha256(lines.encode()).hexdigest()[:12]
+    digest = java_program_key(REPO_ROOT / folder, [f"-D{prop}={pinned[key]}" for prop, key in properties])
     built = cache_dir() / "java" / f"{name}-{digest}"
     return _need(built / ".complete", f"the Java program {name}", "java_programs.sh").parent
 
@@ -173,16 +140,7 @@ def kubernetes_bin(name: str) -> Path:
 def node_images_digest() -> str:
     """A hash of the node images' sources (``devtools/node-images`` and the archive writer):
     ``node.sh`` builds into ``node/images-<digest>`` and tags the images with it."""
-    devtools = REPO_ROOT / "devtools"
-    sources = [
-        *(p for p in (devtools / "node-images").rglob("*") if p.is_file()),
-        devtools / "spark_dlq_devtools" / "oci.py",
-    ]
-    lines = "".join(
-        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(devtools).as_posix()}\n"
-        for path in sorted(sources, key=lambda p: p.relative_to(devtools).as_posix())
-    )
-    return hashlib.sha256(lines.encode()).hexdigest()[:12]
+    return node_images_key(REPO_ROOT / "devtools")
 
 
 def node_images() -> Path:
@@ -209,11 +167,7 @@ def helm_bin() -> Path:
 def argocd_health_bin() -> Path:
     """``devtools/argocd-health`` (Argo CD's own health code), built by ``argocd_health.sh`` into a
     folder named by a hash of its Go sources."""
-    src = REPO_ROOT / "devtools" / "argocd-health"
-    blob = b"".join(
-        (src / name).read_bytes() for name in ("go.mod", "go.sum", *sorted(p.name for p in src.glob("*.go")))
-    )
-    digest = hashlib.sha256(blob).hexdigest()[:12]
+    digest = argocd_health_key(REPO_ROOT / "devtools" / "argocd-health")
     folder = cache_dir() / "tools" / "argocd-health" / digest
     return _need(folder / ".complete", "argocd-health", "argocd_health.sh").parent / "argocd-health"
 

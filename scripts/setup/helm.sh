@@ -6,25 +6,21 @@
 # proxy too. Idempotent: a second run only says where it is.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-bin="$SPARK_DLQ_CACHE/helm/$HELM_VERSION/bin"
-if [[ -f "$bin/.complete" ]]; then
-  log "helm $HELM_VERSION: cached in $bin"
-  exit 0
-fi
-log "building helm $HELM_VERSION (first run: a few minutes)"
-mkdir -p "$bin"
-export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOTOOLCHAIN="$GO_TOOLCHAIN" GOFLAGS=-mod=mod
-# The Kubernetes minor helm reports by default follows the client-go it is built with (v0.31.x -> 1.31).
-helm_mod="$(GOTOOLCHAIN=local go mod download -json "helm.sh/helm/v3@$HELM_VERSION" \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
-k8s_minor="$(awk '$1 == "k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "$helm_mod")"
-ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
-  ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
-done
-GOBIN="$bin" CGO_ENABLED=0 go install -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-"$bin/helm" version --short >&2
-touch "$bin/.complete"
-log "built into $bin"
+build() {  # build OUT
+  local bin="$1"
+  log "building helm $HELM_VERSION (first run: a few minutes)"
+  go_env "$GO_TOOLCHAIN" -mod=mod
+  # The Kubernetes minor helm reports by default follows the client-go it is built with (v0.31.x -> 1.31).
+  local helm_mod k8s_minor ldflags pkg
+  helm_mod="$(GOTOOLCHAIN=local go mod download -json "helm.sh/helm/v3@$HELM_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
+  k8s_minor="$(awk '$1 == "k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "$helm_mod")"
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+  done
+  GOBIN="$bin" CGO_ENABLED=0 go install -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  "$bin/helm" version --short >&2
+}
+cached_step "$SPARK_DLQ_CACHE/helm/$HELM_VERSION/bin" "helm $HELM_VERSION" build

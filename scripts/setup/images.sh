@@ -73,9 +73,6 @@ build() {
   log "  $name: $((SECONDS - began))s"
 }
 
-# inputs_hash FILE...: a short hash of the files' contents and of the extra words in $EXTRA.
-inputs_hash() { { cat "$@"; printf '%s' "${EXTRA:-}"; } | sha256sum | cut -c1-12; }
-
 # label_of IMAGE: the inputs hash an image was built from ("" when absent).
 label_of() {
   podman image inspect --format '{{index .Labels "io.sparkdlq.inputs"}}' "$1" 2>/dev/null || true
@@ -96,7 +93,7 @@ if [[ ! -f "$rootfs_tar.complete" ]]; then
   log "  debootstrap: $((SECONDS - began))s"
 fi
 # The marker holds the rootfs's hash: a new rootfs is a new Debian image, and so new bases.
-debian_label="$(EXTRA="$DEBIAN_SUITE" inputs_hash "$rootfs_tar.complete")"
+debian_label="$(cache_key files --extra "$DEBIAN_SUITE" "$rootfs_tar.complete")"
 if [[ "$(label_of "$debian_image")" != "$debian_label" ]]; then
   log "importing $debian_image"
   podman import --quiet --change "LABEL io.sparkdlq.inputs=$debian_label" --change 'CMD ["/bin/bash"]' \
@@ -109,7 +106,7 @@ build_base() {
   local image="$1" file="$2" context="$3"; shift 3
   local label inputs
   read -r -a inputs <<<"${CONTEXT_INPUTS:-}"
-  label="$(EXTRA="$debian_label $*" inputs_hash "$file" "${inputs[@]}")"
+  label="$(cache_key files --extra "$debian_label $*" "$file" "${inputs[@]}")"
   if [[ "$(label_of "$image")" == "$label" ]]; then
     log "$image: cached"
     return
@@ -126,23 +123,20 @@ build_base "$maven_image" "$bases/maven.Containerfile" "$bases"
 # The Spark distribution: the pyspark source distribution carries Spark's bin/, jars/ and
 # python/lib/ zips; it is the Spark base's build context with the entry point.
 spark_context="$images_dir/spark-context-$SPARK_VERSION"
-if [[ ! -f "$spark_context/.complete" ]]; then
+pyspark_sdist() {  # pyspark_sdist OUT
   log "downloading the pyspark $SPARK_VERSION source distribution (Spark's jars) from PyPI"
-  began=$SECONDS
-  rm -rf "$spark_context"; mkdir -p "$spark_context"
   PIP_FIND_LINKS="" python3 -m pip download -q --no-deps --no-binary=:all: "pyspark==$SPARK_VERSION" \
-    -d "$spark_context" >&2
-  touch "$spark_context/.complete"
-  log "  pyspark $SPARK_VERSION: $((SECONDS - began))s"
-fi
+    -d "$1" >&2
+}
+cached_step "$spark_context" "the pyspark $SPARK_VERSION source distribution" pyspark_sdist
 cp "$bases/spark-entrypoint.sh" "$spark_context/spark-entrypoint.sh"
 CONTEXT_INPUTS="$bases/spark-entrypoint.sh" \
   build_base "$spark_image" "$bases/spark.Containerfile" "$spark_context" --build-arg "SPARK_VERSION=$SPARK_VERSION"
 
 # --- the project's images --------------------------------------------------------------------------
 # build_project NAME IMAGE DOCKERFILE BASE... -- BUILD ARGS...: skipped when the image is labelled
-# with the hash of what it builds from (scripts/images/inputs_hash.py: the Dockerfile, what it
-# copies, the build arguments, the bases' ids); otherwise built through podman's layer cache, so
+# with the key of what it builds from (cache_key image: the Dockerfile, what it copies, the build
+# arguments, the bases' ids); otherwise built through podman's layer cache, so
 # a code change rebuilds only the layers after the changed files.
 build_project() {
   local name="$1" image="$2" dockerfile="$3"; shift 3
@@ -150,7 +144,7 @@ build_project() {
   while [[ "$1" != -- ]]; do ids+=("$(podman image inspect --format '{{.Id}}' "$1")"); shift; done
   shift
   local label
-  label="$(python3 "$REPO_ROOT/scripts/images/inputs_hash.py" "$REPO_ROOT" "$dockerfile" "$@" "${ids[@]}")"
+  label="$(cache_key image "$REPO_ROOT" "$dockerfile" "$@" "${ids[@]}")"
   if [[ "$(label_of "$image")" == "$label" ]]; then
     log "$image: cached"
     return

@@ -16,31 +16,24 @@
 #   listener and a Kafka Connect standalone worker's plugin.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-build() {  # build <name> <sources> <maven -D properties...>
-  local name="$1" src="$2"; shift 2
-  # Keep in step with spark_dlq_devtools.paths.java_program(): sha256 of the "<sha256>  <path>"
-  # lines of the pom and the sources, then of the -D properties, one a line.
-  local hash
-  hash="$( { (cd "$src" && { echo pom.xml; find src -name '*.java'; } | LC_ALL=C sort | xargs sha256sum); printf '%s\n' "$@"; } | sha256sum | cut -c1-12)"
-  local dest="$SPARK_DLQ_CACHE/java/$name-$hash"
-  if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; return; fi
-  command -v javac >/dev/null || { log "javac not found: the Java program $name needs a JDK 17+"; exit 1; }
-  log "building ${dest#"$SPARK_DLQ_CACHE"/} (dependencies from Maven Central)"
-  rm -rf "$dest"; mkdir -p "$dest/lib" "$dest/classes"
-  maven -f "$src/pom.xml" "$@" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
-    dependency:copy-dependencies -DoutputDirectory="$dest/lib" -DincludeScope=runtime
-  (cd "$src" && find src -name '*.java' | LC_ALL=C sort) | sed "s|^|$src/|" > "$dest/sources.txt"
-  javac --release 17 -Xlint:all,-path,-processing,-classfile -Werror -cp "$dest/lib/*" -d "$dest/classes" "@$dest/sources.txt" >&2
-  jar cf "$dest/$name.jar" -C "$dest/classes" .
-  rm -rf "$dest/classes"
-  touch "$dest/.complete"
+compile() {  # compile OUT NAME SOURCES MAVEN-PROPERTIES...
+  local out="$1" name="$2" src="$3"
+  shift 3
+  need_javac "the Java program $name"
+  log "building the Java program $name (dependencies from Maven Central)"
+  maven_fetch "$src/pom.xml" "$out/lib" "$@"
+  jar_build "$src" "$out/lib/*" -path,-processing,-classfile "$out/$name.jar"
 }
 
-build interop "$REPO_ROOT/tests/interop/java" -Dkafka.version="$KAFKA_VERSION" \
-  -Dspring.kafka.version="$SPRING_KAFKA_VERSION" -Dpulsar.version="$PULSAR_CLIENT_VERSION"
-build kafka-interop "$REPO_ROOT/tests/interop/kafka" -Dkafka.version="$KAFKA_STREAMS_VERSION"
-build pulsar-interop "$REPO_ROOT/tests/interop/pulsar" -Dpulsar.version="$PULSAR_VERSION" \
-  -Dslf4j.version="$SLF4J_VERSION"
-build spring "$REPO_ROOT/bench/peers/spring" -Dspring.kafka.version="$SPRING_KAFKA_VERSION" \
-  -Dkafka.version="$KAFKA_VERSION" -Dslf4j.version="$SLF4J_VERSION"
-build connect "$REPO_ROOT/bench/peers/connect" -Dkafka.version="$KAFKA_VERSION"
+# Each program (spark_dlq_devtools.cache_keys.JAVA_PROGRAMS: NAME SOURCES PROPERTY=VERSIONS-KEY...)
+# into java/NAME-<key of its pom, its sources and its properties>/, where the tests find it.
+programs="$(cache_key java-programs)"
+while read -r name src pinned <&3; do
+  properties=()
+  for property in $pinned; do
+    version_key="${property#*=}"
+    properties+=("-D${property%%=*}=${!version_key}")
+  done
+  key="$(cache_key java-program "$REPO_ROOT/$src" "${properties[@]}")"
+  cached_step "$SPARK_DLQ_CACHE/java/$name-$key" "the Java program $name" compile "$name" "$REPO_ROOT/$src" "${properties[@]}"
+done 3<<<"$programs"

@@ -8,8 +8,7 @@ k8s_build() {
   local work="$1" bin="$2"
   shift 2
   mkdir -p "$work" "$bin"
-  export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-  export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOTOOLCHAIN="$GO_TOOLCHAIN" GOFLAGS=-mod=mod
+  go_env "$GO_TOOLCHAIN" -mod=mod
   local staging_minor="v0.${KUBERNETES_VERSION#1.}" upstream_mod cmd
   # The upstream go.mod names every staging module in its replace block.
   upstream_mod="$(cd "$work" && GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@v$KUBERNETES_VERSION" \

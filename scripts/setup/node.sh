@@ -23,54 +23,42 @@ fi
 log "containerd $(dpkg-query -W -f='${Version}' containerd), runc $(dpkg-query -W -f='${Version}' runc), CNI plugins $(dpkg-query -W -f='${Version}' containernetworking-plugins)"
 
 bin="$SPARK_DLQ_CACHE/kubernetes/v$KUBERNETES_VERSION/bin"
-if [[ -f "$bin/.complete-node" ]]; then
-  log "kubelet, kube-scheduler and kube-proxy $KUBERNETES_VERSION: cached in $bin"
-else
+# Beside the control plane's binaries (kubernetes.sh): built in place, with a marker of their own.
+node_binaries() {  # node_binaries OUT
   log "building kubelet, kube-scheduler and kube-proxy $KUBERNETES_VERSION (first run: several minutes)"
-  k8s_build "$SPARK_DLQ_CACHE/kubernetes/v$KUBERNETES_VERSION/wrapper-node" "$bin" \
-    kubelet kube-scheduler kube-proxy
-  touch "$bin/.complete-node"
-  log "built into $bin"
-fi
+  k8s_build "$SPARK_DLQ_CACHE/kubernetes/v$KUBERNETES_VERSION/wrapper-node" "$1" kubelet kube-scheduler kube-proxy
+}
+cached_step --in-place --marker .complete-node "$bin" \
+  "kubelet, kube-scheduler and kube-proxy $KUBERNETES_VERSION" node_binaries
 
-# go_install NAME MODULE@VERSION: a Go command from the proxy, with the Go its go.mod asks for
+# go_install OUT MODULE@VERSION: a Go command from the proxy, with the Go its go.mod asks for
 # (GOTOOLCHAIN=auto takes a newer one from the proxy if the machine's is older).
 go_install() {
-  local dest="$SPARK_DLQ_CACHE/node/$1"
-  if [[ -f "$dest/.complete" ]]; then
-    log "$2: cached in $dest"
-    return
-  fi
   log "building $2 (first run: a few minutes)"
-  mkdir -p "$dest"
   (
-    export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-    export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOTOOLCHAIN=auto GOFLAGS=-mod=mod CGO_ENABLED=0
-    cd "$dest" && GOBIN="$dest" go install -ldflags "-s -w" "$2"
+    go_env auto -mod=mod
+    cd "$1" && GOBIN="$1" CGO_ENABLED=0 go install -ldflags "-s -w" "$2"
   )
-  touch "$dest/.complete"
 }
-go_install "coredns-$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION"
-go_install "crictl-$CRI_TOOLS_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION"
+module="github.com/coredns/coredns@$COREDNS_VERSION"
+cached_step "$SPARK_DLQ_CACHE/node/coredns-$COREDNS_VERSION" "$module" go_install "$module"
+module="sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION"
+cached_step "$SPARK_DLQ_CACHE/node/crictl-$CRI_TOOLS_VERSION" "$module" go_install "$module"
 
-# The images' folder and tag: a hash of their sources, computed where the fixtures compute it
-# (paths.py needs only the standard library, so the system Python runs it).
-hash="$(PYTHONPATH="$REPO_ROOT/devtools" python3 -c \
-  'from spark_dlq_devtools.paths import node_images_digest; print(node_images_digest())')"
-images="$SPARK_DLQ_CACHE/node/images-$hash"
-if [[ -f "$images/.complete" ]]; then
-  log "the node's images: cached in $images"
-else
-  log "building the node's images (pause, probe) into $images"
-  rm -rf "$images" && mkdir -p "$images/bin"
+# The images' folder and tag: a key of their sources (spark_dlq_devtools.cache_keys; the fixtures
+# find them with the same key).
+hash="$(cache_key node-images "$REPO_ROOT/devtools")"
+node_images() {  # node_images OUT
+  local images="$1"
+  log "building the node's images (pause, probe) into $SPARK_DLQ_CACHE/node/images-$hash"
+  mkdir -p "$images/bin"
   (
-    export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-    export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOTOOLCHAIN="$GO_TOOLCHAIN" CGO_ENABLED=0
+    go_env "$GO_TOOLCHAIN"
     cd "$REPO_ROOT/devtools/node-images"
-    go build -trimpath -ldflags "-s -w" -o "$images/bin/" ./cmd/pause ./cmd/probe
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$images/bin/" ./cmd/pause ./cmd/probe
   )
-  oci="$REPO_ROOT/devtools/spark_dlq_devtools/oci.py"
+  local oci="$REPO_ROOT/devtools/spark_dlq_devtools/oci.py"
   python3 "$oci" "$images/pause.tar" "spark-dlq.local/pause:$hash" /pause "$images/bin/pause=pause" >/dev/null
   python3 "$oci" "$images/probe.tar" "spark-dlq.local/probe:$hash" /probe "$images/bin/probe=probe" >/dev/null
-  touch "$images/.complete"
-fi
+}
+cached_step "$SPARK_DLQ_CACHE/node/images-$hash" "the node's images" node_images

@@ -13,41 +13,34 @@
 # Idempotent: a second run only says where it is.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
+go_env "" -mod=mod
 
-crds="$SPARK_DLQ_CACHE/prometheus-operator/$PROMETHEUS_OPERATOR_VERSION/crds"
-if [[ -f "$crds/.complete" ]]; then
-  log "Prometheus Operator $PROMETHEUS_OPERATOR_VERSION CRDs: cached in $crds"
-else
+crds() {  # crds OUT
   log "downloading the Prometheus Operator $PROMETHEUS_OPERATOR_VERSION module for its CRDs"
+  local module kind
   module="$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
     | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
-  rm -rf "$crds"; mkdir -p "$crds"
   for kind in servicemonitors podmonitors prometheusrules; do
-    cp "$module/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$crds/"
+    cp "$module/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$1/"
   done
-  touch "$crds/.complete"
-fi
+}
+cached_step "$SPARK_DLQ_CACHE/prometheus-operator/$PROMETHEUS_OPERATOR_VERSION/crds" \
+  "Prometheus Operator $PROMETHEUS_OPERATOR_VERSION CRDs" crds
 
 version="$PROMETHEUS_MODULE_VERSION"
-bin="$SPARK_DLQ_CACHE/prometheus/$version/bin"
-if [[ -f "$bin/.complete" ]]; then
-  log "prometheus $version: cached in $bin"
-  exit 0
-fi
-log "building prometheus and promtool $version (first run: about ten minutes)"
-mkdir -p "$bin"
-# The module names the Go it needs (`go 1.26.x`); `auto` fetches that toolchain if ours is older.
-export GOTOOLCHAIN=auto
-common=github.com/prometheus/common/version
-ldflags="-s -w -X $common.Version=$version -X $common.Branch=module -X $common.Revision=$version"
-ldflags+=" -X $common.BuildUser=spark-dlq-setup"
-for cmd in prometheus promtool; do
-  GOBIN="$bin" CGO_ENABLED=0 nice -n 10 go install -tags remove_all_sd -ldflags "$ldflags" \
-    "github.com/prometheus/prometheus/cmd/$cmd@$version"
-done
-"$bin/prometheus" --version 2>&1 | head -1 >&2
-"$bin/promtool" --version 2>&1 | head -1 >&2
-touch "$bin/.complete"
-log "built into $bin"
+build() {  # build OUT
+  local bin="$1"
+  log "building prometheus and promtool $version (first run: about ten minutes)"
+  # The module names the Go it needs (`go 1.26.x`); `auto` fetches that toolchain if ours is older.
+  export GOTOOLCHAIN=auto
+  local common=github.com/prometheus/common/version ldflags cmd
+  ldflags="-s -w -X $common.Version=$version -X $common.Branch=module -X $common.Revision=$version"
+  ldflags+=" -X $common.BuildUser=spark-dlq-setup"
+  for cmd in prometheus promtool; do
+    GOBIN="$bin" CGO_ENABLED=0 nice -n 10 go install -tags remove_all_sd -ldflags "$ldflags" \
+      "github.com/prometheus/prometheus/cmd/$cmd@$version"
+  done
+  "$bin/prometheus" --version 2>&1 | head -1 >&2
+  "$bin/promtool" --version 2>&1 | head -1 >&2
+}
+cached_step "$SPARK_DLQ_CACHE/prometheus/$version/bin" "prometheus $version" build

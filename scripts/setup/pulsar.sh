@@ -5,12 +5,9 @@
 # carries a .complete marker.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-dest="$SPARK_DLQ_CACHE/pulsar/$PULSAR_VERSION/libs"
-if [[ -f "$dest/.complete" ]]; then log "${dest#"$SPARK_DLQ_CACHE"/}: cached"; exit 0; fi
-log "fetching ${dest#"$SPARK_DLQ_CACHE"/} from Maven Central (first run: about 2 minutes)"
-rm -rf "$dest"; mkdir -p "$dest"
-maven -f "$REPO_ROOT/scripts/setup/maven/pulsar-broker.pom.xml" \
-  -s "$REPO_ROOT/scripts/setup/maven/central-only.settings.xml" \
-  -Dpulsar.version="$PULSAR_VERSION" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
-  dependency:copy-dependencies -DoutputDirectory="$dest" -DincludeScope=runtime
-touch "$dest/.complete"
+fetch() {  # fetch OUT
+  log "fetching Apache Pulsar $PULSAR_VERSION from Maven Central (first run: about 2 minutes)"
+  maven_fetch "$REPO_ROOT/scripts/setup/maven/pulsar-broker.pom.xml" "$1" \
+    -s "$REPO_ROOT/scripts/setup/maven/central-only.settings.xml" -Dpulsar.version="$PULSAR_VERSION"
+}
+cached_step "$SPARK_DLQ_CACHE/pulsar/$PULSAR_VERSION/libs" "Apache Pulsar $PULSAR_VERSION" fetch

@@ -5,41 +5,20 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # What the venv holds: the project's dependencies and those of its engine, operator, pulsar and
-# dev extras, with the extras' references to the project itself (spark-dlq[...]) followed.
-deps="$(python3 - "$REPO_ROOT/pyproject.toml" <<'PY'
-import re, sys, tomllib
-data = tomllib.load(open(sys.argv[1], "rb"))
-project = data["project"]
-extra = project["optional-dependencies"]
-reqs = list(project["dependencies"])
-todo, seen = ["engine", "operator", "pulsar", "dev"], set()
-while todo:
-    name = todo.pop(0)
-    if name in seen:
-        continue
-    seen.add(name)
-    for r in extra[name]:
-        own = re.fullmatch(r"spark-dlq\[([^\]]+)\]", r.strip())
-        if own:
-            todo += [n.strip() for n in own.group(1).split(",")]
-        elif r not in reqs:
-            reqs.append(r)
-print("\n".join(reqs))
-PY
-)"
-# Keyed by that list and Python's version, so a dependency change builds a new venv.
-key="$(printf '%s\n%s\n' "$deps" "$(python3 -c 'import sys; print(sys.version_info[:2])')" | sha256sum | cut -c1-12)"
-venv="$SPARK_DLQ_CACHE/venv-$key"
-if [[ ! -f "$venv/.complete" ]]; then
-  log "creating the Python environment $venv (first run: about 1.5 minutes here)"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip setuptools wheel
+# dev extras; keyed by that list and Python's version, so a dependency change builds a new venv
+# (spark_dlq_devtools.cache_keys).
+pyproject="$REPO_ROOT/pyproject.toml"
+venv="$SPARK_DLQ_CACHE/venv-$(cache_key venv "$pyproject")"
+create() {  # create OUT (in place: a virtualenv's scripts name its path)
+  log "creating the Python environment $1 (first run: about 1.5 minutes here)"
+  rm -rf "$1"
+  python3 -m venv "$1"
+  "$1/bin/pip" install -q --upgrade pip setuptools wheel
   # Dependencies only: the project itself is installed editable below, every time.
-  printf '%s\n' "$deps" > "$venv/requirements.txt"
-  "$venv/bin/pip" install -q -r "$venv/requirements.txt"
-  touch "$venv/.complete"
-fi
+  cache_key venv-requirements "$pyproject" > "$1/requirements.txt"
+  "$1/bin/pip" install -q -r "$1/requirements.txt"
+}
+cached_step --in-place "$venv" "the Python environment" create
 # Quietly: setuptools warns about editable installs at length. The test bed (devtools/) is a
 # project of its own, so that the release wheel never carries it.
 "$venv/bin/pip" install -q --no-deps --no-build-isolation -e "$REPO_ROOT" -e "$REPO_ROOT/devtools" \

@@ -12,28 +12,25 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 root="$SPARK_DLQ_CACHE/release-tools"
 # Keep in step with spark_dlq_devtools.paths.release_tools().
 venv="$root/venv-build-$PYTHON_BUILD_VERSION-pip-tools-$PIP_TOOLS_VERSION-cyclonedx-$CYCLONEDX_BOM_VERSION"
-if [[ ! -f "$venv/.complete" ]]; then
+create() {  # create OUT (in place: a virtualenv's scripts name its path)
   log "creating the release tools' environment: build, pip-tools, cyclonedx-bom (seconds)"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q "build==$PYTHON_BUILD_VERSION" "pip-tools==$PIP_TOOLS_VERSION" \
+  rm -rf "$1"
+  python3 -m venv "$1"
+  "$1/bin/pip" install -q --upgrade pip
+  "$1/bin/pip" install -q "build==$PYTHON_BUILD_VERSION" "pip-tools==$PIP_TOOLS_VERSION" \
     "cyclonedx-bom==$CYCLONEDX_BOM_VERSION"
-  touch "$venv/.complete"
-fi
+}
+cached_step --in-place "$venv" "the release tools' environment" create
 if [[ "${1:-}" == --python ]]; then echo "$venv"; exit 0; fi
 
 syft="$root/syft-$SYFT_VERSION"
-if [[ ! -f "$syft/.complete" ]]; then
+build_syft() {  # build_syft OUT
   log "building syft $SYFT_VERSION from the Go module proxy (first run: about 16 minutes here, on 2 busy cores)"
-  began=$SECONDS
-  export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
-  export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
-  mkdir -p "$syft/bin"
-  GOBIN="$syft/bin" CGO_ENABLED=0 go install "github.com/anchore/syft/cmd/syft@$SYFT_VERSION"
-  touch "$syft/.complete"
-  log "  syft: $((SECONDS - began))s"
-fi
+  go_env "" -mod=mod
+  mkdir -p "$1/bin"
+  GOBIN="$1/bin" CGO_ENABLED=0 go install "github.com/anchore/syft/cmd/syft@$SYFT_VERSION"
+}
+cached_step "$syft" "syft $SYFT_VERSION" build_syft
 # One folder with the three commands.
 ln -sfn "$syft/bin/syft" "$venv/bin/syft"
 echo "$venv"

