@@ -226,11 +226,10 @@ def test_the_client_secrets_files_reach_a_secured_broker(letters: PulsarLetters)
     )
     status, out, err = run("stats", "-f", str(letters.policy), *over_tls, "--pulsar-client", str(forged))
     assert (status, out) == (1, "")
-    assert err.startswith(
-        f"error: cannot reach the Pulsar broker at {pulsar.service_url_tls} (--service-url): "
+    assert err == (
+        f"error: cannot reach the Pulsar broker at {pulsar.service_url_tls} (--service-url): no answer "
+        "within 5s (a broker that refuses the --pulsar-client token or certificate does not answer either)\n"
     )
-    assert err.count("\n") == 1, err
-    assert "Authentication" in err, err
 
     odd = pulsar.client_dir(f"{role}-odd", {"token": "t", "password": "p"})
     status, _, err = run("stats", "-f", str(letters.policy), "--pulsar-client", str(odd))

@@ -141,6 +141,11 @@ class PulsarReader:
             return Unreachable(f"the dead-letter topic {self.topic!r} does not exist on {self.broker}")
         if isinstance(error, self.pulsar.Timeout):
             said = f"no answer within {self.timeout_ms / 1000:g}s"
+            if any(key.startswith(CLIENT_FILE) for key in self.target.client):
+                # The C++ client retries a refused handshake until its timeout, saying nothing else.
+                said += (
+                    " (a broker that refuses the --pulsar-client token or certificate does not answer either)"
+                )
         return Unreachable(f"{what} ({self.target.broker_origin}): {said}")
 
     def close(self) -> None:

@@ -421,11 +421,11 @@ def test_the_author_reads_the_dead_letters_of_a_policy_that_names_no_broker(
 ) -> None:
     """The author may not list the classes, so ``kubectl dlq --policy`` finds a brokerless
     policy's broker in its status, where the operator wrote its class's."""
-    document = bed.policy(bed.team_a, "ledger")
+    document = bed.policy(bed.team_a, "receipts")
     del document["spec"]["broker"]
     bed.author_creates(document)
     broker = wait_for(
-        lambda: bed.admin_a.status("ledger").get("broker"), interval=POLL, what="status.broker written"
+        lambda: bed.admin_a.status("receipts").get("broker"), interval=POLL, what="status.broker written"
     )
     assert broker == {"type": "kafka", "bootstrapServers": bed.bootstrap}
     monkeypatch.setenv("KUBECTL", str(kubernetes_bin("kubectl")))
@@ -435,7 +435,7 @@ def test_the_author_reads_the_dead_letters_of_a_policy_that_names_no_broker(
             [
                 "stats",
                 "--policy",
-                "ledger",
+                "receipts",
                 "-n",
                 bed.team_a,
                 "--kubeconfig",
