@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from dlq_engine.exits import EXIT_STOP_STRATEGY
 from dlq_engine.job.metrics import EngineMetrics
 from spark_dlq_devtools.chaos import end_offsets, start_engine
 from tests.helpers import Record, engine_policy, produce, read_all
+from tests.integration.engine.brokers import BrokerUnderTest
 
 ORDERED = {"processor": {"entrypoint": "tests.processors.ordered:process"}}
 
@@ -41,14 +43,16 @@ def first_seen(records: Sequence[Record]) -> dict[str, list[int]]:
     return order
 
 
-def read_distinct(bootstrap: str, topic: str, distinct: int, *, timeout: float) -> list[Record]:
-    """Every record of ``topic`` once ``distinct`` different values are there (duplicates, from
-    a replayed batch, are not counted), or when ``timeout`` runs out."""
+def read_distinct(
+    bootstrap: str | BrokerUnderTest, topic: str, distinct: int, *, timeout: float
+) -> list[Record]:
+    """Every record of ``topic`` (on Kafka at ``bootstrap``, or on a broker under test) once
+    ``distinct`` different values are there (duplicates, from a replayed batch, are not
+    counted), or when ``timeout`` runs out."""
+    read = bootstrap.read_all if isinstance(bootstrap, BrokerUnderTest) else partial(read_all, bootstrap)
     deadline = time.monotonic() + timeout
     while True:
-        records = read_all(
-            bootstrap, topic, expect=distinct, timeout=max(1.0, min(30.0, deadline - time.monotonic()))
-        )
+        records = read(topic, expect=distinct, timeout=max(1.0, min(30.0, deadline - time.monotonic())))
         if len({r.value for r in records}) >= distinct or time.monotonic() >= deadline:
             return records
 
@@ -71,22 +75,22 @@ def flaky_now_and_then(key: str, i: int) -> str:
     return "ok"
 
 
-def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
-) -> None:
-    names = topics(partitions=2)
+def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(broker: BrokerUnderTest) -> None:
+    """On Kafka and on Pulsar (each key's messages in one partition of the source, as the
+    producers' default partitioners put them)."""
+    names = broker.topics(partitions=2)
     keys = [f"k{i}" for i in range(30)]
     records = messages(keys, 6, flaky_now_and_then) + messages(["hot"], 30, flaky_now_and_then)
-    produce(bootstrap_servers, names["source"], records[: len(records) // 2])
-    running = engine(
+    broker.produce(names["source"], records[: len(records) // 2])
+    running = broker.engine(
         names,
         source={"ordering": "key"},
         retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "300ms"}},
         **ORDERED,
     )
-    produce(bootstrap_servers, names["source"], records[len(records) // 2 :])
+    broker.produce(names["source"], records[len(records) // 2 :])
     expected_out = sum(1 for _, v in records if not v.endswith(b":dead"))
-    output = read_distinct(bootstrap_servers, names["output"], expected_out, timeout=180)
+    output = read_distinct(broker, names["output"], expected_out, timeout=180)
     state = running.describe()
     counts = dict(running.run.totals.counts)
     running.stop()
@@ -94,7 +98,7 @@ def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
     expected = {k: [i for i in range(6) if not (k == "k3" and i == 4)] for k in keys}
     expected["hot"] = list(range(30))
     assert_in_key_order(first_seen(output), expected, state)
-    dead = read_all(bootstrap_servers, names["dlq"], expect=1, timeout=10)
+    dead = broker.read_all(names["dlq"], expect=1, timeout=10)
     assert [(r.key, r.header("dlq.reason")) for r in dead] == [(b"k3", "terminated")]
     # Later messages of a key did wait: parked behind a retry in their routing task.
     assert counts["parked"] > 0, counts
