@@ -148,8 +148,10 @@ def test_key_order_holds_across_a_restart_from_the_checkpoint_with_a_changed_pol
 
 
 def test_key_order_holds_across_sigkills_of_the_engine(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], tmp_path: Path
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any], tmp_path: Path
 ) -> None:
+    """The run after the kill is the test session's Spark on the same checkpoint (all a restart
+    needs), not a second driver. On Pulsar: ``test_pulsar_crash.py``."""
     names = topics(partitions=2)
     keys = [f"k{i}" for i in range(20)]
 
@@ -161,15 +163,13 @@ def test_key_order_holds_across_sigkills_of_the_engine(
     # batch with data (a restarted query fires its timers only once one has run).
     half = len(records) // 2
     policy = tmp_path / "policy.yaml"
-    document = engine_policy(
-        names,
-        bootstrap_servers,
+    spec: dict[str, Any] = {
         # Small batches, so that the kill lands while records flow.
-        source={"ordering": "key", "maxOffsetsPerTrigger": 60},
-        retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "200ms"}},
+        "source": {"ordering": "key", "maxOffsetsPerTrigger": 60},
+        "retry": {"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "200ms"}},
         **ORDERED,
-    )
-    policy.write_text(yaml.safe_dump(document))
+    }
+    policy.write_text(yaml.safe_dump(engine_policy(names, bootstrap_servers, **spec)))
     checkpoint = tmp_path / "checkpoint"
     # A SIGKILL of the engine's process group once it has written more output (mid-stream: a
     # batch's writes may be replayed, and held keys must come back from the checkpoint's state),
@@ -186,16 +186,14 @@ def test_key_order_holds_across_sigkills_of_the_engine(
         running.kill()
     finally:
         running.stop()
-    last = start_engine(policy, checkpoint, tmp_path / "engine-last.log")
-    try:
-        produce(bootstrap_servers, names["source"], records[half:])
-        output = read_distinct(bootstrap_servers, names["output"], len(records), timeout=180)
-        log = last.tail(20)
-    finally:
-        last.stop()
+    last = engine(names, checkpoint=checkpoint, **spec)
+    produce(bootstrap_servers, names["source"], records[half:])
+    output = read_distinct(bootstrap_servers, names["output"], len(records), timeout=180)
+    state = last.describe()
+    last.stop()
     expected = {k: list(range(12)) for k in keys}
     expected["hot"] = list(range(30))
-    assert_in_key_order(first_seen(output), expected, log)
+    assert_in_key_order(first_seen(output), expected, state)
 
 
 def test_block_keeps_a_key_held_and_the_bounds_dead_letter_as_ordering_overflow(
