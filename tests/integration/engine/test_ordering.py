@@ -2,7 +2,9 @@
 source order while messages of the key wait in the retry stage, with many keys and a hot key,
 across a stop and a restart from the checkpoint under a changed policy; ``onDeadLetter:
 block`` and the hold bounds dead-letter with reason ``ordering-overflow``, or stop the job; what
-the stage holds is reported (metrics, heartbeat)."""
+the stage holds is reported (metrics, heartbeat). The order under retries is proven on Pulsar
+too (the ``broker`` fixture), and across SIGKILLs by the Pulsar crash run
+(``test_pulsar_crash.py``)."""
 
 from __future__ import annotations
 
