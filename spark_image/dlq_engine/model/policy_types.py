@@ -113,8 +113,9 @@ class Source:
     #: (Spark's maxOffsetsPerTrigger; 0: no limit). Keeps batches short while a backlog drains,
     #: e.g. after a restart.
     max_offsets_per_trigger: int = 0
-    #: ``key``: the messages of one Kafka key are handled in their source order, a retrying
-    #: message holding the later ones of its key (``Ordering``); null keys stay unordered.
+    #: ``key``: the messages of one key (Kafka's record key, Pulsar's partition key) are handled
+    #: in their source order, a retrying message holding the later ones of its key
+    #: (``Ordering``); null keys stay unordered.
     ordering: OrderingMode = "none"
 
 

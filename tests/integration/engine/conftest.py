@@ -16,6 +16,7 @@ from dlq_engine.job.runner import Run
 from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
 from spark_dlq_devtools.pulsar import PulsarBroker
 from tests.helpers import engine_policy, pulsar_engine_policy
+from tests.integration.engine.brokers import BrokerUnderTest
 
 
 class Engine:
@@ -150,7 +151,8 @@ def pulsar_topics(make_pulsar_topic: Callable[..., str]) -> Callable[..., dict[s
 @pytest.fixture
 def pulsar_engine(spark: Any, pulsar: PulsarBroker, tmp_path: Path) -> Iterator[Callable[..., Engine]]:
     """``engine`` on the session's Pulsar broker; ``client_dir``: the client's settings (a
-    mounted ``broker.secretRef``), with ``tls`` its TLS listener (``pulsar+ssl://``)."""
+    mounted ``broker.secretRef``), with ``tls`` its TLS listener (``pulsar+ssl://``);
+    ``document``: a whole policy document instead of the one made from ``names`` and ``spec``."""
     started: list[Engine] = []
 
     def start(
@@ -160,9 +162,10 @@ def pulsar_engine(spark: Any, pulsar: PulsarBroker, tmp_path: Path) -> Iterator[
         checkpoint: Path | None = None,
         client_dir: Path | None = None,
         tls: bool = False,
+        document: dict[str, Any] | None = None,
         **spec: Any,
     ) -> Engine:
-        policy = parse_policy(pulsar_engine_policy(names, pulsar, tls=tls, **spec))
+        policy = parse_policy(document or pulsar_engine_policy(names, pulsar, tls=tls, **spec))
         running = Engine(
             spark, policy, checkpoint or tmp_path / "checkpoint", once, pulsar_client_dir=client_dir
         )
@@ -172,3 +175,22 @@ def pulsar_engine(spark: Any, pulsar: PulsarBroker, tmp_path: Path) -> Iterator[
     yield start
     for running in started:
         running.stop()
+
+
+@pytest.fixture(params=["kafka", "pulsar"])
+def broker(request: pytest.FixtureRequest) -> BrokerUnderTest:
+    """The test once on the session's Kafka and once on its Pulsar (``brokers.py``); a broker
+    is started only when a test first asks for it."""
+    if request.param == "kafka":
+        return BrokerUnderTest(
+            "kafka",
+            request.getfixturevalue("topics"),
+            request.getfixturevalue("engine"),
+            bootstrap_servers=request.getfixturevalue("bootstrap_servers"),
+        )
+    return BrokerUnderTest(
+        "pulsar",
+        request.getfixturevalue("pulsar_topics"),
+        request.getfixturevalue("pulsar_engine"),
+        pulsar=request.getfixturevalue("pulsar"),
+    )

@@ -3,7 +3,8 @@
 The table is written in the same micro-batch as the Kafka records, after them: it holds exactly
 the dead letters of the dead-letter topic; a failed table write fails the batch (nothing of it
 committed) and a restart writes its rows once; a batch replayed after its table write (a crash
-before the commit) adds no row twice; and the topics see what they see without a table.
+before the commit) adds no row twice; and the topics see what they see without a table. On
+Pulsar the same table holds the same dead letters with Pulsar's positions, once across a replay.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from pyspark.sql import functions as F
 
 from dlq_engine.exits import EXIT_FAILED, EXIT_OK
 from dlq_engine.job.dead_letter_table import COLUMNS, PARTITION_COLUMNS
+from dlq_engine.model.pulsar_ids import pulsar_offset
 from spark_dlq_devtools.chaos import start_engine
+from spark_dlq_devtools.pulsar import Message, PulsarBroker
 from tests.helpers import Record, engine_policy, produce, read_all
 from tests.processors.recording import CALLS_HEADER
 
@@ -63,6 +66,17 @@ def committed(checkpoint: Path, log: str) -> list[int]:
     """The batch ids in the checkpoint's ``commits`` or ``offsets`` log."""
     folder = checkpoint / log
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def forget_commit(checkpoint: Path, batch: int) -> None:
+    """Make the checkpoint what a crash after ``batch``'s table write and before Spark's commit
+    leaves: ``batch`` planned, not committed, nothing after it."""
+    for log in ("commits", "offsets"):
+        for later in committed(checkpoint, log):
+            if later > batch or (log == "commits" and later == batch):
+                for name in (str(later), f".{later}.crc"):
+                    (checkpoint / log / name).unlink(missing_ok=True)
+    assert committed(checkpoint, "offsets")[-1] == batch
 
 
 def delta_rows(table: dict[str, str]) -> int:
@@ -280,12 +294,7 @@ def test_a_batch_replayed_after_its_table_write_adds_no_row_twice(
     first.wait_for(dead=6)
     assert first.stop() == EXIT_OK
     [batch] = {row["batch_id"] for row in table_rows(spark, table)}
-    for log in ("commits", "offsets"):
-        for later in committed(checkpoint, log):
-            if later > batch or (log == "commits" and later == batch):
-                for name in (str(later), f".{later}.crc"):
-                    (checkpoint / log / name).unlink(missing_ok=True)
-    assert committed(checkpoint, "offsets")[-1] == batch
+    forget_commit(checkpoint, batch)
 
     second = engine(names, checkpoint=checkpoint, once=True, deadLetter={"table": table})
     assert second.join(180) == EXIT_OK, second.describe()
@@ -298,6 +307,99 @@ def test_a_batch_replayed_after_its_table_write_adds_no_row_twice(
         # Delta skipped the replayed write (txnAppId/txnVersion): one commit made the table.
         history = spark.read.json(f"{table['path']}/_delta_log/*.json").where("commitInfo IS NOT NULL")
         assert history.count() == 1
+
+
+def test_on_pulsar_the_table_holds_the_topics_dead_letters_once_across_a_replay(
+    spark: Any,
+    pulsar: PulsarBroker,
+    pulsar_topics: Callable[..., dict[str, str]],
+    pulsar_engine: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    """On Pulsar (``test_the_table_holds_exactly_...`` and ``test_a_batch_replayed_...`` on
+    Kafka): a row per dead letter of the topic, its columns the letter's properties, the
+    original position Pulsar's (partition index, packed message id, publish time); then the
+    last batch with dead letters, a retry's, is replayed from its planned offsets and its
+    delay-stage state, and writes its letters to the topic again but no row twice."""
+    names = pulsar_topics(partitions=2)
+    table = table_spec(tmp_path, "delta")
+    checkpoint = tmp_path / "cp"
+    team = {"team": "billing"}
+    pulsar.produce(
+        names["source"],
+        [
+            Message("ok-1", b"ok:a", team),
+            Message("fail-1", b"fail:z", team),
+            Message("nonretry-1", b"nonretry:k", team),
+            *(Message(f"term-{i}", f"terminate:{i}".encode(), team) for i in range(6)),
+        ],
+    )
+    # A redriven message (on the retry topic, due now) that fails for good again.
+    pulsar.produce(names["retry"], [Message("redriven-1", b"terminate:again", {"dlq.redrive.count": "2"})])
+    spec: dict[str, Any] = {"retry": {"nonRetryableErrors": ["LookupError"]}, "deadLetter": {"table": table}}
+    running = pulsar_engine(names, checkpoint=checkpoint, **spec)
+    # 10 messages, 2 redeliveries (fail-1's); 9 dead letters.
+    running.wait_for(total=12, dead=9)
+    query_id = str(running.run.query.id)
+    assert running.stop() == EXIT_OK
+
+    dead = pulsar.read_all(names["dlq"])
+    source = {m.key: m for m in pulsar.read_all(names["source"])}
+    rows = table_rows(spark, table)
+    by_key = {row["key"]: row for row in rows}
+    assert len(rows) == len(by_key) == len(dead) == 9
+    for letter in dead:
+        props = letter.properties
+        row = by_key[(letter.key or "").encode()]
+        assert row["value"] == letter.value
+        assert (row["reason"], row["error_class"], row["error_message"], row["stacktrace"]) == (
+            props["dlq.reason"],
+            props["dlq.error.class"],
+            props["dlq.error.message"],
+            props.get("dlq.error.stacktrace"),
+        )
+        assert (row["original_topic"], row["original_partition"], row["original_offset"]) == (
+            props["dlq.original.topic"],
+            int(props["dlq.original.partition"]),
+            int(props["dlq.original.offset"]),
+        )
+        assert row["original_timestamp_ms"] == int(props["dlq.original.timestamp"])
+        assert row["attempts"] == int(props["dlq.attempt"]) == int(props["RECONSUMETIMES"])
+        assert row["failed_at_ms"] == int(props["dlq.failed.at"])
+        assert row["first_failure_at_ms"] == int(props["dlq.first.failure.at"])
+        # The message's own properties and the Java client's (REAL_TOPIC, ORIGIN_MESSAGE_ID, ...).
+        assert row["headers"] == {k: v.encode() for k, v in props.items() if not k.startswith("dlq.")}
+        assert row["query_id"] == query_id
+        original = source.get(letter.key)
+        if original is not None:
+            ledger, entry, partition, batch = (int(part) for part in original.message_id.split(":"))
+            assert (row["original_partition"], row["original_offset"], row["original_timestamp_ms"]) == (
+                partition,
+                pulsar_offset(ledger, entry, batch),
+                original.publish_ms,
+            )
+            assert row["original_topic"] == names["source"]
+            assert row["headers"]["team"] == b"billing"
+    assert {key: row["reason"] for key, row in by_key.items() if not key.startswith(b"term-")} == {
+        b"fail-1": "exhausted",
+        b"nonretry-1": "non-retryable",
+        b"redriven-1": "terminated",
+    }
+    assert by_key[b"redriven-1"]["redrive_count"] == 2
+
+    # The last batch with dead letters (fail-1's, released by the delay stage) is replayed.
+    batches = sorted({row["batch_id"] for row in rows})
+    replayed = {row["key"].decode() for row in rows if row["batch_id"] == batches[-1]}
+    assert "fail-1" in replayed
+    forget_commit(checkpoint, batches[-1])
+    second = pulsar_engine(names, checkpoint=checkpoint, once=True, **spec)
+    assert second.join(180) == EXIT_OK, second.describe()
+    assert second.run.totals.counts["dead"] == len(replayed)  # the batch was routed again ...
+    again = collections.Counter(m.key for m in pulsar.read_all(names["dlq"]))
+    assert again == {key.decode(): 1 + (key.decode() in replayed) for key in by_key}  # ... and written again
+    assert sorted(row["key"] for row in table_rows(spark, table)) == sorted(by_key)  # but its rows once
+    history = spark.read.json(f"{table['path']}/_delta_log/*.json").where("commitInfo IS NOT NULL")
+    assert history.count() == len(batches)  # one Delta commit per batch with dead letters
 
 
 def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(

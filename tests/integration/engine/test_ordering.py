@@ -2,13 +2,16 @@
 source order while messages of the key wait in the retry stage, with many keys and a hot key,
 across a stop and a restart from the checkpoint under a changed policy; ``onDeadLetter:
 block`` and the hold bounds dead-letter with reason ``ordering-overflow``, or stop the job; what
-the stage holds is reported (metrics, heartbeat)."""
+the stage holds is reported (metrics, heartbeat). The order under retries is proven on Pulsar
+too (the ``broker`` fixture), and across SIGKILLs by the Pulsar crash run
+(``test_pulsar_crash.py``)."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from dlq_engine.exits import EXIT_STOP_STRATEGY
 from dlq_engine.job.metrics import EngineMetrics
 from spark_dlq_devtools.chaos import end_offsets, start_engine
 from tests.helpers import Record, engine_policy, produce, read_all
+from tests.integration.engine.brokers import BrokerUnderTest
 
 ORDERED = {"processor": {"entrypoint": "tests.processors.ordered:process"}}
 
@@ -41,14 +45,16 @@ def first_seen(records: Sequence[Record]) -> dict[str, list[int]]:
     return order
 
 
-def read_distinct(bootstrap: str, topic: str, distinct: int, *, timeout: float) -> list[Record]:
-    """Every record of ``topic`` once ``distinct`` different values are there (duplicates, from
-    a replayed batch, are not counted), or when ``timeout`` runs out."""
+def read_distinct(
+    bootstrap: str | BrokerUnderTest, topic: str, distinct: int, *, timeout: float
+) -> list[Record]:
+    """Every record of ``topic`` (on Kafka at ``bootstrap``, or on a broker under test) once
+    ``distinct`` different values are there (duplicates, from a replayed batch, are not
+    counted), or when ``timeout`` runs out."""
+    read = bootstrap.read_all if isinstance(bootstrap, BrokerUnderTest) else partial(read_all, bootstrap)
     deadline = time.monotonic() + timeout
     while True:
-        records = read_all(
-            bootstrap, topic, expect=distinct, timeout=max(1.0, min(30.0, deadline - time.monotonic()))
-        )
+        records = read(topic, expect=distinct, timeout=max(1.0, min(30.0, deadline - time.monotonic())))
         if len({r.value for r in records}) >= distinct or time.monotonic() >= deadline:
             return records
 
@@ -71,22 +77,22 @@ def flaky_now_and_then(key: str, i: int) -> str:
     return "ok"
 
 
-def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any]
-) -> None:
-    names = topics(partitions=2)
+def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(broker: BrokerUnderTest) -> None:
+    """On Kafka and on Pulsar (each key's messages in one partition of the source, as the
+    producers' default partitioners put them)."""
+    names = broker.topics(partitions=2)
     keys = [f"k{i}" for i in range(30)]
     records = messages(keys, 6, flaky_now_and_then) + messages(["hot"], 30, flaky_now_and_then)
-    produce(bootstrap_servers, names["source"], records[: len(records) // 2])
-    running = engine(
+    broker.produce(names["source"], records[: len(records) // 2])
+    running = broker.engine(
         names,
         source={"ordering": "key"},
         retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "300ms"}},
         **ORDERED,
     )
-    produce(bootstrap_servers, names["source"], records[len(records) // 2 :])
+    broker.produce(names["source"], records[len(records) // 2 :])
     expected_out = sum(1 for _, v in records if not v.endswith(b":dead"))
-    output = read_distinct(bootstrap_servers, names["output"], expected_out, timeout=180)
+    output = read_distinct(broker, names["output"], expected_out, timeout=180)
     state = running.describe()
     counts = dict(running.run.totals.counts)
     running.stop()
@@ -94,7 +100,7 @@ def test_each_keys_order_holds_under_retries_with_many_keys_and_a_hot_key(
     expected = {k: [i for i in range(6) if not (k == "k3" and i == 4)] for k in keys}
     expected["hot"] = list(range(30))
     assert_in_key_order(first_seen(output), expected, state)
-    dead = read_all(bootstrap_servers, names["dlq"], expect=1, timeout=10)
+    dead = broker.read_all(names["dlq"], expect=1, timeout=10)
     assert [(r.key, r.header("dlq.reason")) for r in dead] == [(b"k3", "terminated")]
     # Later messages of a key did wait: parked behind a retry in their routing task.
     assert counts["parked"] > 0, counts
@@ -144,8 +150,10 @@ def test_key_order_holds_across_a_restart_from_the_checkpoint_with_a_changed_pol
 
 
 def test_key_order_holds_across_sigkills_of_the_engine(
-    bootstrap_servers: str, topics: Callable[..., dict[str, str]], tmp_path: Path
+    bootstrap_servers: str, topics: Callable[..., dict[str, str]], engine: Callable[..., Any], tmp_path: Path
 ) -> None:
+    """The run after the kill is the test session's Spark on the same checkpoint (all a restart
+    needs), not a second driver. On Pulsar: ``test_pulsar_crash.py``."""
     names = topics(partitions=2)
     keys = [f"k{i}" for i in range(20)]
 
@@ -157,15 +165,13 @@ def test_key_order_holds_across_sigkills_of_the_engine(
     # batch with data (a restarted query fires its timers only once one has run).
     half = len(records) // 2
     policy = tmp_path / "policy.yaml"
-    document = engine_policy(
-        names,
-        bootstrap_servers,
+    spec: dict[str, Any] = {
         # Small batches, so that the kill lands while records flow.
-        source={"ordering": "key", "maxOffsetsPerTrigger": 60},
-        retry={"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "200ms"}},
+        "source": {"ordering": "key", "maxOffsetsPerTrigger": 60},
+        "retry": {"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "200ms"}},
         **ORDERED,
-    )
-    policy.write_text(yaml.safe_dump(document))
+    }
+    policy.write_text(yaml.safe_dump(engine_policy(names, bootstrap_servers, **spec)))
     checkpoint = tmp_path / "checkpoint"
     # A SIGKILL of the engine's process group once it has written more output (mid-stream: a
     # batch's writes may be replayed, and held keys must come back from the checkpoint's state),
@@ -182,16 +188,14 @@ def test_key_order_holds_across_sigkills_of_the_engine(
         running.kill()
     finally:
         running.stop()
-    last = start_engine(policy, checkpoint, tmp_path / "engine-last.log")
-    try:
-        produce(bootstrap_servers, names["source"], records[half:])
-        output = read_distinct(bootstrap_servers, names["output"], len(records), timeout=180)
-        log = last.tail(20)
-    finally:
-        last.stop()
+    last = engine(names, checkpoint=checkpoint, **spec)
+    produce(bootstrap_servers, names["source"], records[half:])
+    output = read_distinct(bootstrap_servers, names["output"], len(records), timeout=180)
+    state = last.describe()
+    last.stop()
     expected = {k: list(range(12)) for k in keys}
     expected["hot"] = list(range(30))
-    assert_in_key_order(first_seen(output), expected, log)
+    assert_in_key_order(first_seen(output), expected, state)
 
 
 def test_block_keeps_a_key_held_and_the_bounds_dead_letter_as_ordering_overflow(

@@ -1,13 +1,18 @@
 """Crashes on Pulsar: the engine (``dlq-engine run -f``, its own process group) is killed with
 SIGKILL three times while it drains a backlog and more messages arrive, and started again from
 its checkpoint each time; afterwards every message is where it belongs (output, or the
-dead-letter topic with the right reason), none missing, and the duplicates are bounded by the
-batches in flight at the kills, not the backlog: every micro-batch reads at most
-``maxOffsetsPerTrigger`` entries, the first of each run included.
-Every run is started with ``--create-topics``, as on a laptop: the first creates the retry and
-dead-letter topics partitioned like the source, each run after a kill finds them and goes on;
-every run reaches the broker over TLS with a token (``--pulsar-client-dir``).
-The processor and the audit are the Kafka crash run's (``spark_dlq_devtools.chaos``)."""
+dead-letter topic with the right reason), none missing, each key's messages in the output in
+their source order (``source.ordering: key``, as ``test_ordering.py`` proves it on Kafka), and
+the duplicates are bounded by the batches in flight at the kills, not the backlog: every
+micro-batch reads at most ``maxOffsetsPerTrigger`` entries, the first of each run included.
+Most messages carry one of a few keys (ordered behind their key's retries); those of every
+other hundred carry none (routed unordered, their retries held by the delay stage).
+The three killed runs are started with ``--create-topics``, as on a laptop: the first creates
+the retry and dead-letter topics partitioned like the source, the others find them and go on;
+every run reaches the broker over TLS with a token (``--pulsar-client-dir``). The run after the
+last kill, which drains the rest, is the test session's Spark on the same checkpoint (all a
+restart needs), not a fourth driver. The processor and the audit are the Kafka crash run's
+(``spark_dlq_devtools.chaos``)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -30,6 +36,17 @@ KILLS = 3
 #: Entries per micro-batch; the producer here does not batch, so one entry is one message.
 LIMIT = 100
 CREATE = "--create-topics"
+#: The keys of the keyed messages (a flaky or failing message holds its key's later ones).
+KEYS = 30
+
+
+def key_of(number: int) -> str | None:
+    """None for the numbers of odd hundreds (100-199, 300-399, ...), else one of ``KEYS`` keys."""
+    return None if (number // 100) % 2 else f"k{number % KEYS}"
+
+
+def message(number: int) -> Message:
+    return Message(key_of(number), str(number).encode())
 
 
 def _produce_steadily(pulsar: PulsarBroker, topic: str, start: int, n: int, rate: float) -> threading.Thread:
@@ -37,9 +54,7 @@ def _produce_steadily(pulsar: PulsarBroker, topic: str, start: int, n: int, rate
 
     def run() -> None:
         for first in range(start, n, 100):
-            pulsar.produce(
-                topic, [Message(str(i), str(i).encode()) for i in range(first, min(first + 100, n))]
-            )
+            pulsar.produce(topic, [message(i) for i in range(first, min(first + 100, n))])
             time.sleep(100 / rate)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -53,8 +68,23 @@ def _audit_now(pulsar: PulsarBroker, names: dict[str, str]) -> Audit:
     return audit(N, output, dead)
 
 
-def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_flight(
-    pulsar: PulsarBroker, make_pulsar_topic: Callable[..., str], tmp_path: Path
+def key_order(pulsar: PulsarBroker, topic: str) -> dict[str, list[int]]:
+    """Per key, the numbers in the output's order, each at its first occurrence (a replayed
+    batch writes some again). A key's messages are in one partition, read in its order."""
+    order: dict[str, list[int]] = {}
+    for found in pulsar.read_all(topic):
+        if found.key is not None:
+            number = int(found.value.split(b"|")[0])
+            if number not in order.setdefault(found.key, []):
+                order[found.key].append(number)
+    return order
+
+
+def test_three_kills_during_a_backlog_lose_nothing_keep_key_order_and_replay_only_batches_in_flight(
+    pulsar: PulsarBroker,
+    make_pulsar_topic: Callable[..., str],
+    pulsar_engine: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     names = {
         "source": make_pulsar_topic("src", partitions=2),
@@ -72,11 +102,11 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
     }
     client = pulsar.client_dir("crash", {"token": pulsar.token(SUPERUSER), "ca.crt": pulsar.ca})
     create = (CREATE, "--pulsar-client-dir", str(client))
-    document["spec"]["source"]["maxOffsetsPerTrigger"] = LIMIT
+    document["spec"]["source"].update(maxOffsetsPerTrigger=LIMIT, ordering="key")
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(document))
     checkpoint = tmp_path / "cp"
-    pulsar.produce(names["source"], [Message(str(i), str(i).encode()) for i in range(BACKLOG)])
+    pulsar.produce(names["source"], [message(i) for i in range(BACKLOG)])
 
     written_at_kills: list[int] = []
     pick = random.Random(21)
@@ -97,26 +127,27 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
             time.sleep(pick.uniform(0.0, 1.0))
             written_at_kills.append(len(pulsar.read_all(names["output"])))
             engine.kill()
-            if kill == KILLS - 1:
-                # The last run drains the rest without a limit (quicker): the batch the kill left
-                # uncommitted is replayed with the ends it was planned with all the same.
-                del document["spec"]["source"]["maxOffsetsPerTrigger"]
-                policy.write_text(yaml.safe_dump(document))
-            engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log", *create)
-        assert producer is not None
-        producer.join(120)
-        deadline = time.monotonic() + 300
-        result = _audit_now(pulsar, names)
-        while result.missing and time.monotonic() < deadline:
-            assert engine.alive(), engine.tail()
-            time.sleep(2)
-            result = _audit_now(pulsar, names)
+            if kill < KILLS - 1:
+                engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log", *create)
     finally:
         engine.stop(timeout=30)
+    # The last run drains the rest without a limit (quicker): the batch the kill left
+    # uncommitted is replayed with the ends it was planned with all the same.
+    del document["spec"]["source"]["maxOffsetsPerTrigger"]
+    last = pulsar_engine(names, checkpoint=checkpoint, client_dir=client, document=document)
+    assert producer is not None
+    producer.join(120)
+    deadline = time.monotonic() + 300
+    result = _audit_now(pulsar, names)
+    while result.missing and time.monotonic() < deadline:
+        assert last.status is None, last.describe()
+        time.sleep(2)
+        result = _audit_now(pulsar, names)
+    last.stop()
 
     print({"written_at_kills": written_at_kills, **result.as_dict()})
     retry, dlq = (f"persistent://public/default/{names[role]}" for role in ("retry", "dlq"))
-    logs = [(tmp_path / f"engine-{run}.log").read_text() for run in range(KILLS + 1)]
+    logs = [(tmp_path / f"engine-{run}.log").read_text() for run in range(KILLS)]
     assert f"dlq-engine: created topic '{retry}' (2 partitions)" in logs[0], logs[0][-3000:]
     assert f"dlq-engine: created topic '{dlq}' (2 partitions)" in logs[0]
     for log in logs[1:]:
@@ -126,6 +157,15 @@ def test_three_kills_during_a_backlog_lose_nothing_and_replay_only_batches_in_fl
     assert result.missing == []
     assert result.misplaced == []
     assert result.flaky_retried == sum(1 for i in range(N) if kind_of(i) == "flaky")
+    expected: dict[str, list[int]] = {}
+    for i in range(N):
+        key = key_of(i)
+        if key is not None and kind_of(i) in ("ok", "flaky"):
+            expected.setdefault(key, []).append(i)
+    order = key_order(pulsar, names["output"])
+    assert sorted(order) == sorted(expected)
+    for key, numbers in expected.items():
+        assert order[key] == numbers, key
     # A kill replays what its run had written and not committed: the source's batch and the retry
     # topic's, each at most LIMIT entries (with a Python data source the first batch of each run
     # read the whole backlog, and three kills wrote it again: 1,900 duplicates of 1,900).

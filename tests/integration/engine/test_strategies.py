@@ -1,5 +1,5 @@
-"""Dead-letter strategies (Conduit's topic / ignore / stop), the error window, batch mode,
-source ordering, and restarts from the checkpoint."""
+"""Dead-letter strategies (Conduit's topic / ignore / stop), the error window, the batch and
+Arrow modes (on Kafka and Pulsar), source ordering, and restarts from the checkpoint."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from dlq_engine.exits import EXIT_ERROR_WINDOW, EXIT_OK, EXIT_STOP_STRATEGY
 from tests.helpers import produce, read_all
+from tests.integration.engine.brokers import BrokerUnderTest
 
 
 def test_ignore_strategy_counts_dead_letters_and_writes_none(
@@ -68,20 +69,23 @@ def test_error_window_stops_the_job_with_its_reason(
     ],
 )
 def test_batch_and_arrow_mode_route_like_message_mode(
-    bootstrap_servers: str,
-    topics: Callable[..., dict[str, str]],
-    engine: Callable[..., Any],
-    mode: str,
-    entrypoint: str,
-    unwritable: str,
+    broker: BrokerUnderTest, mode: str, entrypoint: str, unwritable: str
 ) -> None:
-    names = topics()
-    produce(
-        bootstrap_servers,
+    """Every outcome (output, acknowledged, recovered after a retry, exhausted, non-retryable,
+    terminated), on Kafka and on Pulsar."""
+    names = broker.topics()
+    broker.produce(
         names["source"],
-        [(b"a", b"ok:x"), (b"b", b"nonretry:k"), (b"c", b"flaky:1"), (b"d", b"badtype"), (b"e", b"ack")],
+        [
+            (b"a", b"ok:x"),
+            (b"b", b"nonretry:k"),
+            (b"c", b"flaky:1"),
+            (b"d", b"badtype"),
+            (b"e", b"ack"),
+            (b"f", b"terminate:t"),
+        ],
     )
-    running = engine(
+    running = broker.engine(
         names,
         processor={"entrypoint": f"tests.processors.scripted:{entrypoint}", "mode": mode},
         retry={
@@ -90,14 +94,15 @@ def test_batch_and_arrow_mode_route_like_message_mode(
             "backoff": {"type": "fixed", "delay": "200ms"},
         },
     )
-    output = read_all(bootstrap_servers, names["output"], expect=2, timeout=120)
-    dead = read_all(bootstrap_servers, names["dlq"], expect=2, timeout=60)
+    output = broker.read_all(names["output"], expect=2, timeout=120)
+    dead = broker.read_all(names["dlq"], expect=3, timeout=60)
     running.stop()
     assert sorted(r.value for r in output) == [b"X", b"recovered after 1"]
     reasons = {r.key: (r.header("dlq.reason"), r.header("dlq.error.class"), r.value) for r in dead}
     assert reasons == {
         b"b": ("non-retryable", "KeyError", b"nonretry:k"),
         b"d": ("exhausted", unwritable, b"badtype"),
+        b"f": ("terminated", "dlq_engine.model.processor_api.Terminate", b"terminate:t"),
     }
     assert running.run.totals.counts["acked"] == 1
 
