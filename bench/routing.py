@@ -36,6 +36,7 @@ from bench.processors import MIXES, entrypoint
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import BackoffSpec, ProcessorMode
 from dlq_engine.processing.batches import HEADER_TYPE, route_batch
+from dlq_engine.routing.outcomes import Classifier
 from dlq_engine.routing.settings import RoutingSettings
 
 ROWS = 10_000
@@ -59,16 +60,15 @@ def record_batch(rows: int = ROWS, *, retry_topic: str = "retry") -> pa.RecordBa
 
 
 def settings(mode: ProcessorMode) -> RoutingSettings:
-    return RoutingSettings(
-        retry_topic="retry",
-        policy="bench/routing",
-        subscription="bench",
+    classifier = Classifier(
         max_redeliver=2,
-        backoff=BackoffSpec(type="fixed", delay_ms=200),
         strategy="topic",
-        include_stack=True,
         has_output=True,
-        mode=mode,
+        backoff=BackoffSpec(type="fixed", delay_ms=200),
+        include_stack=True,
+    )
+    return RoutingSettings(
+        classifier=classifier, retry_topic="retry", policy="bench/routing", subscription="bench", mode=mode
     )
 
 

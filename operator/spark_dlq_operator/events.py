@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from dlq_engine.model import API_VERSION
 from spark_dlq_operator.kubeapi import EVENTS, KubeApi
 from spark_dlq_operator.naming import MANAGED_BY, Owner
-
-EventType = Literal["Normal", "Warning"]
+from spark_dlq_operator.reasons import EventType
 
 _MESSAGE_MAX: Final = 1024
 logger = logging.getLogger(__name__)

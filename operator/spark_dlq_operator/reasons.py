@@ -4,13 +4,14 @@ A reason or a phase is part of the contract (alerts, runbooks, ``kubectl get dlp
 read them), so each is spelled once, here: code builds conditions from these members and
 switches on them, tests import them. ``Reason`` holds every reason of a policy's four
 conditions (Ready, TopicsReady, JobRunning, BreakerClosed); the frozensets below group them by
-what they mean for the policy (Invalid, a Warning event). ``Phase`` is ``status.phase``.
+what they mean for the policy (Invalid, a Warning event). ``EventReason`` names the events a
+condition's change announces under a reason of their own. ``Phase`` is ``status.phase``.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Final, Literal
 
 
 class Reason(StrEnum):
@@ -157,6 +158,24 @@ STALE_JOB: Final = frozenset(
 #: JobRunning reasons the supervisor's and the watcher's findings must not overwrite: the policy
 #: (suspended) or the operator (a conflict, a refusal) decided them.
 DECIDED_JOB: Final = frozenset({Reason.SUSPENDED, Reason.CONFLICT, Reason.SPARK_APPLICATION_REFUSED})
+
+
+#: A Kubernetes Event's type.
+EventType = Literal["Normal", "Warning"]
+
+
+class EventReason(StrEnum):
+    """The reason of an event a condition's change announces, where it is not the condition's
+    own reason (``policies.announcements``)."""
+
+    #: Normal: Ready turned True.
+    READY = "Ready"
+    #: Normal: the breaker closed again.
+    BREAKER_CLOSED = "BreakerClosed"
+    #: Warning: an existing retry or dead-letter topic has fewer partitions than wanted.
+    TOPIC_PARTITIONS_DRIFT = "TopicPartitionsDrift"
+    #: Warning: a topic deletes records sooner than they are needed (TopicsReady ShortRetention).
+    TOPIC_RETENTION_SHORT = "TopicRetentionShort"
 
 
 def reason_of(text: object, default: Reason) -> Reason:

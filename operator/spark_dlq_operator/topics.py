@@ -57,6 +57,7 @@ from dlq_engine.model.topics import (
 from spark_dlq_operator import naming, render
 from spark_dlq_operator.kubeapi import ApiError, KubeApi, Obj, ResourceType, kafka_topics
 from spark_dlq_operator.oauth2 import ClientCredentials, OAuth2Refused, OAuth2Unavailable
+from spark_dlq_operator.policies.announcements import DRIFT_MARK
 from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 
@@ -109,7 +110,7 @@ def ready_report(
     """The report of topics that exist: reason ``TopicsReady``, or ``ShortRetention`` (the
     condition stays True: the job runs) with the findings added to the message."""
     if drift:
-        message += "; drift: " + "; ".join(drift)
+        message += f"; {DRIFT_MARK} " + "; ".join(drift)
     if short_retention:
         message += "; short retention: " + "; ".join(short_retention)
     return TopicsReport(

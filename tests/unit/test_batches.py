@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -17,24 +17,33 @@ from dlq_engine.processing.batches import (
     HEADER_TYPE,
     route_batch,
 )
-from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route
+from dlq_engine.routing.outcomes import MAX_DELIVER_AT, Route, RuleLimits
 from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import policy
 
 NOW = 1_800_000_000_000
-SETTINGS = RoutingSettings.from_policy(
-    policy(
-        {
-            "spec.output.topic": "orders-billed",
-            "spec.retry.maxRedeliverCount": 2,
-            "spec.retry.backoff": {"type": "fixed", "delay": "1s"},
-            "spec.retry.nonRetryableErrors": ["KeyError"],
-            "spec.deadLetter.includeStackTrace": False,
-            "spec.processor.timeout": "0s",  # none: every call untimed
-            "spec.deadLetter.headers": {"team": "payments"},
-        }
-    )
-)
+#: The policy the tests route under (``tests.policy_builder`` paths); ``settings_for`` changes it.
+POLICY: dict[str, Any] = {
+    "spec.output.topic": "orders-billed",
+    "spec.retry.maxRedeliverCount": 2,
+    "spec.retry.backoff": {"type": "fixed", "delay": "1s"},
+    "spec.retry.nonRetryableErrors": ["KeyError"],
+    "spec.deadLetter.includeStackTrace": False,
+    "spec.processor.timeout": "0s",  # none: every call untimed
+    "spec.deadLetter.headers": {"team": "payments"},
+}
+#: ``source.ordering: key``.
+KEYED: dict[str, Any] = {"spec.source.ordering": "key"}
+
+
+def settings_for(changes: Mapping[str, Any] | None = None, **fields: Any) -> RoutingSettings:
+    """The settings of ``POLICY`` with ``changes`` made to its fields, then ``fields`` of the
+    settings replaced (what the query gives beside the policy: the record limits, or a mode)."""
+    built = RoutingSettings.from_policy(policy({**POLICY, **(changes or {})}))
+    return dataclasses.replace(built, **fields) if fields else built
+
+
+SETTINGS = settings_for()
 
 
 def batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
@@ -266,7 +275,7 @@ def test_terminate_and_listed_errors_skip_retries() -> None:
 
 
 def test_stop_strategy_raises_naming_the_message() -> None:
-    settings = dataclasses.replace(SETTINGS, strategy="stop")
+    settings = settings_for({"spec.deadLetter.strategy": "stop"})
     with pytest.raises(EngineError) as stopped:
         route([{"offset": 3, "partition": 1}], lambda m: (_ for _ in ()).throw(Terminate("bad")), settings)
     assert stopped.value.failure == Failure(
@@ -359,11 +368,21 @@ def test_a_batch_processor_raising_system_exit_fails_every_message_and_unpublish
 
 # --- retry.rules ---------------------------------------------------------------------------------
 
-RULES = dataclasses.replace(
-    SETTINGS,
-    rule_errors=(frozenset({"TimeoutError"}), frozenset({"ConnectionError", "OSError"})),
-    rule_limits=(5, 0),
-    rule_backoffs=(BackoffSpec(type="fixed", delay_ms=30_000), BackoffSpec(type="fixed", delay_ms=1)),
+RULES = settings_for(
+    {
+        "spec.retry.rules": [
+            {
+                "errors": ["TimeoutError"],
+                "maxRedeliverCount": 5,
+                "backoff": {"type": "fixed", "delay": "30s"},
+            },
+            {
+                "errors": ["ConnectionError", "OSError"],
+                "maxRedeliverCount": 0,
+                "backoff": {"type": "fixed", "delay": "1ms"},
+            },
+        ]
+    }
 )
 
 
@@ -412,22 +431,29 @@ def test_an_explicit_retry_delay_still_wins_over_a_rule_s_backoff() -> None:
     [row] = route(
         [{}],
         raising(Retry("later", delay="2s")),
-        dataclasses.replace(
-            RULES,
-            rule_errors=(frozenset({"Retry"}),),
-            rule_limits=(5,),
-            rule_backoffs=(BackoffSpec(type="fixed", delay_ms=30_000),),
+        settings_for(
+            {
+                "spec.retry.rules": [
+                    {
+                        "errors": ["Retry"],
+                        "maxRedeliverCount": 5,
+                        "backoff": {"type": "fixed", "delay": "30s"},
+                    }
+                ]
+            }
         ),
     )
     assert int(row["dlq"]["dlq.deliver.at"]) == NOW + 2000
 
 
 def test_non_retryable_and_terminate_are_never_matched_by_a_rule() -> None:
+    # No policy says this (the parser refuses a class both non-retryable and in a rule), but
+    # routing does not rely on that.
+    rule = RuleLimits(
+        frozenset({"KeyError", "Terminate"}), max_redeliver=5, backoff=BackoffSpec(), budget_ms=0
+    )
     settings = dataclasses.replace(
-        RULES,
-        rule_errors=(frozenset({"KeyError", "Terminate"}),),
-        rule_limits=(5,),
-        rule_backoffs=(BackoffSpec(),),
+        SETTINGS, classifier=dataclasses.replace(SETTINGS.classifier, rules=(rule,))
     )
     [row] = route([{}], raising(KeyError("k")), settings)
     assert (row["route"], row["reason"]) == (Route.DEAD, "non-retryable")
@@ -439,7 +465,7 @@ def test_non_retryable_and_terminate_are_never_matched_by_a_rule() -> None:
 # ---------------------------------------------------------------------------------------------
 # source.ordering: key
 
-ORDERED = dataclasses.replace(SETTINGS, ordered=True)
+ORDERED = settings_for(KEYED)
 
 
 def test_ordered_a_keys_later_messages_are_parked_unprocessed_once_one_goes_to_retry() -> None:
@@ -488,7 +514,7 @@ def test_ordered_a_done_retry_writes_a_release_naming_its_source_position() -> N
 
 
 def test_ordered_block_writes_a_block_record_and_parks_the_rest_of_the_key() -> None:
-    settings = dataclasses.replace(ORDERED, block_on_dead_letter=True)
+    settings = settings_for({**KEYED, "spec.ordering.onDeadLetter": "block"})
     rows = [{"key": b"a", "value": b"x", "offset": 4}, {"key": b"a", "value": b"y", "offset": 5}]
 
     def poison_x(message: Message) -> Any:
@@ -520,7 +546,9 @@ def test_ordered_a_message_past_a_bound_is_dead_lettered_unprocessed_or_stops() 
     headers = {h["key"]: h["value"] for h in out[0]["headers"]}
     assert headers["dlq.error.class"] == b"OrderingOverflow"
     with pytest.raises(EngineError, match=r"DLQ-STOP: ordering\.onOverflow stop: .*maxHeldPerKey"):
-        route_batch(noted, dataclasses.replace(ORDERED, stop_on_overflow=True), fail, now_ms=lambda: NOW)
+        route_batch(
+            noted, settings_for({**KEYED, "spec.ordering.onOverflow": "stop"}), fail, now_ms=lambda: NOW
+        )
 
 
 # --- mode: arrow ---------------------------------------------------------------------------------

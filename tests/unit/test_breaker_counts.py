@@ -59,6 +59,6 @@ def test_a_probe_has_no_redelivery_limit_but_keeps_its_retry_budget() -> None:
         }
     )
     settings = RoutingSettings.from_policy(parse_policy(document))
-    probe = probing(settings)
-    assert (probe.max_redeliver, probe.rule_limits) == (NO_LIMIT, (NO_LIMIT,))
-    assert (probe.budget_ms, probe.rule_budgets) == (60_000, (5_000,))
+    probe = probing(settings).classifier
+    assert (probe.max_redeliver, [rule.max_redeliver for rule in probe.rules]) == (NO_LIMIT, [NO_LIMIT])
+    assert (probe.budget_ms, [rule.budget_ms for rule in probe.rules]) == (60_000, [5_000])

@@ -7,7 +7,6 @@ pulsar-client wheel)."""
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +19,11 @@ from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import issues, policy_document
-from tests.unit.test_batches import NOW, SETTINGS, batch, fail
+from tests.unit.test_batches import NOW, SETTINGS, batch, fail, settings_for
 
 ALL = ("spark-dlq", "spring", "connect", "pulsar")
-PROFILED = dataclasses.replace(SETTINGS, header_profiles=ALL, include_stack=True)
+STACKED: dict[str, Any] = {"spec.deadLetter.includeStackTrace": True}
+PROFILED = settings_for(STACKED, header_profiles=ALL)
 
 
 def route(
@@ -90,7 +90,7 @@ def test_bad_profile_lists_are_refused_naming_the_entry(value: object, expected:
 
 
 def test_a_dead_letter_carries_every_profile_in_each_tool_s_encoding() -> None:
-    settings = dataclasses.replace(PROFILED, max_redeliver=0)
+    settings = settings_for({**STACKED, "spec.retry.maxRedeliverCount": 0}, header_profiles=ALL)
     (row,) = route(
         [{"topic": "orders", "partition": 3, "offset": 2**40, "headers": [("trace", b"t")]}], fail, settings
     )

@@ -5,7 +5,6 @@ the stage reads by name, the report's fields, and the overflow notes routing dea
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from dlq_engine.failures import Ending, EngineError
 from dlq_engine.job.ordering import KIND_COLUMN, REPORT_COLUMN, REPORT_TYPE, SAMPLE, OrderKind
 from dlq_engine.processing.batches import ORDER_NOTE, route_batch
 from dlq_engine.routing.outcomes import Route
-from tests.unit.test_batches import NOW, ORDERED, batch, fail
+from tests.unit.test_batches import KEYED, NOW, ORDERED, batch, fail, settings_for
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA = (ROOT / "spark_image/jvm/src/main/java/io/sparkdlq/engine/OrderByKey.java").read_text()
@@ -71,7 +70,7 @@ def test_each_overflow_note_names_its_bound_and_routes_as_ordering_overflow() ->
         [row] = route_batch(noted, ORDERED, fail, now_ms=lambda: NOW).to_pylist()
         assert (row["route"], row["reason"]) == (Route.DEAD, "ordering-overflow")
         assert {h["key"]: h["value"] for h in row["headers"]}["dlq.error.message"] == note.encode()
-        stopping = dataclasses.replace(ORDERED, stop_on_overflow=True)
+        stopping = settings_for({**KEYED, "spec.ordering.onOverflow": "stop"})
         with pytest.raises(EngineError) as stopped:
             route_batch(noted, stopping, fail, now_ms=lambda: NOW)
         assert stopped.value.failure.kind is Ending.STOP_STRATEGY

@@ -19,14 +19,15 @@ from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.record_size import Limit, RecordLimits, record_size
-from tests.unit.test_batches import NOW, SETTINGS, batch, fail
+from tests.unit.test_batches import KEYED, NOW, SETTINGS, batch, fail, settings_for
 
 LIMITS = RecordLimits(
     output=Limit(4_000, "max.message.bytes of topic 'out'", "out"),
     retry=Limit(6_000, "max.message.bytes of topic 'retry'", "retry"),
     dead_letter=Limit(20_000, "max.message.bytes of topic 'dlq'", "dlq"),
 )
-FITTED = dataclasses.replace(SETTINGS, limits=LIMITS, include_stack=True)
+STACKED: dict[str, Any] = {"spec.deadLetter.includeStackTrace": True}
+FITTED = settings_for(STACKED, limits=LIMITS)
 
 
 def routed(rows: list[dict[str, Any]], processor: Any, settings: Any = FITTED) -> list[dict[str, Any]]:
@@ -174,11 +175,17 @@ def test_with_a_table_the_stub_s_value_is_handed_on_for_it() -> None:
 
 def test_under_ignore_a_record_too_large_is_counted_not_written_and_under_stop_it_stops() -> None:
     [row] = routed(
-        [{"value": b"x" * 5_000}], lambda m: m.value, dataclasses.replace(FITTED, strategy="ignore")
+        [{"value": b"x" * 5_000}],
+        lambda m: m.value,
+        settings_for({**STACKED, "spec.deadLetter.strategy": "ignore"}, limits=LIMITS),
     )
     assert (row["route"], row["reason"]) == (Route.IGNORED, "too-large")
     with pytest.raises(EngineError, match=r"DLQ-STOP: .* failed \(too-large\): RecordTooLarge"):
-        routed([{"value": b"x" * 5_000}], lambda m: m.value, dataclasses.replace(FITTED, strategy="stop"))
+        routed(
+            [{"value": b"x" * 5_000}],
+            lambda m: m.value,
+            settings_for({**STACKED, "spec.deadLetter.strategy": "stop"}, limits=LIMITS),
+        )
 
 
 def test_arrow_mode_fits_records_the_same_way() -> None:
@@ -202,10 +209,10 @@ def test_ordered_a_head_retry_dead_lettered_as_too_large_releases_or_blocks_its_
         "topic": SETTINGS.retry_topic,
         "headers": [("dlq.attempt", b"1"), ("dlq.original.partition", b"0"), ("dlq.original.offset", b"4")],
     }
-    ordered = dataclasses.replace(FITTED, ordered=True)
+    ordered = settings_for({**STACKED, **KEYED}, limits=LIMITS)
     out = routed([retry], fail, ordered)
     assert [(r["route"], r["reason"]) for r in out] == [(Route.DEAD, "too-large"), (Route.CONTROL, "release")]
-    blocking = dataclasses.replace(ordered, block_on_dead_letter=True)
+    blocking = settings_for({**STACKED, **KEYED, "spec.ordering.onDeadLetter": "block"}, limits=LIMITS)
     out = routed([retry], fail, blocking)
     assert [(r["route"], r["reason"]) for r in out] == [(Route.DEAD, "too-large"), (Route.CONTROL, "block")]
 

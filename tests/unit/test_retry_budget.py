@@ -3,24 +3,23 @@ redrive) is not made; the message is dead-lettered ``retry-timeout``. Pure, on a
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
 from dlq_engine import Message, Retry
 from dlq_engine.model import engine_config, parse_policy, to_spec
-from dlq_engine.model.policy import BackoffSpec
 from dlq_engine.processing.batches import route_batch
 from dlq_engine.routing import headers as h
 from dlq_engine.routing.outcomes import Route
 from dlq_engine.routing.retry_budget import allows, started_at
 from dlq_engine.routing.settings import RoutingSettings
 from tests.policy_builder import issues, policy_document
-from tests.unit.test_batches import NOW, SETTINGS, batch, fail
+from tests.unit.test_batches import KEYED, NOW, SETTINGS, batch, fail, settings_for
 
 MINUTE = 60_000
-BUDGETED = dataclasses.replace(SETTINGS, max_redeliver=100, budget_ms=10 * MINUTE)
+BUDGET: dict[str, Any] = {"spec.retry.maxRedeliverCount": 100, "spec.retry.maxRetryDuration": "10m"}
+BUDGETED = settings_for(BUDGET)
 
 
 def retry_record(first_failure_ms: int, **extra: bytes) -> dict[str, Any]:
@@ -74,7 +73,7 @@ def test_a_retry_record_whose_next_retry_is_due_past_the_budget_is_dead_lettered
 
 
 def test_a_first_failure_whose_backoff_exceeds_the_budget_is_dead_lettered_at_once() -> None:
-    settings = dataclasses.replace(BUDGETED, budget_ms=500)  # the backoff is 1 s
+    settings = settings_for({**BUDGET, "spec.retry.maxRetryDuration": "500ms"})  # the backoff is 1 s
     [row] = routed([{}], settings)
     assert (row["route"], row["reason"]) == (Route.DEAD, "retry-timeout")
 
@@ -94,13 +93,12 @@ def test_a_redrive_starts_a_fresh_budget() -> None:
 
 
 def test_a_rule_s_budget_applies_to_its_errors_and_the_policy_s_to_the_rest() -> None:
-    settings = dataclasses.replace(
-        BUDGETED,
-        rule_errors=(frozenset({"ConnectionError"}),),
-        rule_limits=(100,),
-        rule_backoffs=(BackoffSpec(type="fixed", delay_ms=1000),),
-        rule_budgets=(2 * MINUTE,),
-    )
+    rule = {
+        "errors": ["ConnectionError"],
+        "backoff": {"type": "fixed", "delay": "1s"},
+        "maxRetryDuration": "2m",
+    }
+    settings = settings_for({**BUDGET, "spec.retry.rules": [rule]})
     record = retry_record(NOW - 5 * MINUTE)
     [ruled] = routed([record], settings)  # ConnectionError: the rule's 2 minutes
     [other] = routed([record], settings, lambda m: (_ for _ in ()).throw(ValueError("x")))
@@ -110,7 +108,7 @@ def test_a_rule_s_budget_applies_to_its_errors_and_the_policy_s_to_the_rest() ->
 
 @pytest.mark.parametrize("mode", ["message", "arrow"])
 def test_ordered_and_arrow_paths_decide_the_same(mode: str) -> None:
-    settings = dataclasses.replace(BUDGETED, mode=mode, ordered=mode == "message")
+    settings = settings_for({**BUDGET, **(KEYED if mode == "message" else {})}, mode=mode)
     rows = [{**retry_record(NOW - 20 * MINUTE), "key": b"a"}, {"key": b"a", "value": b"later", "offset": 5}]
 
     def processor(given: Any) -> Any:
@@ -147,7 +145,11 @@ def test_the_policy_field_and_its_rule_override_parse_and_write_back() -> None:
     assert ["maxRetryDuration" in rule for rule in spec["rules"]] == [False, True, True]
     assert parse_policy({**document, "spec": {**document["spec"], "retry": spec}}) == policy
     settings = RoutingSettings.from_policy(policy)
-    assert (settings.budget_ms, settings.rule_budgets) == (3_600_000, (3_600_000, 300_000, 0))
+    classifier = settings.classifier
+    assert (classifier.budget_ms, [rule.budget_ms for rule in classifier.rules]) == (
+        3_600_000,
+        [3_600_000, 300_000, 0],
+    )
     assert "maxRetryDuration" not in engine_config(parse_policy(policy_document({})))["spec"]["retry"]
 
 

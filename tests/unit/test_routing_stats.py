@@ -24,25 +24,21 @@ from dlq_engine.routing.stats import (
     stats_column,
 )
 from tests.policy_builder import policy
+from tests.unit.test_batches import POLICY as BATCHES_POLICY
 
 NOW = 1_700_000_100_000
-SETTINGS = RoutingSettings.from_policy(
-    policy(
-        {
-            "metadata.name": "p",
-            "metadata.namespace": "ns",
-            "spec.source.subscription": "sub",
-            "spec.retry.topic": "retry",
-            "spec.output.topic": "out",
-            "spec.retry.maxRedeliverCount": 2,
-            "spec.retry.backoff": {"type": "fixed", "delay": "1s"},
-            "spec.retry.nonRetryableErrors": ["KeyError"],
-            "spec.deadLetter.includeStackTrace": False,
-            "spec.processor.timeout": "0s",  # none: every call untimed
-            "spec.spark.trigger": "1s",  # released late: more than 2 s past due
-        }
-    )
-)
+#: test_batches' policy under other names, with no static headers.
+POLICY: dict[str, Any] = {
+    **BATCHES_POLICY,
+    "metadata.name": "p",
+    "metadata.namespace": "ns",
+    "spec.source.subscription": "sub",
+    "spec.retry.topic": "retry",
+    "spec.output.topic": "out",
+    "spec.deadLetter.headers": {},
+    "spec.spark.trigger": "1s",  # released late: more than 2 s past due
+}
+SETTINGS = RoutingSettings.from_policy(policy(POLICY))
 
 
 def batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
@@ -141,7 +137,8 @@ def test_counts_by_route_and_reason_and_the_lateness_range_are_summed_per_micro_
     }
     assert (summary["max_lateness_ms"], summary["min_lateness_ms"]) == (700, 100)
     other = summary_of(
-        [{"value": b"ok", "retry": (1, NOW - 50)}], dataclasses.replace(SETTINGS, strategy="ignore")
+        [{"value": b"ok", "retry": (1, NOW - 50)}],
+        RoutingSettings.from_policy(policy({**POLICY, "spec.deadLetter.strategy": "ignore"})),
     )
     row = observed_row([json.dumps(summary), json.dumps(other)])
     assert {k: row[k] for k in ("total", "output", "redelivered", "max_lateness_ms", "min_lateness_ms")} == {

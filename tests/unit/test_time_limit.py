@@ -22,7 +22,7 @@ from dlq_engine.processing.time_limit import (
     worker_must_retire,
 )
 from dlq_engine.routing.outcomes import Route
-from tests.unit.test_batches import SETTINGS, batch, route
+from tests.unit.test_batches import ORDERED, SETTINGS, batch, route, settings_for
 
 
 def wait_until(condition: Any, timeout: float = 10.0) -> bool:
@@ -128,7 +128,10 @@ def test_with_no_limit_the_processor_runs_on_the_routing_thread() -> None:
 def test_a_message_that_overruns_is_routed_as_a_timeout_error(
     non_retryable: frozenset[str], attempt_header: bytes | None, route_to: Route, reason: str | None
 ) -> None:
-    settings = dataclasses.replace(SETTINGS, timeout_ms=200, non_retryable=non_retryable, include_stack=True)
+    settings = settings_for(
+        {"spec.retry.nonRetryableErrors": sorted(non_retryable), "spec.deadLetter.includeStackTrace": True},
+        timeout_ms=200,
+    )
     headers = [] if attempt_header is None else [("dlq.attempt", attempt_header)]
     topic = "orders" if attempt_header is None else SETTINGS.retry_topic
 
@@ -221,7 +224,7 @@ def test_while_too_many_abandoned_calls_still_run_no_call_is_started_and_the_wor
 
 
 def test_ordered_with_a_limit_a_keys_later_messages_are_still_not_processed() -> None:
-    settings = dataclasses.replace(SETTINGS, ordered=True, timeout_ms=200)
+    settings = dataclasses.replace(ORDERED, timeout_ms=200)
     seen: list[bytes | None] = []
 
     def first_hangs(message: Message) -> bytes | None:

@@ -1,5 +1,5 @@
-"""The topics a policy needs (``model/topics.py``): their retention, and when an existing topic's
-retention is too short for what it holds."""
+"""The topics a policy needs (``model/topics.py``): their names and partitions, their retention,
+and when an existing topic's retention is too short for what it holds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from dlq_engine.model.policy import parse_policy
 from dlq_engine.model.topics import (
     DEAD_LETTER_RETENTION_MS,
     RETRY_RETENTION_MARGIN_MS,
+    PulsarSubscriptionWant,
+    broker_topic_name,
     longest_retry_wait_ms,
+    pulsar_subscriptions,
     retention_shortfall,
     wanted_topics,
 )
@@ -150,3 +153,42 @@ def test_a_retry_retention_the_policy_names_is_checked_too() -> None:
         policy({"spec.topics.retryConfig": {"retention.ms": "1000"}}), source_partitions=1
     )
     assert retention_shortfall(retry, retry.config) is not None
+
+
+# --- names and partitions ----------------------------------------------------------------------
+
+PULSAR = {
+    "type": "pulsar",
+    "serviceUrl": "pulsar://pulsar.pulsar:6650",
+    "adminUrl": "http://pulsar.pulsar:8080",
+}
+
+
+def test_wanted_topics_follow_the_source_partitions() -> None:
+    p = policy({"spec.topics.retryConfig": {"retention.ms": "1000"}, "spec.topics.replicationFactor": 3})
+    retry, dlq = wanted_topics(p, source_partitions=6)
+    assert (retry.name, retry.partitions, retry.replication_factor) == ("orders-billing-RETRY", 6, 3)
+    assert retry.config == {"retention.ms": "1000"}
+    assert (dlq.name, dlq.partitions, dlq.replication_factor) == ("orders-billing-DLQ", 6, 3)
+    assert dlq.config == {"retention.ms": "-1"}  # tests/unit/test_topics.py: the retention defaults
+
+
+def test_pulsar_topics_subscriptions_and_status_names() -> None:
+    p = policy({"spec.broker": PULSAR, "spec.source.topic": "shop/orders/orders"})
+    retry, dlq = wanted_topics(p, source_partitions=0)
+    assert (retry.name, retry.partitions, dlq.name) == (
+        "shop/orders/orders-billing-RETRY",
+        0,
+        "shop/orders/orders-billing-DLQ",
+    )
+    assert pulsar_subscriptions(p) == (
+        PulsarSubscriptionWant("shop/orders/orders-billing-RETRY", "billing"),
+        PulsarSubscriptionWant("shop/orders/orders-billing-DLQ", "spark-dlq-keep"),
+    )
+    assert broker_topic_name(p, p.dead_letter_topic) == "persistent://shop/orders/orders-billing-DLQ"
+    assert broker_topic_name(policy(), "orders-billing-DLQ") == "orders-billing-DLQ"
+
+
+def test_wanted_topics_partitions_from_the_policy_win() -> None:
+    retry, dlq = wanted_topics(policy({"spec.topics.partitions": 2}), source_partitions=6)
+    assert (retry.partitions, dlq.partitions) == (2, 2)

@@ -4,6 +4,7 @@ Pure modules (no I/O, no client; unit-tested as plain functions) sit beside the 
 send what they decide:
 
 - ``status``: the policy's conditions and phase, and its next status from an ``Observation``;
+  ``announcements``: the events a status change announces (one table by condition type);
   ``status_writer`` writes it (read-modify-write on the status subresource) and posts the events.
 - ``application_state``: what a SparkApplication's state means for JobRunning, and when a failed
   one is due for resubmission; ``watcher`` maps its events onto the policy and resubmits it.

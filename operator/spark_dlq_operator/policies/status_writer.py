@@ -1,6 +1,6 @@
 """Writing a policy's status: a read-modify-write through the status subresource guarded by
 ``resourceVersion``, so the reconcile, the watcher and the supervisor never overwrite each other's
-conditions; and an event for each condition that turned into a problem, or into Ready.
+conditions; and the events the change announces (``announcements``).
 
 ``report_invalid`` and ``report_refused`` write the status of a policy the model or its class
 refuses (phase Invalid; nothing is created for it).
@@ -15,10 +15,11 @@ from dlq_engine.model import Issue, PolicyError
 from spark_dlq_operator import metrics
 from spark_dlq_operator.kubeapi import POLICIES, ApiError
 from spark_dlq_operator.naming import Owner
+from spark_dlq_operator.policies.announcements import announcements
 from spark_dlq_operator.policies.services import Services, now
 from spark_dlq_operator.policies.status import Observation, next_status
 from spark_dlq_operator.policy_class import ClassRefusal
-from spark_dlq_operator.reasons import WARNING, Reason
+from spark_dlq_operator.reasons import Reason
 
 
 async def write_status(
@@ -73,42 +74,9 @@ async def write_status(
 
 
 async def _announce(services: Services, owner: Owner, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    """Post an event for each condition that turned into a problem, or into Ready."""
-    before = {c.get("type"): c for c in old.get("conditions") or []}
-    for condition in new.get("conditions") or []:
-        previous = before.get(condition["type"]) or {}
-        key = ("status", "reason", "message")
-        if all(previous.get(k) == condition.get(k) for k in key):
-            continue
-        reason, message = condition.get("reason", ""), condition.get("message", "")
-        if condition["type"] == "BreakerClosed":
-            await _announce_breaker(services, owner, previous, condition)
-        elif condition["status"] == "False" and reason in WARNING:
-            await services.events.warn(owner, reason, message)
-        elif condition["type"] == "TopicsReady" and ("drift:" in message or reason == Reason.SHORT_RETENTION):
-            if "drift:" in message:
-                await services.events.warn(owner, "TopicPartitionsDrift", message)
-            if reason == Reason.SHORT_RETENTION:
-                await services.events.warn(owner, "TopicRetentionShort", message)
-        elif (
-            condition["type"] == "Ready"
-            and condition["status"] == "True"
-            and previous.get("status") != "True"
-        ):
-            await services.events.info(owner, "Ready", message)
-
-
-async def _announce_breaker(
-    services: Services, owner: Owner, previous: Mapping[str, Any], condition: Mapping[str, Any]
-) -> None:
-    """A Warning event when the breaker opens, a Normal one when it closes again; none while it
-    goes between open and half-open (its condition's message says which, and when)."""
-    if condition["status"] == previous.get("status"):
-        return
-    if condition["status"] == "False" and condition.get("reason") == Reason.BREAKER_OPEN:
-        await services.events.warn(owner, Reason.BREAKER_OPEN, condition.get("message", ""))
-    elif condition["status"] == "True" and previous.get("status") == "False":
-        await services.events.info(owner, "BreakerClosed", condition.get("message", ""))
+    """Post the events the change announces (``announcements``: one table by condition type)."""
+    for event in announcements(old, new):
+        await services.events.post(owner, event.type, event.reason, event.message)
 
 
 async def report_invalid(

@@ -88,9 +88,7 @@ def for_this_task(settings: RoutingSettings) -> RoutingSettings:
 
 
 def probing(settings: RoutingSettings) -> RoutingSettings:
-    return dataclasses.replace(
-        settings, max_redeliver=NO_LIMIT, rule_limits=tuple(NO_LIMIT for _ in settings.rule_limits)
-    )
+    return dataclasses.replace(settings, classifier=settings.classifier.with_redelivery_limit(NO_LIMIT))
 
 
 def ran_as(progress: Any) -> BreakerState:

@@ -250,7 +250,7 @@ def _call(
         return _Called(_scatter(values, kept, n), {kept[j]: f for j, f in failures.items()}, durations)
     messages = _messages(batch, flat, attempts)
     decided: dict[int, Decision] = {}
-    if settings.ordered and settings.mode == "message":
+    if settings.classifier.ordered and settings.mode == "message":
         skip = [note is not None for note in notes] if notes is not None else [False] * n
         done, durations, decided = calls.in_key_order(
             messages, skip, retry_headers, settings, processor, held, clock, rand

@@ -22,6 +22,7 @@ from typing import Final
 from dlq_engine.model.headers import *  # noqa: F403
 from dlq_engine.model.policy import HeaderProfile, pulsar_topic
 from dlq_engine.model.pulsar_ids import *  # noqa: F403
+from dlq_engine.model.reasons import DeadLetterReason
 from dlq_engine.routing.record_size import Header, shrink
 
 #: Carried from the first failure to every later retry and dead letter (the redrive headers
@@ -113,7 +114,7 @@ def failure_headers(
     subscription: str,
     failed_at: int,
     deliver_at: int | None = None,
-    reason: str | None = None,
+    reason: DeadLetterReason | None = None,
     static: Mapping[str, str] | None = None,
     rule: str | None = None,
     profiles: Sequence[HeaderProfile] = ("spark-dlq",),

@@ -23,12 +23,12 @@ import json
 import random
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
 
-from dlq_engine.model.policy import BackoffSpec, DeadLetterStrategy
+from dlq_engine.model.policy import BackoffSpec, DeadLetterPolicy, DeadLetterStrategy, RetryRule
 from dlq_engine.model.processor_api import Message, Retry, Terminate
 from dlq_engine.model.reasons import (
     EXHAUSTED,
@@ -238,10 +238,18 @@ class RuleLimits:
     backoff: BackoffSpec
     budget_ms: int
 
+    @classmethod
+    def of(cls, rule: RetryRule) -> RuleLimits:
+        """The parsed rule (its limit, backoff and budget already the policy's where it gave none)."""
+        return cls(
+            frozen_names(rule.errors), rule.max_redeliver_count, rule.backoff, rule.max_retry_duration_ms
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Classifier:
-    """The policy as routing decisions read it, built once per query (``RoutingSettings``)."""
+    """The policy as routing decisions read it, built once per query (``from_policy``, kept in
+    ``RoutingSettings.classifier``)."""
 
     max_redeliver: int
     strategy: DeadLetterStrategy
@@ -261,6 +269,28 @@ class Classifier:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rule_errors", tuple(rule.errors for rule in self.rules))
+
+    @classmethod
+    def from_policy(cls, policy: DeadLetterPolicy) -> Classifier:
+        retry = policy.retry
+        return cls(
+            max_redeliver=retry.max_redeliver_count,
+            strategy=policy.dead_letter.strategy,
+            has_output=bool(policy.output.topic),
+            backoff=retry.backoff,
+            budget_ms=retry.max_retry_duration_ms,
+            rules=tuple(RuleLimits.of(rule) for rule in retry.rules),
+            non_retryable=frozen_names(retry.non_retryable_errors),
+            include_stack=policy.dead_letter.include_stack_trace,
+            ordered=policy.source.ordering == "key",
+            block_on_dead_letter=policy.ordering.on_dead_letter == "block",
+            stop_on_overflow=policy.ordering.on_overflow == "stop",
+        )
+
+    def with_redelivery_limit(self, limit: int) -> Classifier:
+        """The same policy with ``limit`` as the policy's and every rule's redelivery limit."""
+        rules = tuple(replace(rule, max_redeliver=limit) for rule in self.rules)
+        return replace(self, max_redeliver=limit, rules=rules)
 
     @property
     def success(self) -> Decision:
