@@ -152,7 +152,9 @@ _EVERY_FIELD_SPEC: dict[str, Any] = {
         "sparkConf": {"spark.sql.shuffle.partitions": "8"},
         "pod": {
             "nodeSelector": {"pool": "streaming"},
-            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}],
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}
+            ],
             "affinity": FULL_AFFINITY,
             "priorityClassName": "high",
             "labels": {"team": "billing"},

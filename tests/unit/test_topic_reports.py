@@ -131,7 +131,9 @@ def test_a_create_someone_else_won_is_success_without_ownership() -> None:
 @pytest.mark.parametrize(
     ("errors", "names"),
     [
-        pytest.param({("list", ""): KafkaError._TRANSPORT}, "the Kafka cluster at kafka.kafka:9092", id="list"),
+        pytest.param(
+            {("list", ""): KafkaError._TRANSPORT}, "the Kafka cluster at kafka.kafka:9092", id="list"
+        ),
         pytest.param({("create", DLQ): KafkaError._TIMED_OUT}, f"creating topic {DLQ!r}", id="create"),
     ],
 )
