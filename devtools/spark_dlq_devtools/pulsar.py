@@ -469,8 +469,11 @@ def produce(
 
 
 def read_all(service_url: str, topic: str, *, timeout: float = 5.0) -> list[Message]:
-    """Every message on the topic from the earliest, read by a non-durable reader until none
-    arrives for ``timeout`` seconds after the broker's last message."""
+    """Every message on the topic now, from the earliest: each partition is read by a
+    non-durable reader up to the broker's last message (``has_message_available`` asks the
+    broker for it), a fact as the Kafka reader's end offsets are (after the writer stopped,
+    ``[]`` proves that it wrote nothing). A message the broker has that does not arrive within
+    ``timeout`` seconds fails the read: a partial answer is never returned."""
     import pulsar
 
     client = pulsar.Client(service_url, logger=quiet_logger())
@@ -479,13 +482,17 @@ def read_all(service_url: str, topic: str, *, timeout: float = 5.0) -> list[Mess
         partitions = client.get_topic_partitions(full_topic(topic))
         for name in partitions:
             reader = client.create_reader(name, pulsar.MessageId.earliest)
-            while reader.has_message_available():
-                try:
-                    msg = reader.read_next(int(timeout * 1000))
-                except pulsar.Timeout:
-                    break
-                found.append(from_client(msg))
-            reader.close()
+            try:
+                while reader.has_message_available():
+                    try:
+                        msg = reader.read_next(int(timeout * 1000))
+                    except pulsar.Timeout:
+                        raise AssertionError(
+                            f"{name}: not read to its last message within {timeout}s ({len(found)} read)"
+                        ) from None
+                    found.append(from_client(msg))
+            finally:
+                reader.close()
     finally:
         client.close()
     return found

@@ -8,17 +8,19 @@ import contextlib
 import os
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
-from spark_dlq_devtools.processes import Service
+from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_operator.naming import application_name
 from tests.conftest import unique
 from tests.helpers import FAST_DRIVER_ENV
@@ -57,8 +59,32 @@ def spark_operator(kube: ControlPlane, e2e_namespace: str, e2e_workdir: Path) ->
 
 
 @pytest.fixture(scope="session")
+def operator_port() -> int:
+    """The e2e operator's metrics port: tests that prove that something did not happen wait on
+    its counters (``operator_counter``)."""
+    return free_port()
+
+
+def operator_counter(port: int, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` that carry ``labels``, on the operator's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
+
+
+@pytest.fixture(scope="session")
 def dlq_operator(
-    kube: ControlPlane, kafka: Any, e2e_namespace: str, e2e_workdir: Path, spark_operator: LocalSparkOperator
+    kube: ControlPlane,
+    kafka: Any,
+    e2e_namespace: str,
+    e2e_workdir: Path,
+    spark_operator: LocalSparkOperator,
+    operator_port: int,
 ) -> Iterator[Service]:
     operator = Service(
         "dlq-operator",
@@ -76,7 +102,7 @@ def dlq_operator(
             "--resync-interval",
             "5",
             "--metrics-port",
-            "0",
+            str(operator_port),
         ],
         log=e2e_workdir / "operator.log",
         env={**os.environ, "KUBECONFIG": str(kube.admin_kubeconfig)},

@@ -14,9 +14,10 @@ from kubernetes import client
 
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from tests.conftest import unique
-from tests.e2e.conftest import Policies
+from tests.e2e.conftest import Policies, operator_counter
 from tests.helpers import Record, produce, read_all
 
+RECONCILES = "spark_dlq_operator_reconciles_total"
 PREFIX_HEADERS = (
     "dlq.original.topic",
     "dlq.original.partition",
@@ -101,6 +102,7 @@ def test_the_whole_loop(
     kube_api: Any,
     e2e_namespace: str,
     spark_operator: LocalSparkOperator,
+    operator_port: int,
 ) -> None:
     source, output = make_topic("orders", partitions=3), make_topic("billed", partitions=3)
     name = unique("billing")
@@ -162,9 +164,14 @@ def test_the_whole_loop(
     assert not [r for r in dead if r.value == b"flaky:2"]
     wave1_outputs = sum(seen[k] for k in keys1)
 
-    # A label-only change restarts nothing.
+    # A label-only change restarts nothing: once the operator has reconciled it (its update
+    # handler's reconcile counted), the hash and the restarts are as they were.
+    updates = operator_counter(operator_port, RECONCILES, trigger="update")
     policies.patch(name, {"metadata": {"labels": {"touched": "yes"}}})
-    time.sleep(3)
+    deadline = time.monotonic() + 60
+    while operator_counter(operator_port, RECONCILES, trigger="update") <= updates:
+        assert time.monotonic() < deadline, "the label change was never reconciled"
+        time.sleep(0.2)
     assert policies.get(name)["status"]["configHash"] == first_hash
     assert int(policies.get(name)["status"].get("restartCount", 0)) == 0
 

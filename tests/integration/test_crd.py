@@ -26,6 +26,7 @@ from spark_dlq_operator.policy_class import (
     BUILT_IN_CLASS,
     DEFAULTABLE,
 )
+from tests.policy_builder import every_field_document
 
 GROUP = "sparkdlq.io"
 VERSION = "v1alpha1"
@@ -175,69 +176,10 @@ def test_derived_topics_are_left_empty_for_the_model(kube_api: Any, namespace: s
 
 
 def full_spec() -> dict[str, Any]:
-    """Every field the model knows, none at its default, in the model's canonical form."""
-    return {
-        "source": {
-            "topic": "orders",
-            "subscription": "billing",
-            "startingOffsets": "earliest",
-            "ordering": "key",
-        },
-        "broker": {"bootstrapServers": "kafka-0:9092,kafka-1:9092", "secretRef": {"name": "kafka-client"}},
-        "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
-        "output": {"topic": "orders-billed"},
-        "retry": {
-            "maxRedeliverCount": 3,
-            "topic": "orders-retry",
-            "backoff": {
-                "type": "levels",
-                "delay": "500ms",
-                "multiplier": 3.5,
-                "maxDelay": "1h",
-                "jitter": 0.25,
-                "levels": ["1s", "5s", "1m30s"],
-            },
-            "nonRetryableErrors": ["ValueError", "billing.errors.BadOrder"],
-        },
-        "deadLetter": {
-            "strategy": "stop",
-            "topic": "orders-dead",
-            "includeStackTrace": False,
-            "headers": {"team": "billing", "x-source": "orders"},
-            "headerProfiles": ["spark-dlq", "spring", "connect", "pulsar"],
-        },
-        "errorWindow": {"size": 100, "threshold": 0.5},
-        "topics": {
-            "create": False,
-            "provisioner": "strimzi",
-            "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
-            "partitions": 6,
-            "replicationFactor": 3,
-            "retryConfig": {"retention.ms": "604800000"},
-            "deadLetterConfig": {
-                "cleanup.policy": "compact",
-                "retention.ms": "-1",
-                "max.message.bytes": "16384",
-            },
-            "deleteWithPolicy": True,
-        },
-        "spark": {
-            "image": "registry.example/spark-dlq:1.0",
-            "trigger": "10s",
-            "checkpointLocation": "",
-            "driver": {"cores": 2, "memory": "2g"},
-            "executor": {"instances": 4, "cores": 2, "memory": "4g"},
-            "sparkConf": {"spark.sql.shuffle.partitions": "8"},
-        },
-        "suspend": True,
-        "ordering": {
-            "onDeadLetter": "block",
-            "maxHeldPerKey": 50,
-            "maxHeldTotal": 2000,
-            "maxHoldTime": "10m",
-            "onOverflow": "stop",
-        },
-    }
+    """Every field the model knows that a policy may write in a cluster, none at its default,
+    in the model's canonical form (the one shared builder's)."""
+    spec: dict[str, Any] = every_field_document(in_cluster=True)["spec"]
+    return spec
 
 
 def test_every_model_field_is_kept(kube_api: Any, namespace: str) -> None:

@@ -13,7 +13,8 @@ import yaml
 
 from dlq_engine.model.policy import BrokerType
 from spark_dlq_operator.policy_class import DEFAULTABLE, FORBIDDEN_SPARK_CONF, PodField, parse_class
-from tests.unit.test_crd_schema import CRD_PATH, FULL_AFFINITY, node, walk
+from tests.policy_builder import FULL_AFFINITY
+from tests.unit.test_crd_schema import CRD_PATH, node, walk
 
 CLASS_CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicyclasses.yaml"
 

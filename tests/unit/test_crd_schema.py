@@ -47,23 +47,9 @@ from spark_dlq_operator.policy_class import (
     forbidden_conf_rules,
 )
 from spark_dlq_operator.topic_ownership import MAX_OWNED, TOPIC_KINDS, OwnedTopic
+from tests.policy_builder import every_field_document
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "sparkdlq.io_deadletterpolicies.yaml"
-#: A whole Kubernetes Affinity as a policy may write it (every field of the schema named once).
-FULL_AFFINITY: dict[str, Any] = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []},
-        "preferredDuringSchedulingIgnoredDuringExecution": [],
-    },
-    "podAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [],
-        "preferredDuringSchedulingIgnoredDuringExecution": [],
-    },
-    "podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [],
-        "preferredDuringSchedulingIgnoredDuringExecution": [],
-    },
-}
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+$|^0$"
 TOPIC_FIELDS = ("source.topic", "output.topic", "retry.topic", "deadLetter.topic")
 
@@ -121,87 +107,6 @@ def minimal() -> dict[str, Any]:
     }
 
 
-def full() -> dict[str, Any]:
-    """Every field the model reads, set (the secret reference is only written when given)."""
-    document = minimal()
-    document["spec"]["source"]["maxOffsetsPerTrigger"] = 5000
-    document["spec"]["source"]["ordering"] = "key"
-    document["spec"].update(
-        {
-            "broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
-            "processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "30s"},
-            "output": {"topic": "orders-billed"},
-            "retry": {
-                "maxRedeliverCount": 3,
-                "topic": "orders-retry",
-                "backoff": {
-                    "type": "levels",
-                    "delay": "1s",
-                    "multiplier": 2.5,
-                    "maxDelay": "1h",
-                    "jitter": 0.1,
-                    "levels": ["1s", "1m"],
-                },
-                "nonRetryableErrors": ["ValueError"],
-                "maxRetryDuration": "1h",
-                "rules": [
-                    {
-                        "errors": ["TimeoutError"],
-                        "maxRedeliverCount": 8,
-                        "backoff": {"type": "fixed", "delay": "5s"},
-                        "maxRetryDuration": "10m",
-                    }
-                ],
-            },
-            "deadLetter": {
-                # topic: the only strategy a table is allowed with.
-                "strategy": "topic",
-                "topic": "orders-dead",
-                "includeStackTrace": False,
-                "headers": {"team": "billing"},
-                "headerProfiles": ["spark-dlq", "spring", "connect", "pulsar"],
-                "table": {"format": "parquet", "path": "s3a://bucket/dead-letters/orders"},
-            },
-            "errorWindow": {"size": 10, "threshold": 0.5},
-            "topics": {
-                "create": False,
-                "provisioner": "strimzi",
-                "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
-                "partitions": 3,
-                "replicationFactor": 2,
-                "retryConfig": {"retention.ms": "1000"},
-                "deadLetterConfig": {"retention.ms": "-1"},
-                "deleteWithPolicy": True,
-            },
-            "spark": {
-                "image": "spark-dlq:1",
-                "trigger": "5s",
-                "checkpointLocation": "/checkpoints",
-                "driver": {"cores": 2, "memory": "2g"},
-                "executor": {"instances": 2, "cores": 2, "memory": "2g"},
-                "sparkConf": {"spark.ui.enabled": "false"},
-                "pod": {
-                    "nodeSelector": {"pool": "spark"},
-                    "tolerations": [{"key": "spark", "operator": "Exists"}],
-                    "affinity": FULL_AFFINITY,
-                    "priorityClassName": "batch",
-                    "labels": {"team": "billing"},
-                    "annotations": {"owner": "billing"},
-                },
-            },
-            "className": "standard",
-            "suspend": True,
-            "ordering": {
-                "onDeadLetter": "block",
-                "maxHeldPerKey": 10,
-                "maxHoldTime": "10m",
-                "onOverflow": "stop",
-            },
-        }
-    )
-    return document
-
-
 def full_pulsar() -> dict[str, Any]:
     """The fields only a Pulsar policy has (the Kafka-only ones are refused with it)."""
     document = minimal()
@@ -214,7 +119,8 @@ def full_pulsar() -> dict[str, Any]:
 
 
 def full_breaker() -> dict[str, Any]:
-    """The breaker's fields (refused with ``source.ordering: key``, which ``full`` sets)."""
+    """The breaker's fields (refused with ``source.ordering: key``, which ``every_field_document``
+    sets)."""
     document = minimal()
     document["spec"]["retry"] = {"breaker": {"window": 20, "threshold": 0.8, "openTime": "10s", "probes": 3}}
     return document
@@ -395,7 +301,7 @@ def model_paths(value: dict[str, Any], schema: dict[str, Any], prefix: str = "")
 def test_schema_fields_are_exactly_the_model_fields(spec_schema: dict[str, Any]) -> None:
     from_model = {
         path
-        for document in (full(), full_pulsar(), full_breaker())
+        for document in (every_field_document(), full_pulsar(), full_breaker())
         for path in model_paths(to_spec(parse_policy(document)), spec_schema)
     }
     in_schema = {path for path, n in walk(spec_schema) if path and "[]" not in path and "{}" not in path}
@@ -405,7 +311,7 @@ def test_schema_fields_are_exactly_the_model_fields(spec_schema: dict[str, Any])
 
 
 @pytest.mark.parametrize(
-    "document", [full(), full_pulsar(), full_breaker()], ids=["kafka", "pulsar", "breaker"]
+    "document", [every_field_document(), full_pulsar(), full_breaker()], ids=["kafka", "pulsar", "breaker"]
 )
 def test_schema_types_match_the_model_values(spec_schema: dict[str, Any], document: dict[str, Any]) -> None:
     types = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}

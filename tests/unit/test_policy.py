@@ -37,7 +37,7 @@ from dlq_engine.model.policy import (
     Topics,
     pulsar_topic,
 )
-from tests.policy_builder import DELETE, issues, policy, policy_document
+from tests.policy_builder import DELETE, every_field_document, issues, policy, policy_document
 
 TOPIC_CHARS = "may contain only letters, digits, '.', '_' and '-'"
 DURATION_HINT = "must be a duration such as 500ms, 1s or 2m"
@@ -1322,82 +1322,10 @@ def test_topic_name_problem(name: str, expected: str | None) -> None:
 # to_spec / to_document round trip
 
 
-FULL_OVERRIDES: dict[str, Any] = {
-    "metadata.namespace": "billing-prod",
-    "spec.source": {
-        "topic": "orders",
-        "subscription": "billing",
-        "startingOffsets": "earliest",
-        "ordering": "key",
-    },
-    "spec.broker": {"bootstrapServers": "kafka.kafka:9092", "secretRef": {"name": "kafka-client"}},
-    "spec.processor": {"entrypoint": "billing.handlers:process", "mode": "batch", "timeout": "1m30s"},
-    "spec.output": {"topic": "orders-billed"},
-    "spec.retry": {
-        "maxRedeliverCount": 5,
-        "topic": "billing-retry",
-        "backoff": {
-            "type": "levels",
-            "delay": "2s",
-            "multiplier": 3,
-            "maxDelay": "1h",
-            "jitter": 0.25,
-            "levels": ["1s", "5s", "1m30s"],
-        },
-        "nonRetryableErrors": ["ValueError", "billing.BadInput"],
-    },
-    "spec.deadLetter": {
-        "strategy": "stop",
-        "topic": "billing-dead",
-        "includeStackTrace": False,
-        "headers": {"team": "billing", "priority": 1},
-    },
-    "spec.errorWindow": {"size": 100, "threshold": 0.5},
-    "spec.topics": {
-        "create": False,
-        "provisioner": "strimzi",
-        "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
-        "partitions": 6,
-        "replicationFactor": 3,
-        "retryConfig": {"retention.ms": 604800000},
-        "deadLetterConfig": {"cleanup.policy": "delete"},
-        "deleteWithPolicy": True,
-    },
-    "spec.spark": {
-        "image": "registry/spark-dlq:1",
-        "trigger": "5s",
-        "checkpointLocation": "s3a://bucket/ckpt",
-        "driver": {"cores": 2, "memory": "2g"},
-        "executor": {"instances": 4, "cores": 3, "memory": "4g"},
-        "sparkConf": {"spark.sql.shuffle.partitions": 8},
-        "pod": {
-            "nodeSelector": {"pool": "streaming"},
-            "tolerations": [
-                {"key": "dedicated", "operator": "Equal", "value": "dlq", "effect": "NoSchedule"}
-            ],
-            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
-            "priorityClassName": "high",
-            "labels": {"team": "billing"},
-            "annotations": {"owner": "billing@example.com"},
-        },
-    },
-    "spec.className": "billing",
-    "spec.suspend": True,
-    "spec.ordering": {
-        "onDeadLetter": "block",
-        "maxHeldPerKey": 7,
-        "maxHeldTotal": 70,
-        "maxHoldTime": "30m",
-        "onOverflow": "stop",
-    },
-}
-
-
 @pytest.mark.parametrize(
     "overrides",
     [
         pytest.param({}, id="minimal"),
-        pytest.param(FULL_OVERRIDES, id="every-field-set"),
         pytest.param({"metadata.namespace": DELETE}, id="default-namespace"),
         pytest.param({"spec.retry.topic": "orders-billing-RETRY"}, id="derived-topic-written"),
         pytest.param({"spec.retry.backoff.delay": 0.0015}, id="sub-second-delay"),
@@ -1409,9 +1337,16 @@ def test_round_trip_parse_to_document_parse(overrides: dict[str, Any]) -> None:
     assert parse_policy(to_document(original)) == original
 
 
-def test_round_trip_full_policy_differs_from_minimal_everywhere() -> None:
-    # Guards the round-trip case above: each spec field of the full policy is not its default.
-    full, minimal = policy(FULL_OVERRIDES), policy()
+def test_round_trip_every_field_set_is_its_own_spec() -> None:
+    document = every_field_document()
+    original = parse_policy(document)
+    assert to_spec(original) == document["spec"]
+    assert parse_policy(to_document(original)) == original
+
+
+def test_round_trip_every_field_set_differs_from_minimal_everywhere() -> None:
+    # Guards the round-trip case above: each section of the full policy is not at its default.
+    full, minimal = parse_policy(every_field_document()), policy()
     for section in dataclasses.fields(DeadLetterPolicy):
         if section.name in ("name",):
             continue
@@ -1428,44 +1363,29 @@ def test_round_trip_to_document_shape() -> None:
     }
 
 
-def test_round_trip_to_spec_full_policy() -> None:
-    spec = to_spec(policy(FULL_OVERRIDES))
+def test_round_trip_to_spec_writes_defaults_and_canonical_values() -> None:
+    spec = to_spec(
+        policy(
+            {
+                "spec.broker.secretRef": {"name": "kafka-client"},
+                "spec.processor.timeout": "90s",
+                "spec.retry.backoff": {"type": "exponential", "multiplier": 3},
+                "spec.deadLetter.headers": {"priority": 1},
+                "spec.topics.retryConfig": {"retention.ms": 604800000},
+            }
+        )
+    )
     assert spec["broker"] == {
         "type": "kafka",
         "bootstrapServers": "kafka.kafka:9092",
         "secretRef": {"name": "kafka-client"},
     }
-    assert spec["processor"] == {
-        "entrypoint": "billing.handlers:process",
-        "mode": "batch",
-        "timeout": "1m30s",
-    }
-    assert spec["retry"] == {
-        "maxRedeliverCount": 5,
-        "topic": "billing-retry",
-        "backoff": {
-            "type": "levels",
-            "delay": "2s",
-            "multiplier": 3.0,
-            "maxDelay": "1h",
-            "jitter": 0.25,
-            "levels": ["1s", "5s", "1m30s"],
-        },
-        "nonRetryableErrors": ["ValueError", "billing.BadInput"],
-        "maxRetryDuration": "0s",
-        "rules": [],
-    }
-    assert spec["deadLetter"] == {
-        "strategy": "stop",
-        "topic": "billing-dead",
-        "includeStackTrace": False,
-        "headers": {"priority": "1", "team": "billing"},
-        "headerProfiles": ["spark-dlq"],
-    }
+    assert spec["processor"]["timeout"] == "1m30s"
+    assert spec["retry"]["backoff"]["multiplier"] == 3.0
+    assert (spec["retry"]["maxRetryDuration"], spec["retry"]["rules"]) == ("0s", [])
+    assert spec["deadLetter"]["headers"] == {"priority": "1"}
+    assert spec["deadLetter"]["headerProfiles"] == ["spark-dlq"]
     assert spec["topics"]["retryConfig"] == {"retention.ms": "604800000"}
-    assert spec["spark"]["executor"] == {"instances": 4, "cores": 3, "memory": "4g"}
-    assert spec["spark"]["trigger"] == "5s"
-    assert spec["suspend"] is True
 
 
 def test_round_trip_to_spec_sorts_mappings() -> None:

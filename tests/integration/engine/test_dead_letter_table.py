@@ -146,7 +146,7 @@ def test_the_table_holds_exactly_the_dead_letters_of_the_topic(
     query_id = str(running.run.query.id)
     assert running.stop() == EXIT_OK
 
-    dead = read_all(bootstrap_servers, names["dlq"], expect=14, settle=1)
+    dead = read_all(bootstrap_servers, names["dlq"])  # stopped: read to the end
     rows = table_rows(spark, table)
     by_key = {row["key"]: row for row in rows}
     assert len(rows) == len(by_key) == len(dead) == 14
@@ -267,9 +267,9 @@ def test_a_failed_table_write_fails_the_batch_and_a_restart_writes_it_once(
     assert {row["batch_id"] for row in rows} == {failed}  # the replayed batch, under its own id
     # The topic, at-least-once as always: the failed batch had written its Kafka records before
     # the table refused its rows, and the replay wrote them again.
-    dead = read_all(bootstrap_servers, names["dlq"], expect=10, settle=1)
+    dead = read_all(bootstrap_servers, names["dlq"])
     assert collections.Counter(r.key for r in dead) == {key: 2 for key, _ in doomed}
-    output = read_all(bootstrap_servers, names["output"], expect=3, settle=1)
+    output = read_all(bootstrap_servers, names["output"])
     assert {r.value for r in output} == {b"1", b"2", b"3"}
 
 
@@ -299,7 +299,7 @@ def test_a_batch_replayed_after_its_table_write_adds_no_row_twice(
     second = engine(names, checkpoint=checkpoint, once=True, deadLetter={"table": table})
     assert second.join(180) == EXIT_OK, second.describe()
     assert second.run.totals.counts["dead"] == 6  # the batch was routed again ...
-    dead = read_all(bootstrap_servers, names["dlq"], expect=12, settle=1)
+    dead = read_all(bootstrap_servers, names["dlq"])
     assert collections.Counter(r.key for r in dead) == {key: 2 for key, _ in doomed}  # ... and written again
     rows = table_rows(spark, table)
     assert sorted(row["key"] for row in rows) == [key for key, _ in doomed]  # but its rows once
@@ -436,7 +436,7 @@ def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
     assert delta_rows(table) >= len(doomed)
     rows = table_rows(spark, table)
     assert sorted(row["key"] for row in rows) == [key for key, _ in doomed]
-    dead = read_all(bootstrap_servers, names["dlq"], expect=len(doomed), settle=1)
+    dead = read_all(bootstrap_servers, names["dlq"])
     assert {r.key for r in dead} == {key for key, _ in doomed}  # at least once on the topic
 
 
@@ -472,7 +472,7 @@ def test_a_stop_while_a_table_batch_runs_is_a_clean_stop(
     second = engine(names, checkpoint=checkpoint, once=True, processor=RECORDING, deadLetter={"table": table})
     assert second.join(180) == EXIT_OK, second.describe()
     assert [row["key"] for row in table_rows(spark, table)] == [b"dead-1"]
-    assert {r.value for r in read_all(bootstrap_servers, names["output"], expect=1, settle=1)} == {b"slept"}
+    assert {r.value for r in read_all(bootstrap_servers, names["output"])} == {b"slept"}
 
 
 #: Headers whose values do not depend on when or from which topic a message was routed.
@@ -490,7 +490,9 @@ STABLE_HEADERS = (
 
 
 def routed_records(bootstrap: str, topic: str, expect: int) -> list[tuple[Any, ...]]:
-    records = read_all(bootstrap, topic, expect=expect, settle=1)
+    """What the stopped engine wrote to ``topic``: ``expect`` records."""
+    records = read_all(bootstrap, topic)
+    assert len(records) == expect, records
     return sorted(
         (r.partition, r.key, r.value, tuple((name, r.header(name)) for name in STABLE_HEADERS))
         for r in records

@@ -215,11 +215,12 @@ def test_block_keeps_a_key_held_and_the_bounds_dead_letter_as_ordering_overflow(
     )
     # b1 is dead-lettered and blocks b: b2..b4 are held (the bound is 3), b5 and b6 overflow at
     # once, and the held three overflow after 4 s.
-    dead = read_all(bootstrap_servers, names["dlq"], expect=6, timeout=90, settle=1)
+    read_all(bootstrap_servers, names["dlq"], expect=6, timeout=90)
     output = read_all(bootstrap_servers, names["output"], expect=8, timeout=10)
     state = running.describe()
     counts = dict(running.run.totals.counts)
     running.stop()
+    dead = read_all(bootstrap_servers, names["dlq"])  # stopped: read to the end
 
     assert_in_key_order(first_seen(output), {"a": list(range(7)), "b": [0]}, state)
     reasons = {(r.value or b"").decode(): r.header("dlq.reason") for r in dead}
@@ -265,7 +266,7 @@ def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_re
     )
     # a and b share their group's one place: one of their five later messages is held, four
     # overflow; c's one is held in its own group.
-    dead = read_all(bootstrap_servers, names["dlq"], expect=7, timeout=120, settle=1)
+    read_all(bootstrap_servers, names["dlq"], expect=7, timeout=120)
     deadline = time.monotonic() + 60
     assert running.run.ordering is not None
     while running.run.ordering.state().held != 2 and time.monotonic() < deadline:
@@ -276,6 +277,7 @@ def test_the_bound_on_all_held_messages_dead_letters_past_it_and_the_held_are_re
     state = running.describe()
     counts = dict(running.run.totals.counts)
     running.stop()
+    dead = read_all(bootstrap_servers, names["dlq"])  # stopped: read to the end
 
     assert read_all(bootstrap_servers, names["output"]) == [], state
     reasons = sorted((r.key or b"").decode() + ":" + str(r.header("dlq.reason")) for r in dead)
@@ -352,5 +354,5 @@ def test_a_bound_under_on_overflow_stop_stops_the_job_naming_it_and_loses_nothin
     state = second.describe()
     second.stop()
     assert_in_key_order(first_seen(output), {a: [1, 2, 3], b: [1, 2], c: [1]}, state)
-    dead = read_all(bootstrap_servers, names["dlq"], expect=3, timeout=10, settle=1)
+    dead = read_all(bootstrap_servers, names["dlq"])  # stopped: read to the end
     assert sorted(str(r.header("dlq.reason")) for r in dead) == ["terminated"] * 3

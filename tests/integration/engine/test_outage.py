@@ -100,8 +100,10 @@ def test_unwritable_dead_letter_topic_fails_the_batch_and_loses_nothing(
     _set_max_message_bytes(bootstrap_servers, names["dlq"], 1024 * 1024)
     second = engine(names, checkpoint=checkpoint, once=True)
     assert second.join(180) == EXIT_OK
-    dead = read_all(bootstrap_servers, names["dlq"], expect=DEAD_LETTERS + 1, timeout=30, settle=2)  # + probe
-    output = read_all(bootstrap_servers, names["output"], expect=4, timeout=30, settle=1)
+    # Stopped: what the topics hold is all it wrote.
+    dead = read_all(bootstrap_servers, names["dlq"])
+    assert len(dead) >= DEAD_LETTERS + 1  # + probe
+    output = read_all(bootstrap_servers, names["output"])
     # Every dead letter (at-least-once: one may arrive twice).
     assert sorted({r.key for r in dead if r.key != PROBE}) == [key for key, _ in doomed]
     # d and f may have been written before the failure and again after it (at-least-once).
