@@ -586,11 +586,12 @@ class Redrive:
             return 0, 0.0
         began = self.clock.monotonic()
         waited = 0.0
+        start = {p: start.get(p, end[p]) for p in end}
         if self.topic.contiguous:
             # What the broker deleted before this chunk is read is not read at all.
             earliest = self.topic.earliest(sorted(end))
             self._check_gaps(progress, gaps(start, end, earliest))
-            start = {p: max(start.get(p, end[p]), earliest.get(p, 0)) for p in end}
+            start = {p: max(start[p], earliest.get(p, 0)) for p in end}
         if all(end[p] <= start[p] for p in end):
             return 0, self.clock.monotonic() - began
         frame = dead_letter_columns(self.topic.read(start, end))
