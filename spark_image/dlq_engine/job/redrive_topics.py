@@ -5,7 +5,7 @@ and never on a broker's own terms: its snapshot (the topic's end when it started
 chunk starts and ends, what its progress file keeps. On Kafka a position is an offset: a chunk reads
 ``[start, end)``, offsets are contiguous, so a chunk's size is arithmetic and what the broker
 deleted before it was read can be counted (``contiguous``). On Pulsar a position is the message id
-of an entry packed into one number (``model.pulsar_ids``, batch index 0; ``-1`` before the first):
+of an entry packed into one number (``model.pulsar_ids.entry_position``; -1 before the first):
 a chunk reads the entries after ``start`` up to ``end`` inclusive, the message ids are not
 contiguous, so where a chunk of so many entries ends is asked of the broker (the connector's
 ``EntryLimit``, as a micro-batch's end), and nothing deleted can be counted. Either way a position
@@ -33,12 +33,10 @@ from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
 from dlq_engine.job.preflight import admin_client
 from dlq_engine.job.pulsar_topics import TOPICS_CLASS
 from dlq_engine.model.policy import DeadLetterPolicy, pulsar_topic
-from dlq_engine.model.pulsar_ids import pulsar_id_parts, pulsar_offset
+from dlq_engine.model.pulsar_ids import BEFORE_FIRST_ENTRY, entry_layout, entry_positions
 
 #: How long the broker may take to answer a look-up of the topic's end.
 TIMEOUT_MS: Final = 15_000
-#: A Pulsar partition's position before its first message.
-BEFORE_ALL: Final = -1
 
 
 class RedriveTopicError(RuntimeError):
@@ -206,25 +204,12 @@ class PulsarRedriveTopic:
             found = getattr(found, part)
         return found
 
-    def _partition_name(self, partition: int) -> str:
-        return self.full_name if partition == BEFORE_ALL else f"{self.full_name}-partition-{partition}"
-
     def _to_java(self, positions: Mapping[int, int]) -> str:
-        """``{partition's topic name: [ledger, entry]}``, the connector's layout (``PulsarOffset``)."""
-        layout = {}
-        for partition, position in positions.items():
-            ledger, entry, _ = pulsar_id_parts(position) if position != BEFORE_ALL else (-1, -1, 0)
-            layout[self._partition_name(partition)] = [ledger, entry]
-        return json.dumps(layout)
+        return json.dumps(entry_layout(self.full_name, positions))
 
     @staticmethod
     def _from_java(text: str) -> dict[int, int]:
-        positions = {}
-        for name, (ledger, entry) in json.loads(text).items():
-            head, _, index = str(name).rpartition("-partition-")
-            partition = int(index) if head and index.isdigit() else BEFORE_ALL
-            positions[partition] = BEFORE_ALL if entry < 0 else pulsar_offset(ledger, entry, 0)
-        return positions
+        return entry_positions(json.loads(text))
 
     def _call(self, what: str, method: str, *args: Any) -> str:
         try:
@@ -245,7 +230,7 @@ class PulsarRedriveTopic:
         end = self._from_java(
             self._call("the end", "lastPositions", self.policy.dead_letter_topic, TIMEOUT_MS)
         )
-        return dict.fromkeys(end, BEFORE_ALL), end
+        return dict.fromkeys(end, BEFORE_FIRST_ENTRY), end
 
     def earliest(self, partitions: Sequence[int]) -> dict[int, int]:
         raise NotImplementedError("a Pulsar topic's message ids are not contiguous")
