@@ -352,7 +352,7 @@ def _redrive(args: argparse.Namespace) -> int:
         RedriveInputError,
         install_sigterm,
     )
-    from dlq_engine.job.redrive_topics import destination_topic
+    from dlq_engine.job.redrive_topics import RedriveTopicError, destination_topic
     from dlq_engine.job.session import build_session
 
     destination = destination_topic(policy, redrive.destination.type, redrive.destination.topic)
@@ -418,7 +418,7 @@ def _redrive(args: argparse.Namespace) -> int:
                 failed = {**(stopped.summary() if stopped is not None else {}), **failed}
             _write_status(args.status_file, failed)
             return EXIT_FAILED
-        except (RedriveError, PreflightError) as error:
+        except (RedriveError, RedriveTopicError, PreflightError) as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             _write_status(args.status_file, {"state": "Failed", "message": str(error)})
             return EXIT_FAILED
