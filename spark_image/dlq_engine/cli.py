@@ -333,12 +333,17 @@ def _redrive(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from dlq_engine.model.documents import load_redrive_file
+    from dlq_engine.model.redrive import policy_problem
 
     try:
         redrive = load_redrive_file(args.file)
         policy = load_policy_file(args.policy)
     except PolicyFileError as error:
         print(str(error), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    problem = policy_problem(redrive, policy)
+    if problem is not None:  # before the Spark session: it takes seconds to start
+        print(f"dlq-engine: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from dlq_engine.job import pulsar_topics
     from dlq_engine.job.pipeline import client_properties

@@ -335,18 +335,10 @@ class Redrive:
         pulsar_client_dir: str | None = None,
         clock: Any = time,
     ) -> None:
-        if redrive.policy != policy.name:
-            raise RedriveInputError(
-                f"spec.policyRef.name is {redrive.policy!r}, but the policy given is {policy.name!r}"
-            )
-        if redrive.namespace != policy.namespace:
-            raise RedriveInputError(
-                f"the redrive is in namespace {redrive.namespace!r}, the policy in {policy.namespace!r}"
-            )
-        if not redrive.dry_run and checkpoint is None:
-            raise RedriveInputError("a redrive that writes needs --checkpoint (where its progress is kept)")
         if problem := policy_problem(redrive, policy):
             raise RedriveInputError(problem)
+        if not redrive.dry_run and checkpoint is None:
+            raise RedriveInputError("a redrive that writes needs --checkpoint (where its progress is kept)")
         for key, value in SESSION_CONF.items():
             spark.conf.set(key, value)
         self.spark, self.policy, self.redrive = spark, policy, redrive

@@ -156,8 +156,13 @@ def parse_redrive(document: object) -> DeadLetterRedrive:
 
 
 def policy_problem(redrive: DeadLetterRedrive, policy: DeadLetterPolicy) -> str | None:
-    """Why ``redrive`` cannot run for ``policy`` as its broker is (the field and the rule), or
-    None. The operator fails such a redrive at once; the job refuses it before reading."""
+    """Why ``redrive`` cannot run for ``policy`` (not the one it names, or asking what its broker
+    cannot do: the field and the rule), or None. The operator fails such a redrive at once; the
+    job refuses it before its Spark session starts."""
+    if redrive.policy != policy.name:
+        return f"spec.policyRef.name is {redrive.policy!r}, but the policy given is {policy.name!r}"
+    if redrive.namespace != policy.namespace:
+        return f"the redrive is in namespace {redrive.namespace!r}, the policy in {policy.namespace!r}"
     if redrive.fail_on_gaps and policy.is_pulsar:
         return (
             "spec.failOnGaps: must be false for a policy on Pulsar (spec.broker.type pulsar): Pulsar's "
