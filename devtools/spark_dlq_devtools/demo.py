@@ -553,10 +553,7 @@ class Demo:
         self.produce(self.orders, second)
         self.progress(self.all_accounted, 240, "routing")
 
-        if self.broker_type == "kafka":
-            self.redrive_act()
-        else:
-            self.pulsar_triage_act()
+        self.redrive_act()
         self.summary(before_output, time.monotonic() - started)
         if self.dashboard is not None:
             self.draw_dashboard(self.dashboard)
@@ -593,18 +590,6 @@ class Demo:
         if done.returncode != 0:
             raise RuntimeError(f"kubectl dlq {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
-
-    def pulsar_triage_act(self) -> None:
-        """On Pulsar: why the dead letters failed and the newest of them, read by Readers (the
-        spark-dlq-keep subscription that holds them does not move); no redrive yet."""
-        say("Why did they fail?  kubectl dlq stats")
-        for line in self.dlq("stats").rstrip().splitlines():
-            print(f"    {line}")
-        say("The newest three:  kubectl dlq ls --limit 3")
-        for line in self.dlq("ls", "--limit", "3").rstrip().splitlines():
-            print(f"    {line}")
-        say("Skipping the redrive: a DeadLetterRedrive reads Kafka dead-letter topics only, for now")
-        note("the dead letters stay on the dead-letter topic, held by the spark-dlq-keep subscription")
 
     def redrive_act(self) -> None:
         """The dead letters a team can act on: see why, fix, look before sending, send back."""

@@ -252,7 +252,7 @@ class RedriveReason(StrEnum):
     SPARK_APPLICATION_REFUSED = "SparkApplicationRefused"
     #: Failed: the spec fails the model's validation.
     INVALID_SPEC = "InvalidSpec"
-    #: Failed: its policy is on Pulsar, which redrives do not read yet.
+    #: Failed: its spec asks what its policy's broker cannot do (``spec.failOnGaps`` on Pulsar).
     BROKER_NOT_SUPPORTED = "BrokerNotSupported"
     #: Cancelled: ``spec.suspend`` is true.
     SUSPENDED = "Suspended"

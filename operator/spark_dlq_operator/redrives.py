@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlq_engine.model import PolicyError
-from dlq_engine.model.redrive import EXPIRED_REASON, REDRIVE_KIND, DeadLetterRedrive, parse_redrive
+from dlq_engine.model.redrive import (
+    EXPIRED_REASON,
+    REDRIVE_KIND,
+    DeadLetterRedrive,
+    parse_redrive,
+    policy_problem,
+)
 from spark_dlq_operator import redrive_render as rr
 from spark_dlq_operator.kubeapi import (
     CONFIG_MAPS,
@@ -137,14 +143,14 @@ async def _start(
         )
         return PENDING_RECHECK
     policy = governed.policy
-    if policy.is_pulsar:
+    problem = policy_problem(redrive, policy)
+    if problem is not None:
         await _write(
             services,
             body,
             RedrivePhase.FAILED,
             RedriveReason.BROKER_NOT_SUPPORTED,
-            f"DeadLetterPolicy {policy_name} is on Pulsar (spec.broker.type pulsar): a redrive reads "
-            "Kafka dead-letter topics only, for now",
+            f"DeadLetterPolicy {policy_name}: {problem}",
         )
         return None
     running = [

@@ -143,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     redrive.add_argument("--master", help="Spark master, e.g. local[2] (default: from spark-submit)")
     redrive.add_argument("--checkpoint", help="folder of the redrive's progress (required unless dryRun)")
     redrive.add_argument("--kafka-client-dir", default=None, help="as for run")
+    redrive.add_argument("--pulsar-client-dir", default=None, help="as for run")
     redrive.add_argument(
         "--status-file",
         help="write the final status here as JSON (in a pod: /dev/termination-log, which the operator reads)",
@@ -332,6 +333,7 @@ def _redrive(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from dlq_engine.model.documents import load_redrive_file
+    from dlq_engine.model.redrive import policy_problem
 
     try:
         redrive = load_redrive_file(args.file)
@@ -339,8 +341,14 @@ def _redrive(args: argparse.Namespace) -> int:
     except PolicyFileError as error:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
+    problem = policy_problem(redrive, policy)
+    if problem is not None:  # before the Spark session: it takes seconds to start
+        print(f"dlq-engine: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from dlq_engine.job import pulsar_topics
     from dlq_engine.job.pipeline import client_properties
     from dlq_engine.job.preflight import PreflightError, check_topics
+    from dlq_engine.job.pulsar_connector import check_classpath
     from dlq_engine.job.redrive import (
         DeadLettersExpired,
         Progress,
@@ -349,9 +357,12 @@ def _redrive(args: argparse.Namespace) -> int:
         RedriveInputError,
         install_sigterm,
     )
+    from dlq_engine.job.redrive_topics import RedriveTopicError, destination_topic
     from dlq_engine.job.session import build_session
 
-    destination = redrive.destination.topic or policy.retry_topic
+    destination = destination_topic(policy, redrive.destination.type, redrive.destination.topic)
+    kafka_client_dir = args.kafka_client_dir or KAFKA_CLIENT_DIR
+    pulsar_client_dir = args.pulsar_client_dir or PULSAR_CLIENT_DIR
     spark = build_session(policy, master=args.master)
     status: dict[str, object]
     try:
@@ -361,8 +372,11 @@ def _redrive(args: argparse.Namespace) -> int:
                 policy,
                 redrive,
                 checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-                kafka_client_dir=args.kafka_client_dir or KAFKA_CLIENT_DIR,
+                kafka_client_dir=kafka_client_dir,
+                pulsar_client_dir=pulsar_client_dir,
             )
+            if policy.is_pulsar:
+                check_classpath(spark)
             if redrive.dry_run:
                 found = job.dry_run()
                 status = {"state": "Succeeded", "dryRun": True, **found}
@@ -383,7 +397,10 @@ def _redrive(args: argparse.Namespace) -> int:
                         f"{sample['reason']} {sample['errorClass']}: {sample['message']}"
                     )
             else:
-                check_topics(spark, policy, client_properties(args.kafka_client_dir or KAFKA_CLIENT_DIR))
+                if policy.is_pulsar:
+                    pulsar_topics.check_topics(spark, policy, pulsar_client_dir)
+                else:
+                    check_topics(spark, policy, client_properties(kafka_client_dir))
                 install_sigterm(job)
                 progress = job.run()
                 status = {"dryRun": False, **progress.summary()}
@@ -406,7 +423,7 @@ def _redrive(args: argparse.Namespace) -> int:
                 failed = {**(stopped.summary() if stopped is not None else {}), **failed}
             _write_status(args.status_file, failed)
             return EXIT_FAILED
-        except (RedriveError, PreflightError) as error:
+        except (RedriveError, RedriveTopicError, PreflightError) as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             _write_status(args.status_file, {"state": "Failed", "message": str(error)})
             return EXIT_FAILED

@@ -167,7 +167,7 @@ def test_a_non_partitioned_topic_is_partition_minus_one(letters: PulsarLetters) 
     assert err.startswith(f"error: no message at {missing} of {letters.single!r}"), err
 
 
-def test_pulsar_refusals_are_one_line_and_redrive_only_counts(letters: PulsarLetters, tmp_path: Path) -> None:
+def test_pulsar_refusals_are_one_line_and_redrive_counts(letters: PulsarLetters, tmp_path: Path) -> None:
     status, _, err = run("stats", "-f", str(letters.policy), "--bootstrap-servers", "k:9092")
     assert status == 2
     assert err.startswith(
@@ -189,13 +189,17 @@ def test_pulsar_refusals_are_one_line_and_redrive_only_counts(letters: PulsarLet
         "error: cannot reach the Pulsar broker at pulsar://127.0.0.1:1 (--service-url): no answer within 2s\n",
     )
 
-    # redrive counts from a Pulsar topic too; only --execute is Kafka's.
+    # redrive counts from a Pulsar topic too, and writes the DeadLetterRedrive --execute creates.
     status, out, _ = run("redrive", "-f", str(letters.policy), "--reason", "exhausted")
     assert status == 0
     assert out.startswith("Would redrive 4 of 6 dead letters of payments/orders-billing to "), out
-    status, _, err = run("redrive", "-f", str(letters.policy), "--execute")
-    assert status == 2
-    assert err.startswith("error: --execute: payments/orders-billing is on Pulsar"), err
+    status, out, _ = run("redrive", "-f", str(letters.policy), "--reason", "exhausted", "-o", "yaml")
+    assert status == 0
+    created = yaml.safe_load(out)
+    assert (created["kind"], created["spec"]["selection"]) == (
+        "DeadLetterRedrive",
+        {"reasons": ["exhausted"]},
+    )
 
 
 def gone_topic(policy: Path) -> str:

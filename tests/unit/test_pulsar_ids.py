@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlq_engine.model import pulsar_ids
 from dlq_engine.routing import headers as h
 
 
@@ -66,3 +67,36 @@ def test_pulsar_headers_carry_real_message_ids() -> None:
     assert written["ORIGIN_MESSAGE_ID"] == written["ORIGIN_MESSAGE_IDY_TIME"] == b"12:7:1"
     assert written["RECONSUMETIMES"] == b"2"
     assert written["DELAY_TIME"] == b"2000"
+
+
+def test_entry_positions_order_as_entries_and_start_before_the_first() -> None:
+    positions = [
+        pulsar_ids.BEFORE_FIRST_ENTRY,
+        pulsar_ids.entry_position(3, 0),
+        pulsar_ids.entry_position(3, 1),
+        pulsar_ids.entry_position(4, 0),
+    ]
+    assert positions == sorted(positions)
+    assert pulsar_ids.entry_position(-1, -1) == pulsar_ids.BEFORE_FIRST_ENTRY
+    # A batch's messages are after their entry's position, before the next entry's.
+    assert pulsar_ids.entry_position(3, 0) <= h.pulsar_offset(3, 0, 7) < pulsar_ids.entry_position(3, 1)
+
+
+@pytest.mark.parametrize(
+    ("positions", "layout"),
+    [
+        pytest.param(
+            {0: pulsar_ids.entry_position(12, 40), 1: pulsar_ids.BEFORE_FIRST_ENTRY},
+            {"persistent://t/ns/dlq-partition-0": [12, 40], "persistent://t/ns/dlq-partition-1": [-1, -1]},
+            id="partitioned",
+        ),
+        pytest.param(
+            {-1: pulsar_ids.entry_position(7, 0)}, {"persistent://t/ns/dlq": [7, 0]}, id="not-partitioned"
+        ),
+    ],
+)
+def test_entry_positions_in_the_connector_s_layout_and_back(
+    positions: dict[int, int], layout: dict[str, list[int]]
+) -> None:
+    assert pulsar_ids.entry_layout("persistent://t/ns/dlq", positions) == layout
+    assert pulsar_ids.entry_positions(layout) == positions

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from dlq_engine.model import PolicyError, parse_policy
+from dlq_engine.model.policy import PULSAR_CLIENT_DIR
 from dlq_engine.model.redrive import (
     DEFAULT_MAX_REDRIVES,
     DESTINATION_TYPES,
@@ -468,17 +469,43 @@ def test_an_invalid_redrive_fails_naming_the_field() -> None:
     assert "spec.maxRedrives: must be at least 1, got 0" in status["conditions"][0]["message"]
 
 
-def test_a_redrive_of_a_pulsar_policy_fails_naming_why_and_starts_nothing() -> None:
+PULSAR_BROKER = {
+    "type": "pulsar",
+    "serviceUrl": "pulsar+ssl://p:6651",
+    "adminUrl": "https://p:8443",
+    "secretRef": {"name": "pulsar-client"},
+}
+
+
+def test_a_redrive_of_a_pulsar_policy_runs_with_the_policy_s_pulsar_client() -> None:
     bed = Bed()
     bed.add_redrive()
-    broker = {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"}
-    bed.api.put("deadletterpolicies", policy_document({"spec.broker": broker}))
+    bed.api.put("deadletterpolicies", policy_document({"spec.broker": PULSAR_BROKER}))
+
+    assert bed.reconcile() is None
+
+    assert bed.status()["phase"] == "Running"
+    app = bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive")
+    assert app is not None
+    template = app["spec"]["driver"]["template"]["spec"]
+    [volume] = [v for v in template["volumes"] if v.get("secret", {}).get("secretName") == "pulsar-client"]
+    mounts = {m["name"]: m["mountPath"] for m in template["containers"][0]["volumeMounts"]}
+    assert mounts[volume["name"]] == PULSAR_CLIENT_DIR  # where dlq-engine redrive reads it by default
+
+
+def test_fail_on_gaps_on_pulsar_fails_naming_the_field_and_the_rule_and_starts_nothing() -> None:
+    bed = Bed()
+    bed.add_redrive(failOnGaps=True)
+    bed.api.put("deadletterpolicies", policy_document({"spec.broker": PULSAR_BROKER}))
 
     assert bed.reconcile() is None
 
     condition = bed.status()["conditions"][0]
     assert (bed.status()["phase"], condition["reason"]) == ("Failed", "BrokerNotSupported")
-    assert "spec.broker.type pulsar" in condition["message"]
+    assert (
+        "spec.failOnGaps: must be false for a policy on Pulsar (spec.broker.type pulsar)"
+        in condition["message"]
+    )
     assert bed.api.stored("sparkapplications", NAMESPACE, "fix-1-redrive") is None
 
 

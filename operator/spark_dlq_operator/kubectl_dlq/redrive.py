@@ -79,11 +79,6 @@ def run_redrive(
     warn: Callable[[str], None],
 ) -> int:
     policy, target = located(args, timeout_ms)
-    if args.execute and policy.is_pulsar:
-        raise BadInput(
-            f"--execute: {policy.qualified_name} is on Pulsar (spec.broker.type pulsar): a DeadLetterRedrive "
-            "reads Kafka dead-letter topics only, for now (without --execute the command counts what would move)"
-        )
     redrive = redrive_document(args, policy, window, round(time.time() * 1000))
     filters = Filters(window, frozenset(args.reason), frozenset(args.error_class), None)
     keys = {k.encode("utf-8") for k in args.key}

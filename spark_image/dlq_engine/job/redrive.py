@@ -1,20 +1,22 @@
 """``dlq-engine redrive``: send a policy's dead letters back, as a Spark batch job.
 
 The dead letters considered are those on the dead-letter topic when the redrive first started:
-the topic's end offsets then are the snapshot, kept in the progress file, so dead letters that
+the topic's end positions then are the snapshot, kept in the progress file, so dead letters that
 arrive while it runs (a redrive sent too early fails again) are never picked up by it. The
-snapshot is read in chunks of offsets; each chunk is read with Spark's Kafka batch source, its
-dead letters typed into columns (``COLUMNS``), selected, checked against the loop guard, and
-the chosen ones written with Spark's Kafka batch sink. The progress file is written after each
-chunk's write: a crash repeats at most the chunk in flight (at-least-once), and the messages it
-wrote again are counted as possible duplicates. The rate limit is kept between writes: after a
-chunk writes ``w`` messages, the next write waits until ``w / ratePerSecond`` seconds have passed.
+snapshot is read in chunks of positions (``redrive_topics``: offsets on Kafka, entries on Pulsar);
+each chunk is read with the broker's batch source, its dead letters typed into columns
+(``COLUMNS``), selected, checked against the loop guard, and the chosen ones written with the
+broker's batch sink. The progress file is written after each chunk's write: a crash repeats at
+most the chunk in flight (at-least-once), and the messages it wrote again are counted as
+possible duplicates. The rate limit is kept between writes: after a chunk writes ``w`` messages,
+the next write waits until ``w / ratePerSecond`` seconds have passed.
 
-The broker may delete dead letters of the snapshot before the redrive reads them (retention, a
-deleteRecords): Spark's Kafka source, reading with ``failOnDataLoss`` false, skips them without a
-word. So each chunk compares the partitions' earliest offsets, before and after it is read, with
-the offsets it expected: what was gone is counted (``expired``, per partition and in all), or,
-with ``spec.failOnGaps``, stops the redrive before the chunk is written, naming the gap.
+On Kafka the broker may delete dead letters of the snapshot before the redrive reads them
+(retention, a deleteRecords): Spark's Kafka source, reading with ``failOnDataLoss`` false, skips
+them without a word. So each chunk compares the partitions' earliest offsets, before and after it
+is read, with the offsets it expected: what was gone is counted (``expired``, per partition and in
+all), or, with ``spec.failOnGaps``, stops the redrive before the chunk is written, naming the gap.
+Pulsar's message ids leave no gap to count, so ``spec.failOnGaps`` is refused there.
 """
 
 from __future__ import annotations
@@ -25,10 +27,9 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,12 +43,18 @@ from dlq_engine.job.dead_letter_table import (
     header_time,
     own_headers,
 )
-from dlq_engine.job.pipeline import RunOptions, client_properties, kafka_options
-from dlq_engine.job.preflight import admin_client
+from dlq_engine.job.redrive_topics import RedriveTopic, RedriveTopicError, destination_topic, redrive_topic
 from dlq_engine.job.spark_filter import spark_filter_problem
 from dlq_engine.model import headers as h
 from dlq_engine.model.policy import DeadLetterPolicy
-from dlq_engine.model.redrive import EXPIRED_REASON, DeadLetterRedrive, Gap, describe_gaps, gaps
+from dlq_engine.model.redrive import (
+    EXPIRED_REASON,
+    DeadLetterRedrive,
+    Gap,
+    describe_gaps,
+    gaps,
+    policy_problem,
+)
 from dlq_engine.model.redrive_filter import filter_problem
 from dlq_engine.routing.outcomes import MAX_DELIVER_AT
 
@@ -175,7 +182,7 @@ def outgoing(
     headers, the carried origin, and the redrive's provenance; for ``source`` and ``retry`` the
     retry headers that make the policy's engine pick them up at once (``source``: attempt 0)."""
     destination = redrive.destination
-    topic = destination.topic if destination.type == "topic" else policy.retry_topic
+    topic = destination_topic(policy, destination.type, destination.topic)
     own = F.filter(F.col("kafka_headers"), lambda entry: ~entry["key"].startswith(h.PREFIX))
 
     def pair(name: str, value: Column) -> Column:
@@ -223,17 +230,24 @@ class Counts:
     by_error_class: dict[str, int] = field(default_factory=dict)
 
 
+#: The broker a progress file's positions are of.
+Broker = Literal["kafka", "pulsar"]
+
+
 @dataclass
 class Progress:
-    """What a redrive has done, written after every chunk (``--checkpoint``/progress.json)."""
+    """What a redrive has done, written after every chunk (``--checkpoint``/progress.json).
+    Positions as ``redrive_topics`` says: on Kafka offsets (``next`` the next to read, ``snapshot``
+    the end, exclusive), on Pulsar packed message ids of entries (``next`` the last read,
+    ``snapshot`` the last to read, inclusive; -1 before the first)."""
 
     redrive: str
     started_at_ms: int
-    #: The dead-letter topic's end offsets when the redrive started: partition -> offset.
+    #: The dead-letter topic's end when the redrive started: partition -> position.
     snapshot: dict[int, int]
-    #: The first offset considered of each partition (its earliest when the redrive started).
+    #: Where each partition's reading started (Kafka: its earliest offset when the redrive started).
     first: dict[int, int]
-    #: The next offset to read of each partition.
+    #: Where each partition's reading goes on.
     next: dict[int, int]
     counts: Counts = field(default_factory=Counts)
     #: The end offsets of the chunk being written, until its write is done.
@@ -243,6 +257,7 @@ class Progress:
     expired: dict[int, int] = field(default_factory=dict)
     #: Why it failed (state Failed): the gap that ``spec.failOnGaps`` stopped at.
     failure: str = ""
+    broker: Broker = "kafka"
 
     @property
     def remaining(self) -> int:
@@ -272,11 +287,14 @@ class Progress:
             state=raw["state"],
             expired={int(p): n for p, n in raw.get("expired", {}).items()},
             failure=raw.get("failure", ""),
+            broker="pulsar" if raw.get("broker") == "pulsar" else "kafka",
         )
 
     def summary(self) -> dict[str, Any]:
-        """The status a caller reports: counts, per-partition progress, state."""
+        """The status a caller reports: counts, per-partition progress, state; ``toConsider``
+        only on Kafka (Pulsar's message ids say nothing of how many messages lie between)."""
         c = self.counts
+        to_consider = {"toConsider": sum(self.snapshot[p] - self.first[p] for p in self.snapshot)}
         return {
             "state": self.state,
             "matched": c.matched,
@@ -285,7 +303,7 @@ class Progress:
             "possibleDuplicates": c.possible_duplicates,
             "expired": c.expired,
             "considered": c.considered,
-            "toConsider": sum(self.snapshot[p] - self.first[p] for p in self.snapshot),
+            **(to_consider if self.broker == "kafka" else {}),
             "partitions": {
                 str(p): {
                     "next": self.next[p],
@@ -303,41 +321,6 @@ class Progress:
             self.expired[gap.partition] = self.expired.get(gap.partition, 0) + gap.missing
 
 
-def offsets(
-    admin: Any, spark: SparkSession, policy: DeadLetterPolicy, topic: str
-) -> tuple[dict[int, int], dict[int, int]]:
-    """The earliest and the end offset of each partition of ``topic``, through ``admin`` (the
-    connector's admin client, ``preflight.admin_client``)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
-    try:
-        description = admin.describeTopics(jvm.java.util.List.of(topic)).allTopicNames().get(15_000, unit)
-    except Exception:  # noqa: BLE001 - py4j wraps every Java exception
-        raise RedriveError(
-            f"the dead-letter topic {topic!r} does not exist on {policy.broker.bootstrap_servers}"
-        ) from None
-    partitions = [int(p.partition()) for p in description.get(topic).partitions()]
-    specs = jvm.org.apache.kafka.clients.admin.OffsetSpec
-    return (
-        list_offsets(admin, spark, topic, partitions, specs.earliest()),
-        list_offsets(admin, spark, topic, partitions, specs.latest()),
-    )
-
-
-def list_offsets(
-    admin: Any, spark: SparkSession, topic: str, partitions: Sequence[int], spec: Any
-) -> dict[int, int]:
-    """The offset ``spec`` (``OffsetSpec.earliest()``, ``latest()``) of each of ``partitions``."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    wanted = jvm.java.util.HashMap()
-    for p in partitions:
-        wanted.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), spec)
-    result = admin.listOffsets(wanted).all().get(15_000, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
-    return {int(tp.partition()): int(info.offset()) for tp, info in result.items()}
-
-
 class Redrive:
     """One redrive run. ``stop()`` (SIGTERM) ends it after the chunk being written."""
 
@@ -349,51 +332,44 @@ class Redrive:
         *,
         checkpoint: Path | None,
         kafka_client_dir: str | None = None,
+        pulsar_client_dir: str | None = None,
         clock: Any = time,
     ) -> None:
-        if redrive.policy != policy.name:
-            raise RedriveInputError(
-                f"spec.policyRef.name is {redrive.policy!r}, but the policy given is {policy.name!r}"
-            )
-        if redrive.namespace != policy.namespace:
-            raise RedriveInputError(
-                f"the redrive is in namespace {redrive.namespace!r}, the policy in {policy.namespace!r}"
-            )
+        if problem := policy_problem(redrive, policy):
+            raise RedriveInputError(problem)
         if not redrive.dry_run and checkpoint is None:
             raise RedriveInputError("a redrive that writes needs --checkpoint (where its progress is kept)")
         for key, value in SESSION_CONF.items():
             spark.conf.set(key, value)
         self.spark, self.policy, self.redrive = spark, policy, redrive
         self.progress_path = checkpoint / "progress.json" if checkpoint is not None else None
-        self.options = kafka_options(policy, RunOptions(checkpoint="", kafka_client_dir=kafka_client_dir))
-        self.client = client_properties(kafka_client_dir)
+        self.topic: RedriveTopic = redrive_topic(
+            spark, policy, kafka_client_dir=kafka_client_dir, pulsar_client_dir=pulsar_client_dir
+        )
+        self.broker: Broker = "pulsar" if policy.is_pulsar else "kafka"
         self.clock = clock
         self._stop = threading.Event()
         self._chunk_size = self._first_chunk()
         self._next_write_at = 0.0
-        #: The connector's admin client while ``run`` or ``dry_run`` runs.
-        self._admin: Any = None
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _admin_client(self, stack: ExitStack) -> None:
-        self._admin = stack.enter_context(admin_client(self.spark, self.policy, dict(self.client)))
-        stack.callback(setattr, self, "_admin", None)
-
-    def _earliest(self, partitions: Sequence[int]) -> dict[int, int]:
-        """Each partition's earliest offset now: what lies below it is gone."""
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None
-        spec = jvm.org.apache.kafka.clients.admin.OffsetSpec.earliest()
-        return list_offsets(self._admin, self.spark, self.policy.dead_letter_topic, partitions, spec)
+    def _snapshot(self) -> tuple[dict[int, int], dict[int, int]]:
+        try:
+            return self.topic.snapshot()
+        except RedriveTopicError as error:
+            raise RedriveError(str(error)) from None
 
     def _gaps_while_read(
         self, frame: DataFrame, start: Mapping[int, int], end: Mapping[int, int]
     ) -> list[Gap]:
         """The offsets of ``[start, end)`` deleted while ``frame`` (their records) was read: those
-        below a partition's earliest offset now that ``frame`` does not hold."""
-        earliest = self._earliest(sorted(end))
+        below a partition's earliest offset now that ``frame`` does not hold. None on Pulsar, whose
+        message ids leave no gap to count."""
+        if not self.topic.contiguous:
+            return []
+        earliest = self.topic.earliest(sorted(end))
         moved = {p: min(earliest[p], end[p]) for p in end if earliest.get(p, 0) > start.get(p, end[p])}
         if not moved:
             return []
@@ -424,29 +400,14 @@ class Redrive:
         if progress is not None:
             progress.expire(found)
 
-    def _read(self, start: Mapping[int, int], end: Mapping[int, int]) -> DataFrame:
-        topic = self.policy.dead_letter_topic
-        wanted = [p for p in start if end[p] > start[p]]
-        return (
-            self.spark.read.format("kafka")
-            .options(**self.options)
-            .option("assign", json.dumps({topic: wanted}))
-            .option("startingOffsets", json.dumps({topic: {str(p): start[p] for p in wanted}}))
-            .option("endingOffsets", json.dumps({topic: {str(p): end[p] for p in wanted}}))
-            .option("includeHeaders", "true")
-            .option("failOnDataLoss", "false")
-            .load()
-        )
-
     def dry_run(self) -> dict[str, Any]:
         """Counts by reason and error class of what would be redriven, and a few samples."""
         check_filter(self.spark, self.redrive)
-        with ExitStack() as stack:
-            self._admin_client(stack)
+        with self.topic.open():
             return self._dry_run()
 
     def _dry_run(self) -> dict[str, Any]:
-        earliest, end = offsets(self._admin, self.spark, self.policy, self.policy.dead_letter_topic)
+        earliest, end = self._snapshot()
         if all(end[p] <= earliest[p] for p in end):
             return {
                 "considered": 0,
@@ -457,7 +418,7 @@ class Redrive:
                 "byErrorClass": {},
                 "samples": [],
             }
-        frame = dead_letter_columns(self._read(earliest, end))
+        frame = dead_letter_columns(self.topic.read(earliest, end))
         frame = frame.withColumn("selected", selected(frame, self.redrive)).cache()
         try:
             counts = self._tally(frame)
@@ -525,23 +486,27 @@ class Redrive:
                 f"{self.progress_path} holds the progress of redrive {progress.redrive!r}, not "
                 f"{self.redrive.qualified_name!r}: give this redrive its own --checkpoint"
             )
+        if progress is not None and progress.broker != self.broker:
+            raise RedriveInputError(
+                f"{self.progress_path} holds the progress of a redrive on {progress.broker}, but the policy is "
+                f"on {self.broker} (spec.broker.type): give this redrive its own --checkpoint"
+            )
         if progress is not None and progress.state == "Failed":
             raise DeadLettersExpired(progress.failure)  # a resubmitted driver fails as the first did
-        with ExitStack() as stack:
-            self._admin_client(stack)
+        with self.topic.open():
             return self._run(progress)
 
     def _run(self, progress: Progress | None) -> Progress:
         assert self.progress_path is not None
         if progress is None:
-            earliest, end = offsets(self._admin, self.spark, self.policy, self.policy.dead_letter_topic)
-            first = {p: min(earliest.get(p, 0), end[p]) for p in end}
+            first, end = self._snapshot()
             progress = Progress(
                 redrive=self.redrive.qualified_name,
                 started_at_ms=int(self.clock.time() * 1000),
                 snapshot=dict(end),
-                first=first,
+                first=dict(first),
                 next=dict(first),
+                broker=self.broker,
             )
             progress.save(self.progress_path)
         self._chunk_size = self._first_chunk()
@@ -589,18 +554,18 @@ class Redrive:
         return chunk
 
     def _chunks(self, progress: Progress) -> Iterator[tuple[dict[int, int], dict[int, int]]]:
-        """Offset ranges of at most ``_chunk_size`` offsets in all (read as each is taken), from each partition's next offset
-        towards its snapshot end; a chunk in flight at a crash comes first, as it was."""
+        """Ranges of at most ``_chunk_size`` offsets or entries in all (read as each is taken),
+        from each partition's next position towards its snapshot end; a chunk in flight at a
+        crash comes first, as it was."""
         if progress.in_flight is not None:
             yield dict(progress.next), dict(progress.in_flight)
         while progress.remaining > 0:
             open_partitions = [
                 p for p in sorted(progress.snapshot) if progress.next[p] < progress.snapshot[p]
             ]
-            share = max(1, self._chunk_size // len(open_partitions))
             start = {p: progress.next[p] for p in open_partitions}
-            end = {p: min(progress.snapshot[p], progress.next[p] + share) for p in open_partitions}
-            yield start, end
+            ends = {p: progress.snapshot[p] for p in open_partitions}
+            yield start, self.topic.chunk_end(start, ends, self._chunk_size)
 
     def _chunk(
         self, progress: Progress, start: Mapping[int, int], end: Mapping[int, int], *, repeat: bool
@@ -613,13 +578,15 @@ class Redrive:
             return 0, 0.0
         began = self.clock.monotonic()
         waited = 0.0
-        # What the broker deleted before this chunk is read is not read at all.
-        earliest = self._earliest(sorted(end))
-        self._check_gaps(progress, gaps(start, end, earliest))
-        start = {p: max(start.get(p, end[p]), earliest.get(p, 0)) for p in end}
+        start = {p: start.get(p, end[p]) for p in end}
+        if self.topic.contiguous:
+            # What the broker deleted before this chunk is read is not read at all.
+            earliest = self.topic.earliest(sorted(end))
+            self._check_gaps(progress, gaps(start, end, earliest))
+            start = {p: max(start[p], earliest.get(p, 0)) for p in end}
         if all(end[p] <= start[p] for p in end):
             return 0, self.clock.monotonic() - began
-        frame = dead_letter_columns(self._read(start, end))
+        frame = dead_letter_columns(self.topic.read(start, end))
         frame = frame.withColumn("selected", selected(frame, self.redrive)).cache()
         try:
             counts = self._tally(frame)
@@ -634,9 +601,7 @@ class Redrive:
                 guard = F.col("redrive_count") < F.lit(self.redrive.max_redrives)
                 now_ms = int(self.clock.time() * 1000)
                 records = outgoing(frame.where(F.col("selected") & guard), self.redrive, self.policy, now_ms)
-                records.write.format("kafka").options(**self.options).option("kafka.acks", "all").option(
-                    "kafka.enable.idempotence", "true"
-                ).save()
+                self.topic.write(records)
         finally:
             frame.unpersist()
         total = progress.counts

@@ -8,6 +8,7 @@ Pure (docs/reference.md, "The engine on Pulsar").
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 #: A Pulsar message id (ledger, entry, batch index) packed into the ``offset`` column's long:
@@ -63,3 +64,35 @@ def parse_pulsar_message_id(text: str) -> tuple[int, int] | None:
         return partition, pulsar_offset(ledger, entry, batch)
     except ValueError:
         return None
+
+
+#: An entry's position (``entry_position``) before a partition's first entry.
+BEFORE_FIRST_ENTRY: Final = -1
+
+
+def entry_position(ledger: int, entry: int) -> int:
+    """The position of the entry ``[ledger, entry]`` (a producer's batch is one entry): its first
+    message's packed ``offset``, batch index 0; ``BEFORE_FIRST_ENTRY`` for a negative entry (the
+    connector's ``Position.BEFORE_ALL``, ``[-1, -1]``). Positions order as the entries do."""
+    return BEFORE_FIRST_ENTRY if entry < 0 else pulsar_offset(ledger, entry, 0)
+
+
+def entry_layout(full_name: str, positions: Mapping[int, int]) -> dict[str, list[int]]:
+    """Positions by partition index as the connector writes offsets (``PulsarOffset``):
+    ``{"<partition's topic name>": [ledger, entry]}``, the name ``full_name`` itself for index -1
+    (a non-partitioned topic)."""
+    layout = {}
+    for partition, position in positions.items():
+        name = full_name if partition < 0 else f"{full_name}-partition-{partition}"
+        ledger, entry, _ = pulsar_id_parts(position) if position >= 0 else (-1, -1, 0)
+        layout[name] = [ledger, entry]
+    return layout
+
+
+def entry_positions(layout: Mapping[str, Sequence[int]]) -> dict[int, int]:
+    """``entry_layout`` read back: positions by partition index (-1: not partitioned)."""
+    positions = {}
+    for name, (ledger, entry) in layout.items():
+        head, _, index = name.rpartition("-partition-")
+        positions[int(index) if head and index.isdigit() else -1] = entry_position(ledger, entry)
+    return positions

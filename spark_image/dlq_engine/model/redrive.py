@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
 from dlq_engine.model.field_reader import _Fields, _kind
-from dlq_engine.model.policy import API_VERSION, Issue, PolicyError, topic_name_problem
+from dlq_engine.model.policy import API_VERSION, DeadLetterPolicy, Issue, PolicyError, topic_name_problem
 from dlq_engine.model.reasons import DEAD_LETTER_REASONS
 from dlq_engine.model.redrive_filter import filter_problem
 
@@ -153,6 +153,23 @@ def parse_redrive(document: object) -> DeadLetterRedrive:
     if issues:
         raise PolicyError(issues)
     return redrive
+
+
+def policy_problem(redrive: DeadLetterRedrive, policy: DeadLetterPolicy) -> str | None:
+    """Why ``redrive`` cannot run for ``policy`` (not the one it names, or asking what its broker
+    cannot do: the field and the rule), or None. The operator fails such a redrive at once; the
+    job refuses it before its Spark session starts."""
+    if redrive.policy != policy.name:
+        return f"spec.policyRef.name is {redrive.policy!r}, but the policy given is {policy.name!r}"
+    if redrive.namespace != policy.namespace:
+        return f"the redrive is in namespace {redrive.namespace!r}, the policy in {policy.namespace!r}"
+    if redrive.fail_on_gaps and policy.is_pulsar:
+        return (
+            "spec.failOnGaps: must be false for a policy on Pulsar (spec.broker.type pulsar): Pulsar's "
+            "message ids are not contiguous, so a redrive cannot tell which dead letters the broker "
+            "deleted (the operator's spark-dlq-keep subscription keeps them from retention)"
+        )
+    return None
 
 
 def _time(f: _Fields, key: str) -> int | None:

@@ -47,7 +47,13 @@ BASE_MS = 1_795_000_000_000  # the dead letters' dlq.failed.at: BASE_MS + i minu
 
 
 def dead_letter(
-    i: int, *, reason: str, error_class: str, redriven: int = 0, team: str = "billing"
+    i: int,
+    *,
+    reason: str,
+    error_class: str,
+    redriven: int = 0,
+    team: str = "billing",
+    value: bytes | None = None,
 ) -> dict[str, Any]:
     headers = h.failure_headers(
         origin={
@@ -69,13 +75,17 @@ def dead_letter(
     headers = [("trace", f"t{i}".encode()), ("team", team.encode()), *headers]
     if redriven:
         headers.append((h.REDRIVE_COUNT, str(redriven).encode()))
-    return {"key": f"k{i}".encode(), "value": json.dumps({"id": i}).encode(), "headers": headers}
+    return {
+        "key": f"k{i}".encode(),
+        "value": json.dumps({"id": i}).encode() if value is None else value,
+        "headers": headers,
+    }
 
 
 #: Twelve dead letters: exhausted ValueErrors (0-5), terminated (6-8), non-retryable
 #: json errors (9-10), and one already redriven three times (11).
-def standard_set() -> list[dict[str, Any]]:
-    letters = [dead_letter(i, reason="exhausted", error_class="ValueError") for i in range(6)]
+def standard_set(value: Callable[[int], bytes | None] = lambda i: None) -> list[dict[str, Any]]:
+    letters = [dead_letter(i, reason="exhausted", error_class="ValueError", value=value(i)) for i in range(6)]
     letters += [
         dead_letter(i, reason="terminated", error_class="shop.Fraud", team="risk") for i in range(6, 9)
     ]
@@ -444,7 +454,7 @@ def test_dead_letters_that_expire_before_they_are_read_are_counted_or_stop_it(
     assert len(read_all(bootstrap_servers, names["retry"])) == progress.counts.redriven
 
 
-def _cli_env() -> dict[str, str]:
+def cli_env() -> dict[str, str]:
     env = submit_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
     return env
@@ -489,7 +499,7 @@ def test_a_killed_redrive_loses_nothing_and_counts_its_duplicates(
         str(tmp_path / "status.json"),
     ]
     first = subprocess.Popen(
-        command, env=_cli_env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        command, env=cli_env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     deadline = time.monotonic() + 120
     progress_file = tmp_path / "cp" / "progress.json"
@@ -502,7 +512,7 @@ def test_a_killed_redrive_loses_nothing_and_counts_its_duplicates(
     first.wait(30)
     assert not (tmp_path / "status.json").exists()
 
-    done = subprocess.run(command, env=_cli_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["state"] == "Succeeded"
@@ -544,7 +554,7 @@ def test_the_cli_dry_run_and_its_refusals(
     ]
 
     done = subprocess.run(
-        [*base, "-f", str(redrive_file)], env=_cli_env(), capture_output=True, text=True, timeout=300
+        [*base, "-f", str(redrive_file)], env=cli_env(), capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[:3] == [
@@ -558,7 +568,7 @@ def test_the_cli_dry_run_and_its_refusals(
     document["spec"]["ratePerSecond"] = -1
     redrive_file.write_text(yaml.safe_dump(document))
     bad = subprocess.run(
-        [*base, "-f", str(redrive_file)], env=_cli_env(), capture_output=True, text=True, timeout=120
+        [*base, "-f", str(redrive_file)], env=cli_env(), capture_output=True, text=True, timeout=120
     )
     assert bad.returncode == 2
     assert (
@@ -570,7 +580,7 @@ def test_the_cli_dry_run_and_its_refusals(
     document["spec"] = {"policyRef": {"name": "another"}}
     redrive_file.write_text(yaml.safe_dump(document))
     other = subprocess.run(
-        [*base, "-f", str(redrive_file)], env=_cli_env(), capture_output=True, text=True, timeout=300
+        [*base, "-f", str(redrive_file)], env=cli_env(), capture_output=True, text=True, timeout=300
     )
     assert other.returncode == 2
     assert (

@@ -12,10 +12,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 import org.apache.pulsar.client.api.Consumer;
-import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
-import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.api.TopicMessageId;
@@ -158,25 +156,7 @@ final class PulsarMicroBatchStream implements MicroBatchStream, SupportsAdmissio
 
   /** The position of the partition's first message after {@code position}; null when none comes in time. */
   private Position firstAfter(String partition, Position position) {
-    try (Reader<byte[]> reader = client().newReader()
-        .topic(partition)
-        .startMessageId(position.messageId(Position.partitionIndex(partition)))
-        .receiverQueueSize(2)
-        .create()) {
-      while (true) {
-        Message<byte[]> message = reader.readNext(RangeReader.READ_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-        if (message == null) {
-          return null;
-        }
-        Position found = Position.of(message.getMessageId());
-        if (found.isAfter(position)) {
-          return found;
-        }
-      }
-    } catch (java.io.IOException error) {
-      throw PulsarConnectorException.of(
-          "Pulsar topic " + partition + ": cannot read the first message after " + position, error);
-    }
+    return PulsarTopics.firstAfter(options.broker(), partition, position);
   }
 
   @Override

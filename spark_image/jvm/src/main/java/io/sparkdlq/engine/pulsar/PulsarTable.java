@@ -14,8 +14,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * Pulsar topics as a table: read as a micro-batch stream, written by a streaming query or a batch
- * append. The written columns differ from the read ones ({@code topic, key, value, headers}), so the
+ * Pulsar topics as a table: read as a micro-batch stream or a batch of given positions, written
+ * by a streaming query or a batch append. The written columns differ from the read ones ({@code topic, key, value, headers}), so the
  * table accepts any schema and the writer checks it, as Spark's Kafka table does.
  */
 final class PulsarTable implements SupportsRead, SupportsWrite {
@@ -33,8 +33,8 @@ final class PulsarTable implements SupportsRead, SupportsWrite {
 
   @Override
   public Set<TableCapability> capabilities() {
-    return EnumSet.of(TableCapability.MICRO_BATCH_READ, TableCapability.STREAMING_WRITE,
-        TableCapability.BATCH_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
+    return EnumSet.of(TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_READ,
+        TableCapability.STREAMING_WRITE, TableCapability.BATCH_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
   }
 
   @Override

@@ -8,16 +8,19 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The options of a read: the broker ({@code serviceUrl}, {@code clientDir}: {@link Broker}), the
- * {@code topic} as the policy names it (the rows' {@code topic}), the durable {@code subscription}, {@code startingOffsets}
- * ({@code earliest} or {@code latest}, for a query without a checkpoint) and {@code
- * maxEntriesPerTrigger} (entries per micro-batch over all partitions; 0: no limit).
+ * {@code topic} as the policy names it (the rows' {@code topic}). A stream's: the durable {@code
+ * subscription}, {@code startingOffsets} ({@code earliest} or {@code latest}, for a query without a
+ * checkpoint) and {@code maxEntriesPerTrigger} (entries per micro-batch over all partitions; 0: no
+ * limit). A batch read's ({@link PulsarBatch}): {@code startingPositions} and {@code
+ * endingPositions}, each partition's position in {@link PulsarOffset}'s layout, the messages after
+ * the first up to the second read.
  */
-record ReadOptions(Broker broker, String topic, String subscription, boolean earliest, long maxEntries)
-    implements Serializable {
+record ReadOptions(Broker broker, String topic, String subscription, boolean earliest, long maxEntries,
+    String startingPositions, String endingPositions) implements Serializable {
 
   static ReadOptions of(CaseInsensitiveStringMap options) {
     List<String> missing = new ArrayList<>();
-    for (String name : List.of("serviceUrl", "topic", "subscription")) {
+    for (String name : List.of("serviceUrl", "topic")) {
       String value = options.get(name);
       if (value == null || value.isBlank()) {
         missing.add(name);
@@ -44,7 +47,8 @@ record ReadOptions(Broker broker, String topic, String subscription, boolean ear
       throw new IllegalArgumentException(PulsarDataSource.NAME + ": maxEntriesPerTrigger must be 0 or more");
     }
     Broker broker = new Broker(options.get("serviceUrl"), options.getOrDefault(Broker.CLIENT_DIR_OPTION, ""));
-    return new ReadOptions(broker, options.get("topic"), options.get("subscription"),
-        starting.equals("earliest"), maxEntries);
+    return new ReadOptions(broker, options.get("topic"), options.getOrDefault("subscription", ""),
+        starting.equals("earliest"), maxEntries, options.getOrDefault("startingPositions", "{}"),
+        options.getOrDefault("endingPositions", ""));
   }
 }
