@@ -125,6 +125,7 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         "SPARK_DLQ_CHECKPOINT_BASE": "/var/lib/spark-dlq/checkpoints",
         "SPARK_DLQ_SPARK_SERVICE_ACCOUNT": "",
         "SPARK_DLQ_SPARK_DRIVER_CLUSTER_ROLE": f"{FULLNAME}-spark-driver",
+        "SPARK_DLQ_SPARK_NETWORK_POLICY": "true",
         "SPARK_DLQ_PROVISIONER": "admin",
         "SPARK_DLQ_LIVENESS": "http://0.0.0.0:8080/healthz",
         "SPARK_DLQ_METRICS_PORT": "9090",

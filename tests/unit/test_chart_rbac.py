@@ -244,6 +244,14 @@ def test_the_spark_operators_network_policy_rights_follow_its_account_and_can_be
     assert {g.verb for g in granted(render(named), namespace="ops", name="submitter")} == set(
         SUBMITTER_NETWORK_POLICY_VERBS
     )
-    objects = render({"sparkOperator": {"rbac": {"networkPolicies": False}}})
-    assert not [o for o in objects if "networkpolicies" in str(o.get("rules", ""))]
-    assert not [o for o in objects if o["metadata"]["name"].endswith("-spark-network-policies")]
+    for values in (
+        {"sparkOperator": {"rbac": {"networkPolicies": False}}},
+        {"spark": {"networkPolicy": False}},
+    ):
+        objects = render(values)
+        assert not [o for o in objects if "networkpolicies" in str(o.get("rules", ""))]
+        assert not [o for o in objects if o["metadata"]["name"].endswith("-spark-network-policies")]
+    # Without Spark's policies the operator excludes the step that makes them.
+    [deployment] = [o for o in render({"spark": {"networkPolicy": False}}) if o["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "SPARK_DLQ_SPARK_NETWORK_POLICY", "value": "false"} in container["env"]
