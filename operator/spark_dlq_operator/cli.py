@@ -76,6 +76,10 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _falsy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("0", "false", "no", "off")
+
+
 def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     def env(name: str, default: str | None = None) -> str | None:
         return _env(name, environ) or default
@@ -141,6 +145,15 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="the ClusterRole with what a Spark driver needs for its executors, bound to the "
         "Spark pods' service account in each policy's namespace (the operator needs the bind "
         "verb on it; default %(default)s)",
+    )
+    spark.add_argument(
+        "--no-spark-network-policy",
+        dest="spark_network_policy",
+        action="store_false",
+        default=not _falsy(env("SPARK_NETWORK_POLICY")),
+        help="no NetworkPolicy per Spark application: every SparkApplication excludes Spark's "
+        "NetworkPolicyFeatureStep, so the spark-operator needs no right on NetworkPolicies "
+        "(default: Spark makes one; env SPARK_DLQ_SPARK_NETWORK_POLICY=false)",
     )
     spark.add_argument(
         "--spark-job-namespaces",
@@ -307,6 +320,7 @@ def _parse(
         checkpoint_claim=args.checkpoint_claim or None,
         spark_service_account=args.spark_service_account,
         spark_driver_cluster_role=args.spark_driver_cluster_role,
+        spark_network_policy=args.spark_network_policy,
         spark_job_namespaces=tuple(n.strip() for n in args.spark_job_namespaces.split(",") if n.strip()),
         spark_operator_timeout=args.spark_operator_timeout,
         restart_backoff_cap=args.restart_backoff_cap,

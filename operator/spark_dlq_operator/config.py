@@ -46,6 +46,11 @@ class OperatorConfig:
     spark_service_account: str = ""
     #: The ClusterRole bound to the Spark pods' service account in the policy's namespace.
     spark_driver_cluster_role: str = DEFAULT_DRIVER_CLUSTER_ROLE
+    #: Spark's NetworkPolicy for each application (from Spark 4.2 ``spark-submit`` makes one:
+    #: the executors take ingress only from their own application's pods). False for a platform
+    #: that cannot let the spark-operator's controller make them: every SparkApplication then
+    #: excludes the step that does (``render.NETWORK_POLICY_STEP``).
+    spark_network_policy: bool = True
     #: The namespaces the spark-operator watches (its chart's ``spark.jobNamespaces``), as the
     #: platform team declares them; empty when not declared (then only the silence of a new
     #: SparkApplication hints at it). A policy in another namespace is told at once.

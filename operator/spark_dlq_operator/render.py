@@ -106,6 +106,21 @@ DRIVER_SPARK_CONF: Final[Mapping[str, str]] = {
 }
 
 
+#: Spark's feature step that makes a NetworkPolicy for each application (Spark 4.2), and the
+#: setting that leaves it out (``OperatorConfig.spark_network_policy`` off). No policy and no
+#: class can set it (``policy_class.FORBIDDEN_SPARK_CONF``: ``spark.kubernetes.driver.pod.*``).
+NETWORK_POLICY_STEP: Final = "org.apache.spark.deploy.k8s.features.NetworkPolicyFeatureStep"
+EXCLUDED_DRIVER_STEPS: Final = "spark.kubernetes.driver.pod.excludedFeatureSteps"
+
+
+def operator_spark_conf(config: OperatorConfig) -> Mapping[str, str]:
+    """The Spark settings the operator owns: ``DRIVER_SPARK_CONF``, and Spark's NetworkPolicy
+    step excluded when the platform turned the policies off."""
+    if config.spark_network_policy:
+        return DRIVER_SPARK_CONF
+    return {**DRIVER_SPARK_CONF, EXCLUDED_DRIVER_STEPS: NETWORK_POLICY_STEP}
+
+
 #: libyaml's safe dumper when PyYAML has it (a third of the pure-Python one's CPU time, the same
 #: text for these documents); every reconcile and resync renders the ConfigMap to compare it.
 _YAML_DUMPER: Final[type[yaml.SafeDumper]] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -254,7 +269,7 @@ def spark_application(
                     config_hash=policy_file_hash(policy, config),
                 )
             ),
-            "sparkConf": dict(sorted({**policy.spark.spark_conf, **DRIVER_SPARK_CONF}.items())),
+            "sparkConf": dict(sorted({**policy.spark.spark_conf, **operator_spark_conf(config)}.items())),
             "restartPolicy": restart_policy(config),
             "driver": {
                 "cores": driver.cores,

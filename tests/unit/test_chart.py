@@ -125,6 +125,7 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         "SPARK_DLQ_CHECKPOINT_BASE": "/var/lib/spark-dlq/checkpoints",
         "SPARK_DLQ_SPARK_SERVICE_ACCOUNT": "",
         "SPARK_DLQ_SPARK_DRIVER_CLUSTER_ROLE": f"{FULLNAME}-spark-driver",
+        "SPARK_DLQ_SPARK_NETWORK_POLICY": "true",
         "SPARK_DLQ_PROVISIONER": "admin",
         "SPARK_DLQ_LIVENESS": "http://0.0.0.0:8080/healthz",
         "SPARK_DLQ_METRICS_PORT": "9090",
@@ -142,7 +143,9 @@ def test_default_renders_one_recreated_operator_watching_all_namespaces() -> Non
         ("ClusterRole", f"{FULLNAME}-view"),
         ("ClusterRole", f"{FULLNAME}-edit"),
         ("ClusterRole", f"{FULLNAME}-spark-driver"),
+        ("ClusterRole", f"{FULLNAME}-spark-network-policies"),
         ("ClusterRoleBinding", FULLNAME),
+        ("RoleBinding", f"{FULLNAME}-spark-network-policies"),
         ("Deployment", FULLNAME),
         ("DeadLetterPolicyClass", "standard"),
     }
@@ -213,7 +216,7 @@ def test_namespace_scoped_watches_the_given_namespaces() -> None:
     operator_roles = [
         r
         for r in find(objects, "ClusterRole")
-        if not r["metadata"]["name"].endswith(("-view", "-edit", "-spark-driver"))
+        if not r["metadata"]["name"].endswith(("-view", "-edit", "-spark-driver", "-spark-network-policies"))
     ]
     assert [r["metadata"]["name"] for r in operator_roles] == [f"{FULLNAME}-scanning"]
 
@@ -466,9 +469,12 @@ def test_a_shared_spark_service_account_in_each_spark_namespace() -> None:
     for namespace in ("payments", "orders"):
         account = one(objects, "ServiceAccount", "spark-dlq-driver", namespace)
         assert account["metadata"]["annotations"] == {"iam.example.com/role": "dlq"}
-    # Bound per policy by the operator, as its own account would be: no Role or binding here.
+    # Bound per policy by the operator, as its own account would be: no Role or binding here
+    # but the spark-operator's NetworkPolicy rights.
     assert not find(objects, "Role", namespace="payments")
-    assert not find(objects, "RoleBinding", namespace="payments")
+    assert [b["roleRef"]["name"] for b in find(objects, "RoleBinding", namespace="payments")] == [
+        f"{FULLNAME}-spark-network-policies"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -515,8 +521,12 @@ def test_existing_operator_service_account_and_no_rbac() -> None:
         {"operator": {"serviceAccount": {"create": False, "name": "dlq-ops"}, "rbac": {"create": False}}}
     )
     assert pod_spec(objects)["serviceAccountName"] == "dlq-ops"
-    # The drivers' ClusterRole is spark.rbac's: the operator binds it, and the platform its rights.
-    assert [r["metadata"]["name"] for r in find(objects, "ClusterRole")] == [f"{FULLNAME}-spark-driver"]
+    # The drivers' ClusterRole is spark.rbac's: the operator binds it, and the platform its rights;
+    # the spark-operator's NetworkPolicy rights are sparkOperator.rbac's.
+    assert sorted(r["metadata"]["name"] for r in find(objects, "ClusterRole")) == [
+        f"{FULLNAME}-spark-driver",
+        f"{FULLNAME}-spark-network-policies",
+    ]
     assert not find(objects, "ClusterRoleBinding")
     assert not find(objects, "ServiceAccount")
 
@@ -582,6 +592,7 @@ def test_every_object_carries_the_release_labels() -> None:
             assert labels["app.kubernetes.io/component"] in (
                 "operator",
                 "spark",
+                "spark-operator",
                 "strimzi",
                 "user-roles",
                 "class",
@@ -747,7 +758,7 @@ def test_templates_are_grouped_by_component_with_named_helpers() -> None:
     top = sorted(p.name for p in templates.iterdir() if p.is_file())
     assert top == ["NOTES.txt", "_helpers.tpl"]
     components = sorted(p.name for p in templates.iterdir() if p.is_dir())
-    assert components == ["class", "monitoring", "operator", "spark", "strimzi"]
+    assert components == ["class", "monitoring", "operator", "spark", "spark-operator", "strimzi"]
     for tpl in templates.rglob("*.tpl"):
         component = tpl.parent.name if tpl.parent != templates else None
         for name in re.findall(r'define "([^"]+)"', tpl.read_text()):

@@ -209,3 +209,49 @@ def test_kopf_looks_at_namespaces_only_when_not_cluster_wide() -> None:
 
     source = inspect.getsource(observation.namespace_observer)
     assert source.count("not settings.scanning.disabled and not clusterwide") == 2
+
+
+#: What Spark 4.2's spark-submit does with a NetworkPolicy (``NetworkPolicyFeatureStep``: a
+#: server-side apply, a delete when the submission fails).
+SUBMITTER_NETWORK_POLICY_VERBS = ("create", "get", "patch", "delete")
+
+
+@pytest.mark.parametrize(
+    ("values", "namespaces"),
+    [
+        pytest.param({}, {NAMESPACE}, id="cluster-wide-release-namespace"),
+        pytest.param({"spark": {"namespaces": ["payments", "orders"]}}, {"payments", "orders"}, id="spark"),
+        pytest.param(
+            {"operator": {"watch": {"allNamespaces": False, "namespaces": ["payments"]}}},
+            {"payments"},
+            id="watched",
+        ),
+    ],
+)
+def test_the_spark_operator_may_make_sparks_network_policy_where_policies_run_and_nothing_else(
+    values: dict[str, Any], namespaces: set[str]
+) -> None:
+    got = granted(render(values), namespace="spark-operator", name="spark-operator-controller")
+    assert got == {
+        Grant(namespace, "networking.k8s.io", "networkpolicies", verb)
+        for namespace in namespaces
+        for verb in SUBMITTER_NETWORK_POLICY_VERBS
+    }
+
+
+def test_the_spark_operators_network_policy_rights_follow_its_account_and_can_be_left_out() -> None:
+    named = {"sparkOperator": {"controllerServiceAccount": {"name": "submitter", "namespace": "ops"}}}
+    assert {g.verb for g in granted(render(named), namespace="ops", name="submitter")} == set(
+        SUBMITTER_NETWORK_POLICY_VERBS
+    )
+    for values in (
+        {"sparkOperator": {"rbac": {"networkPolicies": False}}},
+        {"spark": {"networkPolicy": False}},
+    ):
+        objects = render(values)
+        assert not [o for o in objects if "networkpolicies" in str(o.get("rules", ""))]
+        assert not [o for o in objects if o["metadata"]["name"].endswith("-spark-network-policies")]
+    # Without Spark's policies the operator excludes the step that makes them.
+    [deployment] = [o for o in render({"spark": {"networkPolicy": False}}) if o["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "SPARK_DLQ_SPARK_NETWORK_POLICY", "value": "false"} in container["env"]

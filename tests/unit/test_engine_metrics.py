@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dlq_engine.job.driver_producer import Written
 from dlq_engine.job.metrics import EngineMetrics, ErrorClasses, sink_failure
 from dlq_engine.job.probes import TopicSize
 from dlq_engine.model.policy import parse_policy
@@ -45,10 +46,18 @@ def summary(**fields: Any) -> str:
     return json.dumps({**base, **fields})
 
 
-def progress(batch_id: int, *, end: dict[str, int], latest: dict[str, int], retry_rows: int = 0) -> Any:
+def progress(
+    batch_id: int,
+    *,
+    end: dict[str, int],
+    latest: dict[str, int],
+    retry_rows: int = 0,
+    start: dict[str, int] | None = None,
+) -> Any:
     def source(topic: str, rows: int) -> Any:
         return SimpleNamespace(
             description=f"KafkaV2[Subscribe[{topic}]]",
+            startOffset=json.dumps({topic: {"0": start[topic]}}) if start else None,
             endOffset=json.dumps({topic: {"0": end[topic]}}),
             latestOffset=json.dumps({topic: {"0": latest[topic]}}),
             numInputRows=rows,
@@ -135,6 +144,46 @@ def test_held_retries_are_the_base_plus_later_batches() -> None:
     assert value(metrics, "spark_dlq_retry_held") == 5
     metrics.add_progress(progress(5, retry_rows=0, **offsets), {"total": 12, "stats": [summary(released=12)]})
     assert value(metrics, "spark_dlq_retry_held") == 5, "a batch re-run after a restart counts once"
+
+
+def test_the_restarts_wake_record_is_read_but_not_held() -> None:
+    metrics = EngineMetrics(POLICY)
+    metrics.woken(Written(RETRY, 0, 41))
+    stats = {"total": 0, "stats": [summary()]}
+    # A batch re-run from before the restart (offsets up to 41) does not read it.
+    metrics.add_progress(
+        progress(
+            4,
+            start={SOURCE: 0, RETRY: 38},
+            end={SOURCE: 0, RETRY: 41},
+            latest={SOURCE: 0, RETRY: 42},
+            retry_rows=3,
+        ),
+        stats,
+    )
+    # The next reads it with two retries: two held, not three.
+    metrics.add_progress(
+        progress(
+            5,
+            start={SOURCE: 0, RETRY: 41},
+            end={SOURCE: 0, RETRY: 44},
+            latest={SOURCE: 0, RETRY: 44},
+            retry_rows=3,
+        ),
+        stats,
+    )
+    metrics.add_progress(
+        progress(
+            6,
+            start={SOURCE: 0, RETRY: 44},
+            end={SOURCE: 0, RETRY: 45},
+            latest={SOURCE: 0, RETRY: 45},
+            retry_rows=1,
+        ),
+        stats,
+    )
+    metrics.held_base(3, 7)
+    assert value(metrics, "spark_dlq_retry_held") == 7 + 3 + 2 + 1
 
 
 def test_a_batch_already_in_the_base_is_not_added_again() -> None:

@@ -226,6 +226,11 @@ def test_a_fixed_key_keeps_the_class_value() -> None:
             "volumes and secrets are mounted by the operator",
         ),
         ("spark.jars.packages", "code comes from the engine image"),
+        # Spark 4.2's per-application NetworkPolicy is the platform's (the operator's
+        # --no-spark-network-policy), never a policy author's to switch off.
+        ("spark.kubernetes.driver.pod.excludedFeatureSteps", "use spec.spark.pod"),
+        ("spark.kubernetes.executor.pod.excludedFeatureSteps", "use spec.spark.pod"),
+        ("spark.kubernetes.driver.pod.featureSteps", "use spec.spark.pod"),
         (
             "spark.driver.extraJavaOptions",
             "JVM options, class paths and the pods' environment are the platform's",

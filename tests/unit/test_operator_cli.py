@@ -88,6 +88,16 @@ def test_environment_fills_what_flags_do_not_say() -> None:
     assert config.peering == "spark-dlq"
 
 
+def test_spark_network_policies_are_on_unless_turned_off() -> None:
+    assert config_from_args(["run", "-A"], environ={}).spark_network_policy
+    assert not config_from_args(["run", "-A", "--no-spark-network-policy"], environ={}).spark_network_policy
+    environ = {"SPARK_DLQ_SPARK_NETWORK_POLICY": "false"}
+    assert not config_from_args(["run", "-A"], environ=environ).spark_network_policy
+    assert config_from_args(
+        ["run", "-A"], environ={"SPARK_DLQ_SPARK_NETWORK_POLICY": "true"}
+    ).spark_network_policy
+
+
 def test_standalone_overrides_a_peering_from_the_environment() -> None:
     config = config_from_args(["run", "-A", "--standalone"], environ={"SPARK_DLQ_PEERING": "spark-dlq"})
     assert config.all_namespaces
@@ -198,6 +208,7 @@ _CHART_VALUES = {
     "stall_timeout": "operator.supervisor.stallTimeout",
     "pending_timeout": "operator.supervisor.pendingTimeout",
     "peering_lifetime": "operator.peering.lifetime",
+    "spark_network_policy": "spark.networkPolicy",
 }
 
 

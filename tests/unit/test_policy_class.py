@@ -182,6 +182,11 @@ def test_every_field_is_read() -> None:
             id="fixed-operator-key",
         ),
         pytest.param(
+            {"sparkConf": {"fixed": {"spark.kubernetes.driver.pod.excludedFeatureSteps": "x"}}},
+            "spec.sparkConf.fixed.spark.kubernetes.driver.pod.excludedFeatureSteps: is the operator's",
+            id="fixed-excluded-feature-steps",
+        ),
+        pytest.param(
             {"brokers": [{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "bootstrapServers": "k:9092"}]},
             "spec.brokers[0].bootstrapServers: is for type kafka: a pulsar broker takes serviceUrl and adminUrl",
             id="pulsar-with-bootstrap",

@@ -3,6 +3,7 @@ the KafkaTopic it writes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -251,6 +252,18 @@ def test_the_operators_spark_settings_win_over_the_policys() -> None:
     p = policy({"spec.spark.sparkConf": {"spark.kubernetes.executor.disableConfigMap": "false"}})
     conf = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]["sparkConf"]
     assert conf == DRIVER_CONF
+
+
+def test_spark_makes_its_network_policy_unless_the_platform_turned_them_off() -> None:
+    """Spark 4.2's NetworkPolicyFeatureStep runs by default; ``--no-spark-network-policy``
+    excludes it from every SparkApplication, whatever the policy says."""
+    on = render.spark_application(policy({}), config=CONFIG, owner=OWNER)["spec"]["sparkConf"]
+    assert render.EXCLUDED_DRIVER_STEPS not in on
+    off = dataclasses.replace(CONFIG, spark_network_policy=False)
+    conf = render.spark_application(policy({}), config=off, owner=OWNER)["spec"]["sparkConf"]
+    assert (
+        conf[render.EXCLUDED_DRIVER_STEPS] == "org.apache.spark.deploy.k8s.features.NetworkPolicyFeatureStep"
+    )
 
 
 #: The driver serves the engine's metrics on a port the chart's PodMonitor selects by name.

@@ -6,7 +6,9 @@ durable, never a batch that failed and is replayed. The routing tasks send what 
 than a count per route (failures by error class and attempt, the processor's latency, the
 retry lateness) as one summary per Arrow batch (``routing.stats``); the driver adds them up
 here. Two values need a look outside the batches and are read by ``probes`` on a thread:
-the dead-letter topic's size and age, and the retries the delay stage held at start.
+the dead-letter topic's size and age, and the retries the delay stage held at start (read once
+the run's first batch has committed: beside it, that Spark job would hold the executor's task
+slot the first batch needs after a restart).
 
 Every series carries ``policy`` (``namespace/name``). Error classes are bounded: the first
 ``max_error_classes`` seen keep their name, later ones are counted as ``other``. The list,
@@ -29,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from dlq_engine.job.driver_producer import Written
 from dlq_engine.job.ordering import HeldKeys
 from dlq_engine.job.pipeline import DEAD_REASONS, STATS
 from dlq_engine.model.breaker import BREAKER_STATES, BreakerState
@@ -343,6 +346,11 @@ class EngineMetrics:
         self._last_batch = -1
         self._pending: dict[int, int] = {}
         self._held_failed = False
+        #: The restart's wake record (``pipeline.wake``): read from the retry topic like a
+        #: retry, but dropped before the delay stage, so not held.
+        self._wake: Written | None = None
+        #: Set when the run's first batch has committed (or the metrics close).
+        self._first_batch = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -397,6 +405,9 @@ class EngineMetrics:
             behind[kind] = behind.get(kind, 0) + _offsets_behind(source.endOffset, source.latestOffset)
             if kind == "retry":
                 retry_in += int(source.numInputRows)
+                if self._wake is not None and _read(self._wake, source.startOffset, source.endOffset):
+                    retry_in -= 1
+                    self._wake = None
         for kind, count in behind.items():
             self.lag_messages.labels(self.policy, kind).set(count)
         oldest_ms = min(
@@ -408,6 +419,7 @@ class EngineMetrics:
             self.lag_seconds.labels(self.policy).set(0)
         released = sum(int(s["released"]) for s in summaries)
         self._held_batch(int(progress.batchId), retry_in - released)
+        self._first_batch.set()
 
     def _source_kind(self, topic: str | None) -> str | None:
         if self.model is None or topic is None:
@@ -471,6 +483,10 @@ class EngineMetrics:
             self._pending.clear()
             self.held.labels(self.policy).set(max(0, self._held))
 
+    def woken(self, wake: Written) -> None:
+        """The restart wrote its wake record here: the batch that reads it does not hold it."""
+        self._wake = wake
+
     def held_unknown(self) -> None:
         """The base cannot be read: the gauge stays absent."""
         with self._held_lock:
@@ -480,9 +496,10 @@ class EngineMetrics:
     # --- probes ------------------------------------------------------------------------------
 
     def watch(self, spark: Any, checkpoint: str, client: dict[str, str]) -> None:
-        """Before the query starts: note the checkpoint's last committed batch, then read the
-        delay stage's state as of that batch, and probe the dead-letter topic every
-        ``probe_interval`` seconds, on daemon threads."""
+        """Before the query starts: note the checkpoint's last committed batch, then, once the
+        run's first batch has committed, read the delay stage's state as of the noted batch (the
+        later batches' deltas wait in ``_pending``, so the count is exact whenever it is read),
+        and probe the dead-letter topic every ``probe_interval`` seconds, on daemon threads."""
         from dlq_engine.job import probes
 
         try:
@@ -497,6 +514,10 @@ class EngineMetrics:
             read_held = True
 
         def read_base() -> None:
+            if base_batch is not None:
+                self._first_batch.wait()
+                if self._stop.is_set():
+                    return
             try:
                 held = 0 if base_batch is None else probes.held_retries(spark, checkpoint, base_batch)
             except Exception as error:  # noqa: BLE001 - the metric stays absent, the job runs on
@@ -543,6 +564,7 @@ class EngineMetrics:
 
     def close(self) -> None:
         self._stop.set()
+        self._first_batch.set()
         for thread in self._threads:
             thread.join(timeout=5)
 
@@ -551,6 +573,20 @@ def _topic(description: str) -> str | None:
     """The topic of a Kafka source's description (``KafkaV2[Subscribe[orders]]``)."""
     match = _KAFKA_SUBSCRIBE.search(description or "")
     return match.group(1) if match else None
+
+
+def _read(record: Written, start: str | None, end: str | None) -> bool:
+    """Whether a batch that read from ``start`` to ``end`` (a Kafka source's offsets in the
+    progress, JSON ``{"topic": {"0": 42}}``; no ``start`` in a query's very first batch) read
+    ``record``."""
+    try:
+        starts, ends = json.loads(start or "{}"), json.loads(end or "{}")
+    except ValueError:
+        return False
+    partition = str(record.partition)
+    until = (ends.get(record.topic) or {}).get(partition)
+    since = (starts.get(record.topic) or {}).get(partition)
+    return until is not None and (since is None or int(since) <= record.offset) and record.offset < int(until)
 
 
 def _offsets_behind(end: str | None, latest: str | None) -> int:

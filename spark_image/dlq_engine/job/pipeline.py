@@ -39,13 +39,14 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.query import StreamingQuery
 
 from dlq_engine.failures import Ending, EngineError, Failure
-from dlq_engine.job import breaker, dead_letter_table, pulsar_connector, record_limits
+from dlq_engine.job import breaker, dead_letter_table, driver_producer, pulsar_connector, record_limits
 from dlq_engine.job.delay import (
     DELIVER_AT_COLUMN,
     RECORD_COLUMNS,
     hold_until_due,
     lookahead,
 )
+from dlq_engine.job.driver_producer import Written
 from dlq_engine.job.ordering import ordered_records
 from dlq_engine.job.processors import load_processor
 from dlq_engine.model.policy import DeadLetterPolicy, DeadLetterTable
@@ -292,29 +293,48 @@ def restarting(spark: SparkSession, checkpoint: str) -> bool:
     return bool(filesystem.exists(commits)) and len(filesystem.listStatus(commits)) > 0
 
 
-def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> None:
-    """Write one control record (``dlq.control: wake``) to the retry topic.
+def wake(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> Written | None:
+    """Write one control record (``dlq.control: wake``) to the retry topic; on Kafka, where it
+    was written (``metrics`` counts it out of the retries held).
 
     Spark runs a micro-batch without new data only when the previous batch of the same run asks
     for one, as the delay stage's processing-time timers do. Right after a restart there is no
     previous batch, so with an idle source the retries held in the checkpointed state would wait
     for the next message to arrive. The control record is new data: the first batch runs, and
-    the timers fire from then on. The delay stage drops it."""
+    the timers fire from then on. The delay stage drops it.
+
+    On Kafka the driver writes it itself (``driver_producer``, with the sink's producer
+    settings): no Spark job waits for the executor, so the query starts while the executor is
+    still coming up. On Pulsar it is a one-row write through the engine's connector."""
+    headers = [(CONTROL, CONTROL_WAKE.encode())]
+    if not policy.is_pulsar:
+        settings = {**kafka_options(policy, options), **SINK_OPTIONS}
+        return driver_producer.send(
+            spark,
+            {name.removeprefix("kafka."): value for name, value in settings.items()},
+            topic=policy.retry_topic,
+            key=WAKE_KEY,
+            value=b"",
+            headers=headers,
+        )
     record = spark.createDataFrame(
-        [(policy.retry_topic, WAKE_KEY, b"", [(CONTROL, CONTROL_WAKE.encode())])],
+        [(policy.retry_topic, WAKE_KEY, b"", headers)],
         "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>",
     )
-    if policy.is_pulsar:
-        connector = pulsar_connector.write_options(policy, options.pulsar_client_dir)
-        record.write.format(pulsar_connector.FORMAT).options(**connector).mode("append").save()
-        return
-    record.write.format("kafka").options(**kafka_options(policy, options), **SINK_OPTIONS).save()
+    connector = pulsar_connector.write_options(policy, options.pulsar_client_dir)
+    record.write.format(pulsar_connector.FORMAT).options(**connector).mode("append").save()
+    return None
+
+
+def wake_if_restarting(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> Written | None:
+    """Before a restarted query starts: its wake record (``wake``), once the processor is known
+    to load; None when the checkpoint holds no committed batch, or on Pulsar."""
+    load_processor(policy.processor.entrypoint)  # fail before writing or consuming anything
+    return wake(spark, policy, options) if restarting(spark, options.checkpoint) else None
 
 
 def start(spark: SparkSession, policy: DeadLetterPolicy, options: RunOptions) -> StreamingQuery:
     load_processor(policy.processor.entrypoint)  # fail before consuming anything
-    if restarting(spark, options.checkpoint):
-        wake(spark, policy, options)
     frame = observed(routed(spark, policy, options))
     table = policy.dead_letter.table
     query_id = _QueryId()

@@ -33,7 +33,7 @@ from dlq_engine.job.breaker import BreakerControl
 from dlq_engine.job.heartbeat import Liveness
 from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.job.ordering import ORDERING_METRICS, OrderingReports
-from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, start
+from dlq_engine.job.pipeline import METRICS, STATS, RunOptions, start, wake_if_restarting
 from dlq_engine.model.breaker import OPEN
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.routing import stats as routing_stats
@@ -167,6 +167,9 @@ class Run:
         options = self.options
         if self.breaker is not None:
             options = dataclasses.replace(options, breaker_gate=self.breaker.gate)
+        woken = wake_if_restarting(self.spark, self.policy, options)
+        if woken is not None and self.metrics is not None:
+            self.metrics.woken(woken)
         self.query = start(self.spark, self.policy, options)
         self.last_progress_at = time.time()
         if self._stop_requested:  # stopped (the lease lost) while the query was being started

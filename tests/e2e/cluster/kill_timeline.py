@@ -3,7 +3,8 @@
 Two ``kubectl get --watch`` (the SparkApplications and the pods of the namespace) record when
 each change arrives; the new driver's log, read with the container runtime's timestamps, says
 when its engine started its query and how its start-up went (``dlq-engine: query started ...``:
-Spark session, checks, checkpoint lease and the wait for the killed holder in it); the test says
+Spark session, checks, checkpoint lease and the wait for the killed holder in it); the new
+executor's log when it registered with the driver and was given its first task; the test says
 when it killed the driver and when the first order produced after the kill came out routed. One
 clock: everything runs on this machine.
 """
@@ -29,6 +30,10 @@ ENGINE_LINE = re.compile(
     r"(?P<session>[\d.]+)s, checks (?P<checks>[\d.]+)s, checkpoint lease (?P<lease>[\d.]+)s "
     r"\((?P<waited>[\d.]+)s waiting for the previous holder\), query (?P<query>[\d.]+)s"
 )
+#: The executor's own log lines (Spark's ``CoarseGrainedExecutorBackend``, INFO) after the
+#: runtime's timestamp: registered with the driver, then given a task.
+EXECUTOR_REGISTERED = re.compile(r"^(?P<at>\S+) .*Successfully registered with driver")
+EXECUTOR_TASK = re.compile(r"^(?P<at>\S+) .*Got assigned task")
 
 
 class Watch:
@@ -92,6 +97,23 @@ def pod_created(pods: Watch, after: float, role: str) -> float | None:
     return pods.new(after, lambda o: _role(o) == role)
 
 
+def new_pod_name(pods: Watch, after: float, role: str) -> str | None:
+    """The name of the first new pod of ``role`` seen after ``after``."""
+    old = {obj["metadata"].get("uid") for at, obj in list(pods.events) if at < after}
+    return next(
+        (
+            str(obj["metadata"]["name"])
+            for at, obj in list(pods.events)
+            if at >= after and _role(obj) == role and obj["metadata"].get("uid") not in old
+        ),
+        None,
+    )
+
+
+def _first_at(log: str, pattern: re.Pattern[str]) -> float | None:
+    return next((_rfc3339(m["at"]) for line in log.splitlines() if (m := pattern.match(line))), None)
+
+
 def _running(obj: Mapping[str, Any]) -> bool:
     return (obj.get("status") or {}).get("phase") == "Running" and not obj["metadata"].get(
         "deletionTimestamp"
@@ -142,9 +164,10 @@ def kill_timeline(
     apps: Watch,
     pods: Watch,
     driver_log: str,
+    executor_log: str = "",
 ) -> KillTimeline:
-    """The parts of one kill, from the watches, the new driver's ``kubectl logs --timestamps``
-    and the test's own times."""
+    """The parts of one kill, from the watches, the new driver's and executor's ``kubectl logs
+    --timestamps`` and the test's own times."""
     found = [m for line in driver_log.splitlines() if (m := ENGINE_LINE.match(line))]
     assert found, f"no start-up line in the new driver's log:\n{driver_log[-3000:]}"
     match = found[-1]
@@ -162,7 +185,9 @@ def kill_timeline(
         "driver pod running": since(pods.new(killed_at, lambda o: _role(o) == "driver" and _running(o))),
         "engine started": query_at - durations["total"] - killed_at,
         "executor pod running": since(pods.new(killed_at, lambda o: _role(o) == "executor" and _running(o))),
+        "executor registered": since(_first_at(executor_log, EXECUTOR_REGISTERED)),
         "query started": query_at - killed_at,
+        "executor's first task": since(_first_at(executor_log, EXECUTOR_TASK)),
         "first order routed": routed_at - killed_at,
     }
     durations["retry wait"] = _retry_wait(before[-1], killed_at) if before else 0.0

@@ -40,7 +40,14 @@ from spark_dlq_devtools.kafka import KafkaBroker, create_topics
 from spark_dlq_devtools.node import Node
 from spark_dlq_devtools.paths import REPO_ROOT, cache_dir, helm_bin, versions, work_dir
 from tests.e2e.cluster import red_team
-from tests.e2e.cluster.kill_timeline import KillTimeline, Watch, kill_timeline, pod_created, summary
+from tests.e2e.cluster.kill_timeline import (
+    KillTimeline,
+    Watch,
+    kill_timeline,
+    new_pod_name,
+    pod_created,
+    summary,
+)
 from tests.helpers import read_all
 
 NAMESPACE = "payments"
@@ -413,6 +420,23 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
     assert not refused, refused[:5]
     done()
 
+    done = step("Spark 4.2's NetworkPolicy for the application: its executors take ingress from it only")
+    # spark-submit in the spark-operator's controller made it, with the rights the chart grants
+    # (sparkOperator.rbac.networkPolicies); the spark-operator's own chart gives none.
+    app_id = driver["metadata"]["labels"]["spark-app-selector"]
+    [isolation] = [
+        p
+        for p in cluster.json("get", "networkpolicies", "-n", NAMESPACE)["items"]
+        if p["spec"]["podSelector"].get("matchLabels", {}).get("spark-app-selector") == app_id
+    ]
+    assert isolation["spec"]["podSelector"]["matchLabels"]["spark-role"] == "executor", isolation
+    assert isolation["spec"]["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"spark-app-selector": app_id}}}]}
+    ], isolation
+    assert executor["metadata"]["labels"]["spark-app-selector"] == app_id
+    print(f"[cluster-e2e]   NetworkPolicy {isolation['metadata']['name']}: {isolation['spec']}")
+    done()
+
     done = step("the driver serves the engine's metrics on its port 'metrics' (the PodMonitor's)")
     [port] = [
         p for c in driver["spec"]["containers"] for p in c.get("ports", []) if p.get("name") == "metrics"
@@ -515,8 +539,18 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
             log = cluster.kubectl("logs", driver["metadata"]["name"], "-n", NAMESPACE, "--timestamps")
             for line in (line for line in log.splitlines() if "checkpoint lease" in line):
                 print(f"[cluster-e2e]   {line.strip()[:240]}")
+            new_executor = new_pod_name(pods, killed_at, "executor")
+            executor_log = (
+                cluster.kubectl("logs", new_executor, "-n", NAMESPACE, "--timestamps") if new_executor else ""
+            )
             timeline = kill_timeline(
-                kill, killed_at=killed_at, routed_at=routed_at, apps=apps, pods=pods, driver_log=log
+                kill,
+                killed_at=killed_at,
+                routed_at=routed_at,
+                apps=apps,
+                pods=pods,
+                driver_log=log,
+                executor_log=executor_log,
             )
             print(f"[cluster-e2e]   {timeline.line()}")
             kills.append(timeline)
@@ -616,6 +650,12 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
             )["items"]
         ),
         300,
+    )
+    # Spark's NetworkPolicies belong to their driver pods: they go with them.
+    cluster.wait(
+        "Spark's NetworkPolicies to go with their driver pods",
+        lambda: not cluster.json("get", "networkpolicies", "-n", NAMESPACE)["items"],
+        120,
     )
     from confluent_kafka.admin import AdminClient
 

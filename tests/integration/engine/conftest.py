@@ -38,7 +38,10 @@ class Engine:
             pulsar_client_dir=str(pulsar_client_dir) if pulsar_client_dir else None,
         )
         self.run = Run(spark, policy, options, metrics)
+        self.metrics = metrics
         self.status: int | None = None
+        if metrics is not None:  # as the CLI does: the held retries, the dead-letter topic
+            metrics.watch(spark, str(checkpoint), {})
         self.run.start()
         self._thread = InheritableThread(target=self._wait, daemon=True)
         self._thread.start()
@@ -49,6 +52,8 @@ class Engine:
     def stop(self) -> int | None:
         self.run.stop()
         self._thread.join(60)
+        if self.metrics is not None:
+            self.metrics.close()
         return self.status
 
     def wait_for(self, timeout: float = 120.0, **counts: int) -> None:

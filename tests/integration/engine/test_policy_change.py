@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlq_engine.job.metrics import EngineMetrics
 from dlq_engine.routing.headers import CONTROL, CONTROL_WAKE
 from tests.helpers import produce, read_all
 
@@ -51,12 +52,18 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     second = engine(
         names,
         checkpoint=checkpoint,
+        metrics=EngineMetrics,
         retry={"maxRedeliverCount": 1, "backoff": {"type": "fixed", "delay": "200ms"}, "breaker": {}},
         deadLetter={"headers": {"policy-version": "2"}},
     )
     dead = read_all(bootstrap_servers, names["dlq"], expect=N, timeout=180)
+    # The held-retries gauge: the N retries in the checkpoint's delay state (read after the
+    # restart's first batch), less those released since; the wake record is not one of them.
+    assert second.metrics is not None
+    held = wait_held(second.metrics, timeout=60)
     state = second.describe()
     second.stop()
+    assert held == (0.0, float(N)), state
 
     assert sorted(r.key or b"" for r in dead) == sorted(f"k{i}".encode() for i in range(N)), state
     for record in dead:
@@ -71,3 +78,18 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     # The N retries of version 1, and the one control record the restart wrote.
     assert [r.header(CONTROL) for r in retries].count(CONTROL_WAKE) == 1
     assert len([r for r in retries if r.header(CONTROL) is None]) == N
+
+
+def wait_held(metrics: EngineMetrics, *, timeout: float) -> tuple[float | None, float | None]:
+    """The held-retries gauge and the retries this run released, once the first is 0 and the
+    second ``N`` (or at the timeout, as they were)."""
+    labels = {"policy": metrics.policy}
+    deadline = time.monotonic() + timeout
+    while True:
+        found = (
+            metrics.registry.get_sample_value("spark_dlq_retry_held", labels),
+            metrics.registry.get_sample_value("spark_dlq_messages_in_total", {**labels, "source": "retry"}),
+        )
+        if found == (0.0, float(N)) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
