@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigResource
 
 from dlq_engine.model import DeadLetterPolicy
-from spark_dlq_operator.topics import _EXISTS, _NOT_FOUND, PulsarProvisioner, _Refused
+from spark_dlq_operator.topics.pulsar import _EXISTS, _NOT_FOUND, PulsarProvisioner, _Refused
 
 #: What a broker describes for a topic that sets neither (Kafka's own defaults: a week).
 BROKER_DEFAULTS: Final = {"retention.ms": "604800000", "cleanup.policy": "delete"}

@@ -22,8 +22,8 @@ from spark_dlq_operator.topics import (
     BrokerUnavailable,
     StrimziProvisioner,
     TopicsReport,
-    _kafka_topic_patch,
 )
+from spark_dlq_operator.topics.strimzi import _kafka_topic_patch
 from tests.policy_builder import policy
 from tests.unit.fake_brokers import FakeKafka
 from tests.unit.fake_kube import FakeKube
