@@ -218,6 +218,11 @@ def test_block_keeps_a_key_held_and_the_bounds_dead_letter_as_ordering_overflow(
     read_all(bootstrap_servers, names["dlq"], expect=6, timeout=90)
     output = read_all(bootstrap_servers, names["output"], expect=8, timeout=10)
     state = running.describe()
+    # A batch's letters reach the topics before its progress reaches the totals: wait until
+    # all 14 messages are counted.
+    deadline = time.monotonic() + 30
+    while running.run.totals.counts.get("total", 0) < 14 and time.monotonic() < deadline:
+        time.sleep(0.2)
     counts = dict(running.run.totals.counts)
     running.stop()
     dead = read_all(bootstrap_servers, names["dlq"])  # stopped: read to the end

@@ -59,19 +59,21 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
 ) -> None:
     start_operator(checkpoint_base=str(tmp_path / "checkpoints"), stall_timeout=STALL_S, provisioner="admin")
     source, output = make_topic("orders"), make_topic("billed")
-    cluster.create_policy(
-        policy_document(
-            namespace,
-            "billing",
-            source=source,
-            bootstrap=bootstrap_servers,
-            # No time limit (the default 30 s would turn the hang into a retry): this is the
-            # hang the limit cannot catch, which only the supervisor's resubmission ends.
-            processor={"entrypoint": "tests.processors.recording:process", "timeout": "0s"},
-            output={"topic": output},
-            spark={"trigger": "500ms"},
-        )
+    document = policy_document(
+        namespace,
+        "billing",
+        source=source,
+        bootstrap=bootstrap_servers,
+        # No time limit (the default 30 s would turn the hang into a retry): this is the
+        # hang the limit cannot catch, which only the supervisor's resubmission ends.
+        processor={"entrypoint": "tests.processors.recording:process", "timeout": "0s"},
+        output={"topic": output},
+        spark={"trigger": "500ms"},
     )
+    # The message is produced once the query is up, which can be before its first batch has
+    # fixed where "latest" is: the fresh topic is read from its start.
+    document["spec"]["source"]["startingOffsets"] = "earliest"
+    cluster.create_policy(document)
 
     leases = client.CoordinationV1Api(cluster.objects.api_client)
 
