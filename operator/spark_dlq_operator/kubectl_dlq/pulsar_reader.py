@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -99,13 +99,12 @@ def _text(path: str) -> str:
         raise BadInput(f"--pulsar-client: cannot read {path}: {error}") from None
 
 
-def _quiet_logger() -> logging.Logger:
-    """The C++ client logs every connection on stderr: nothing, as the Kafka reader logs nothing."""
-    logger = logging.getLogger("spark_dlq_operator.kubectl_dlq.pulsar")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    logger.setLevel(logging.CRITICAL)
-    return logger
+def _quiet_logger(pulsar: ModuleType) -> Any:
+    """The C++ client logs every connection on stderr: nothing, as the Kafka reader logs
+    nothing. A logger of the C++ client's own, not a Python one: a client given a Python logger
+    can abort the process at exit ("terminate called without an active exception", now and
+    then), which made a finished command fail."""
+    return pulsar.FileLogger(pulsar.LoggerLevel.Error, os.devnull)
 
 
 def id_key(message_id: Any) -> IdKey:
@@ -125,7 +124,7 @@ class PulsarReader:
         self._partitions: list[tuple[int, str]] | None = None
         try:
             self.client = self.pulsar.Client(
-                **client_settings(target, timeout_ms=timeout_ms), logger=_quiet_logger()
+                **client_settings(target, timeout_ms=timeout_ms), logger=_quiet_logger(self.pulsar)
             )
         except (self.pulsar.PulsarException, ValueError) as error:
             raise BadInput(f"Pulsar client settings: {error}") from None
