@@ -728,7 +728,7 @@ def _pulsar_section(data: dict[str, Any]) -> list[str]:
         f"Target (issue 28): Pulsar at 0.8x the engine's Kafka rate or more: "
         f"{'met' if data['pulsar_vs_kafka'] >= PULSAR_TARGET else 'missed'} ({data['pulsar_vs_kafka']:.2f}x). "
         "A producer's batch is one Pulsar entry; the unbatched source (one message per entry) shows the "
-        "connector's cost per entry. Both brokers are read and written by JVM code (Spark's Kafka connector, the "
+        "cost per entry (section 14: half in the broker, half in the Pulsar client's receive path). Both brokers are read and written by JVM code (Spark's Kafka connector, the "
         'engine\'s Pulsar connector); docs/engine.md ("On Pulsar") has the history (0.31x with the Python '
         "data source).",
         "",
