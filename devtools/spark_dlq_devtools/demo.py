@@ -9,10 +9,9 @@ every produced order is accounted for. Ctrl-C or the end stops everything it sta
 
 With ``--broker pulsar`` the same story runs on a real standalone Pulsar (broker, bookie and
 metadata store in one JVM, ``spark_dlq_devtools.pulsar``) with ``examples/orders-billing-pulsar.yaml``:
-only producing, following and creating the team's topics differ (``KafkaSide``/``PulsarSide``).
-The ``kubectl dlq`` act is shorter on Pulsar: ``stats`` and ``ls`` read the dead letters as on
-Kafka, but a DeadLetterRedrive reads Kafka topics only, so the Pulsar demo says so and goes on to
-the summary.
+only producing, following and creating the team's topics differ (``KafkaSide``/``PulsarSide``);
+the ``kubectl dlq`` act (stats, the redrive's dry run, ``--execute`` and the DeadLetterRedrive to
+its end) is the same on both.
 
 With ``--monitor`` a real Prometheus scrapes the operator and the engine as well (its URL is
 printed); ``--dashboard PNG`` then draws the chart's Grafana dashboard from it at the end

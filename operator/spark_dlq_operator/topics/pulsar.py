@@ -28,6 +28,20 @@ from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
 from spark_dlq_operator.topics.report import BrokerUnavailable, Credentials, TopicsReport, ready_report
 
 
+def _whose(credentials: Credentials) -> str:
+    """Whose credentials an authentication or authorisation refusal is about (never their values)."""
+    if not credentials:
+        return (
+            "the operator sent no credentials (give them in its class's "
+            "spec.brokers[].operatorSecretRef, with admin rights on the namespace)"
+        )
+    return (
+        "the broker refused the operator's credentials for it (its class's "
+        f"spec.brokers[].operatorSecretRef: {', '.join(sorted(credentials))}): a role without admin "
+        "rights on the namespace, or a token or certificate the broker does not accept"
+    )
+
+
 class _Refused(Exception):
     """Pulsar's admin API refused a call (4xx); the message names the call and the reason."""
 
@@ -114,6 +128,8 @@ class PulsarProvisioner:
         reason = _reason(text) or phrase or "no reason given"
         if status >= 500:
             raise BrokerUnavailable(f"{call}: HTTP {status} from Pulsar's admin API: {reason}")
+        if status in (401, 403):  # Pulsar answers 401 to a role it does not know or authorise
+            raise _Refused(f"{call}: HTTP {status}: {reason}: {_whose(credentials)}")
         if status >= 400:
             raise _Refused(f"{call}: HTTP {status}: {reason}")
         return json.loads(text) if text.strip() else None

@@ -23,7 +23,9 @@ import yaml
 from dlq_engine.job.redrive import Progress, Redrive
 from dlq_engine.model.policy import DeadLetterPolicy, parse_policy
 from dlq_engine.routing import headers as h
+from spark_dlq_devtools.paths import REPO_ROOT
 from spark_dlq_devtools.pulsar import Message, PulsarBroker, full_topic, quiet_logger
+from spark_dlq_devtools.spark import spark_submit
 from tests.helpers import pulsar_engine_policy
 from tests.integration.engine.test_redrive import (
     BASE_MS,
@@ -200,7 +202,10 @@ def test_a_killed_redrive_resumes_losing_nothing_over_tls_with_a_limited_role(
 ) -> None:
     """SIGKILL of ``dlq-engine redrive`` mid-way, then the same command again, as a role that may
     only read the dead-letter topic and write the policy's topics, over TLS with a token: every
-    selected dead letter is sent, duplicates come only from the chunk in flight and are counted."""
+    selected dead letter is sent, duplicates come only from the chunk in flight and are counted.
+    The second run is a driver as the spark-operator starts one (``spark-submit`` of the
+    application file, the JVM the parent of Python): it exits once done, or its redrive would
+    stay Running (the Pulsar client's threads kept such a driver's JVM alive)."""
     role = "redrive-resume"
     pulsar.grant(names["source"], role, ["consume"])
     pulsar.grant(names["dlq"], role, ["consume", "produce"])
@@ -227,10 +232,7 @@ def test_a_killed_redrive_resumes_losing_nothing_over_tls_with_a_limited_role(
             }
         )
     )
-    command = [
-        sys.executable,
-        "-m",
-        "dlq_engine.cli",
+    arguments = [
         "redrive",
         "-f",
         str(redrive_file),
@@ -246,7 +248,11 @@ def test_a_killed_redrive_resumes_losing_nothing_over_tls_with_a_limited_role(
         str(client_dir),
     ]
     first = subprocess.Popen(
-        command, env=cli_env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "dlq_engine.cli", *arguments],
+        env=cli_env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 120
     progress_file = tmp_path / "cp" / "progress.json"
@@ -262,8 +268,46 @@ def test_a_killed_redrive_resumes_losing_nothing_over_tls_with_a_limited_role(
     assert 20 <= progress.counts.redriven < 60, err.decode()[-3000:]
     assert not (tmp_path / "status.json").exists()
 
-    done = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    env = cli_env()
+    jars = env.pop("PYSPARK_SUBMIT_ARGS").split()[1]
+    out, err = tmp_path / "driver.out", tmp_path / "driver.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        driver = subprocess.Popen(
+            [
+                str(spark_submit()),
+                "--master",
+                "local[1]",
+                "--jars",
+                jars,
+                str(REPO_ROOT / "spark_image" / "dlq_engine_main.py"),
+                *arguments,
+            ],
+            env=env,
+            start_new_session=True,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and driver.poll() is None:
+            if (tmp_path / "status.json").exists():
+                break
+            time.sleep(0.2)
+        # The status is written before the session stops: a few seconds more, then the JVM ends.
+        code = driver.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        dump = subprocess.run(["jstack", str(driver.pid)], capture_output=True, text=True, check=False)
+        alive = [
+            line.split('"')[1]
+            for line in dump.stdout.splitlines()
+            if line.startswith('"') and " prio=" in line and " daemon " not in line  # Java threads
+        ]
+        pytest.fail(f"the driver outlived its redrive; its threads that are no daemons: {alive}")
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert code == 0, err.read_text()[-3000:]
     status = json.loads((tmp_path / "status.json").read_text())
     assert (status["state"], status["matched"], status["redriven"], status["expired"]) == (
         "Succeeded",
@@ -278,5 +322,5 @@ def test_a_killed_redrive_resumes_losing_nothing_over_tls_with_a_limited_role(
     assert len(keys) - 60 <= status["possibleDuplicates"]
     assert (
         f"dlq-engine: redrive tests/fix-1 succeeded: matched=60 redriven=60 to {names['retry']!r}"
-        in done.stdout
+        in out.read_text()
     )

@@ -153,6 +153,9 @@ def test_the_operators_token_and_ca_are_what_it_calls_https_with(
     refused = ensure(policy, credentials={"token": pulsar.token("billing-team"), "ca.crt": ca})
     assert (refused.ready, refused.reason) == (False, "CreateFailed")
     assert lookup in refused.message, refused.message
+    whose = "refused the operator's credentials for it (its class's spec.brokers[].operatorSecretRef: ca.crt, token)"
+    assert whose in refused.message, refused.message
+    assert pulsar.token("billing-team") not in refused.message
     # Mutual TLS: the client certificate is the identity (its CN the role).
     cert, key = pulsar.client_cert("billing-team")
     mutual = {"tls.crt": cert.read_text(), "tls.key": key.read_text(), "ca.crt": ca}
