@@ -83,7 +83,7 @@ class BrokerFaultRun:
         *,
         n: int,
         rate: float,
-        down_s: float = 8.0,
+        down_s: float = 6.0,
         rolling_restart: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     ) -> None:
@@ -133,8 +133,10 @@ class BrokerFaultRun:
 
     # --- the run -----------------------------------------------------------------------------------
 
-    def _fault(self, name: str, node: int, began: float) -> Fault:
-        before = self._wait_for_writes(beyond=self._written())
+    def _fault(self, name: str, node: int, began: float, *, writing_past: int | None = None) -> Fault:
+        """Kill ``node`` once the engine has written past ``writing_past`` (default: what it has
+        written now), let it be down ``down_s``, start it, and wait for the engine's next write."""
+        before = self._wait_for_writes(beyond=self._written() if writing_past is None else writing_past)
         at = time.monotonic()
         self.log(f"broker-faults: {name}: SIGKILL node {node}")
         self.cluster.kill(node)
@@ -153,12 +155,17 @@ class BrokerFaultRun:
         producer = SteadyProducer(self.cluster.bootstrap_servers, self.names["source"], self.n, self.rate)
         producer.start()
         self._start_engine()
-        faults = [
-            self._fault("source-leader", self.cluster.leader_of(self.names["source"]), began),
-            self._fault("retry-leader", self.cluster.leader_of(self.names["retry"]), began),
-            self._fault("dead-letter-leader", self.cluster.leader_of(self.names["dlq"]), began),
-            self._fault("active-controller", self.cluster.active_controller(), began),
+        faults: list[Fault] = []
+        targets: list[tuple[str, Callable[[], int]]] = [
+            ("source-leader", lambda: self.cluster.leader_of(self.names["source"])),
+            ("retry-leader", lambda: self.cluster.leader_of(self.names["retry"])),
+            ("dead-letter-leader", lambda: self.cluster.leader_of(self.names["dlq"])),
+            ("active-controller", self.cluster.active_controller),
         ]
+        for name, target in targets:
+            # The next fault comes once the engine writes past its write after the last one.
+            past = faults[-1].written_after_recovery if faults else None
+            faults.append(self._fault(name, target(), began, writing_past=past))
         rolling_s = None
         if self.rolling_restart:
             self.log("broker-faults: rolling restart of every node")
@@ -181,13 +188,18 @@ class BrokerFaultRun:
         )
 
     def _settle(self, timeout: float) -> Audit:
-        """Let the engine run until every number is accounted for, then stop it."""
+        """Let the engine run until every number is accounted for, then stop it. The topics
+        are read (the audit) only once the output and the dead-letter topic hold as many records
+        as were produced, each of which needs one."""
         deadline = time.monotonic() + timeout
         bootstrap = self.cluster.bootstrap_servers
         try:
             while True:
-                time.sleep(5)
+                time.sleep(1)
                 self._keep_engine_running()
+                routed = end_offsets(bootstrap, [self.names["output"], self.names["dlq"]])
+                if routed < self.n and time.monotonic() < deadline:
+                    continue
                 result = audit(
                     self.n,
                     read_topic(bootstrap, self.names["output"]),

@@ -1,6 +1,6 @@
 """Crash runs: the engine killed with SIGKILL again and again while messages flow, then an audit.
 
-Used by the reliability test (``tests/integration/engine/test_crashes.py``, 10 kills) and the
+Used by the reliability test (``tests/integration/engine/test_crashes.py``, 3 kills) and the
 soak (``bench/soak.py``, 20 kills and more messages). A run:
 
 1. a producer thread writes ``n`` numbered messages to the source topic at a steady rate;
@@ -11,8 +11,11 @@ soak (``bench/soak.py``, 20 kills and more messages). A run:
    batch), 0-4 s after its first committed micro-batch, or just after the next batch has started
    writing (so a replay duplicates records) - then started again on the
    same checkpoint - as the spark-operator would resubmit it;
-3. optionally the broker is restarted once while the engine runs;
-4. after the last kill the engine runs until every message is accounted for, then SIGTERM;
+3. optionally the broker is restarted once while the engine runs, and the engine killed once it
+   has written to the restarted broker;
+4. after the last kill the engine runs until every message is accounted for, then SIGTERM (a
+   caller may stop the producer at the last kill, and give the final run to an engine of its
+   own: the test's runs on the test session's Spark);
 5. the audit reads the output and dead-letter topics and checks every number: in the right
    place at least once, never missing; the extra copies are the duplicates.
 """
@@ -28,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import yaml
 
@@ -309,6 +312,7 @@ class Cycle:
     killed_after_s: float
     written_before: int
     written_at_kill: int
+    produced_at_kill: int
     exit_status: int | None  # set when the engine had already exited on its own
 
 
@@ -333,9 +337,22 @@ class CrashReport:
         }
 
 
+class RunningEngine(Protocol):
+    """What the run needs of an engine: whether it runs, and stopping it."""
+
+    def alive(self) -> bool: ...
+
+    def tail(self, lines: int = 30) -> str: ...
+
+    def stop(self, timeout: float = 15.0) -> None: ...
+
+
 class CrashRun:
     """One crash run against ``bootstrap``; ``names`` holds the source, retry, dlq and output
-    topics (created by the caller)."""
+    topics (created by the caller). ``until_last_kill``: the producer writes at most ``n``
+    messages and stops at the last kill (the audit counts what it sent); ``final_engine``
+    starts the engine that drains the rest on the run's policy and checkpoint (default: another
+    ``dlq-engine run``)."""
 
     def __init__(
         self,
@@ -348,13 +365,18 @@ class CrashRun:
         rate: float,
         seed: int = 1,
         restart_broker: Callable[[], None] | None = None,
+        until_last_kill: bool = False,
+        final_engine: Callable[[dict[str, Any], Path], RunningEngine] | None = None,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     ) -> None:
         self.bootstrap, self.names, self.workdir = bootstrap, names, workdir
         self.n, self.kills, self.rate = n, kills, rate
+        self.until_last_kill = until_last_kill
+        self.final_engine = final_engine
         self.random = random.Random(seed)
         self.restart_broker = restart_broker
         self.log = log
+        self.document = policy_document(names, bootstrap)
         self.policy = workdir / "policy.yaml"
         self.checkpoint = workdir / "checkpoint"
         self.starts = 0
@@ -373,9 +395,15 @@ class CrashRun:
     def _written(self) -> int:
         return end_offsets(self.bootstrap, [self.names["output"], self.names["retry"], self.names["dlq"]])
 
+    def _wait_for_writes(self, engine: Service, *, beyond: int, timeout: float) -> None:
+        """Until the engine has written past ``beyond``, it exits, or ``timeout`` runs out."""
+        waiting = time.monotonic()
+        while self._written() <= beyond and engine.alive() and time.monotonic() - waiting < timeout:
+            time.sleep(0.1)
+
     def run(self, *, settle_timeout: float = 600.0) -> CrashReport:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.policy.write_text(yaml.safe_dump(policy_document(self.names, self.bootstrap)))
+        self.policy.write_text(yaml.safe_dump(self.document))
         began = time.monotonic()
         producer = SteadyProducer(self.bootstrap, self.names["source"], self.n, self.rate)
         producer.start()
@@ -401,16 +429,16 @@ class CrashRun:
                 if mode == 2:
                     # ... and once the next batch has started writing: killed mid-write, so the
                     # replayed batch writes some records twice.
-                    written = self._written()
-                    waiting = time.monotonic()
-                    while self._written() <= written and engine.alive() and time.monotonic() - waiting < 120:
-                        time.sleep(0.1)
+                    self._wait_for_writes(engine, beyond=self._written(), timeout=120)
                     time.sleep(self.random.uniform(0.0, 0.5))
             if killed == restart_at and self.restart_broker is not None:
                 self.log("chaos: restarting the broker under the running engine")
                 self.restart_broker()
                 broker_restarts += 1
-                time.sleep(self.random.uniform(5.0, 10.0))
+                # Killed once it has written to the restarted broker (it reconnected, and the
+                # kill lands in a batch that writes).
+                self._wait_for_writes(engine, beyond=self._written(), timeout=120)
+                time.sleep(self.random.uniform(0.0, 0.5))
             if mode == 1:
                 time.sleep(self.random.uniform(0.0, 4.0))
             at_kill = self._written()
@@ -428,6 +456,7 @@ class CrashRun:
                     killed_after_s=round(time.monotonic() - started, 1),
                     written_before=before,
                     written_at_kill=at_kill,
+                    produced_at_kill=producer.sent,
                     exit_status=status,
                 )
             )
@@ -437,9 +466,12 @@ class CrashRun:
             )
             if len(cycles) > 3 * self.kills:
                 raise RuntimeError(f"the engine keeps exiting by itself:\n{engine.tail()}")
+        if self.until_last_kill:
+            producer.finish()
         producer.join(600)
         if producer.error is not None:
             raise RuntimeError(f"the producer failed: {producer.error}")
+        self.n = producer.sent
         result = self._settle(settle_timeout)
         return CrashReport(
             kills=killed,
@@ -451,12 +483,23 @@ class CrashRun:
         )
 
     def _settle(self, timeout: float) -> Audit:
-        """Run the engine without faults until every number is accounted for, then stop it."""
-        engine = self._engine()
+        """Run the engine without faults until every number is accounted for, then stop it.
+        The topics are read (the audit) only once the output and the dead-letter topic hold as
+        many records as were produced, each of which needs one."""
+        if self.final_engine is None:
+            engine: RunningEngine = self._engine()
+        else:
+            self.starts += 1
+            engine = self.final_engine(self.document, self.checkpoint)
         deadline = time.monotonic() + timeout
         try:
             while True:
-                time.sleep(5)
+                time.sleep(1)
+                if not engine.alive():
+                    raise RuntimeError(f"the engine exited during the final drain:\n{engine.tail()}")
+                routed = end_offsets(self.bootstrap, [self.names["output"], self.names["dlq"]])
+                if routed < self.n and time.monotonic() < deadline:
+                    continue
                 result = audit(
                     self.n,
                     read_topic(self.bootstrap, self.names["output"]),
@@ -464,7 +507,5 @@ class CrashRun:
                 )
                 if not result.missing or time.monotonic() > deadline:
                     return result
-                if not engine.alive():
-                    raise RuntimeError(f"the engine exited during the final drain:\n{engine.tail()}")
         finally:
             engine.stop(timeout=60)

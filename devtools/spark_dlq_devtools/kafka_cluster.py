@@ -24,6 +24,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from spark_dlq_devtools.kafka import KafkaBroker
@@ -61,8 +62,8 @@ class ClusterNode(KafkaBroker):
                 "share.coordinator.state.topic.replication.factor": str(REPLICATION),
                 "share.coordinator.state.topic.min.isr": str(MIN_INSYNC),
                 # A killed node's partitions move at once; its return is noticed quickly.
-                "broker.session.timeout.ms": "6000",
-                "broker.heartbeat.interval.ms": "1000",
+                "broker.session.timeout.ms": "4000",
+                "broker.heartbeat.interval.ms": "500",
                 "replica.lag.time.max.ms": "10000",
             }
         )
@@ -124,7 +125,10 @@ class KafkaCluster:
         for node in self.nodes:
             shutil.rmtree(node.data, ignore_errors=True)
             node._write_config()
-            node._format()
+        # Each format is a JVM's start-up: the three side by side.
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            for formatted in [pool.submit(node._format) for node in self.nodes]:
+                formatted.result()
         for node in self.nodes:
             self._launch(node)
         for node in self.nodes:
