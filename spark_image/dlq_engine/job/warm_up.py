@@ -63,7 +63,7 @@ def run(spark: SparkSession, policy: DeadLetterPolicy) -> None:
 
 def start(spark: SparkSession, policy: DeadLetterPolicy) -> threading.Thread | None:
     """Warm the executors in the background when the session has any (``warms``)."""
-    if not warms(spark.sparkContext.master):
+    if not warms(spark.sparkContext.master or ""):
         return None
 
     def warm() -> None:
