@@ -17,5 +17,5 @@ NAMES = {"source": "in", "retry": "retry", "dlq": "dlq", "output": "out"}
 def test_the_warm_up_loads_the_processor_in_a_python_worker(spark: Any) -> None:
     warm_up.run(spark, parse_policy(engine_policy(NAMES, "127.0.0.1:9")))
     missing = engine_policy(NAMES, "127.0.0.1:9", processor={"entrypoint": "tests.processors.gone:process"})
-    with pytest.raises(Exception, match="tests.processors.gone"):
+    with pytest.raises(Exception, match=r"tests\.processors\.gone"):
         warm_up.run(spark, parse_policy(missing))
