@@ -38,9 +38,14 @@ def podman_env() -> dict[str, str]:
     }
 
 
+#: A manifest of one's own (the same shape), for a branch's images built beside the shared ones
+#: under other names: the tests then run those, and nobody else's images change.
+MANIFEST_ENV = "SPARK_DLQ_IMAGE_MANIFEST"
+
+
 def image(role: Role) -> str:
-    """The name of one of the images ``images.sh`` built."""
-    manifest = cache_dir() / "images" / "manifest.json"
+    """The name of one of the images ``images.sh`` built (or those of ``MANIFEST_ENV``)."""
+    manifest = Path(os.environ.get(MANIFEST_ENV) or cache_dir() / "images" / "manifest.json")
     if not manifest.exists():
         raise NotInstalled(f"no image manifest at {manifest}; run scripts/setup/images.sh")
     names: dict[str, str] = json.loads(manifest.read_text())

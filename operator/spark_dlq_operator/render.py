@@ -113,6 +113,23 @@ NETWORK_POLICY_STEP: Final = "org.apache.spark.deploy.k8s.features.NetworkPolicy
 EXCLUDED_DRIVER_STEPS: Final = "spark.kubernetes.driver.pod.excludedFeatureSteps"
 
 
+#: The driver's class path starts with Spark's jars, before the configuration directory its pod
+#: mounts: the engine image's class-data-sharing archive (``spark_image/Dockerfile``) holds the
+#: classes of those jars and a JVM maps it only when its class path starts with them (a mounted,
+#: non-empty directory first makes it load every class itself: several seconds of each driver's
+#: start). A platform's own driver class path (a class's ``spec.sparkConf.fixed``) is kept as it
+#: is: it then starts without the archive.
+DRIVER_CLASS_PATH: Final = "spark.driver.extraClassPath"
+SPARK_JARS: Final = "/opt/spark/jars/*"
+
+
+def spark_conf(policy: DeadLetterPolicy, config: OperatorConfig) -> dict[str, str]:
+    """The SparkApplication's ``sparkConf``: the policy's (its class's fixed keys included), the
+    operator's own over it, and the driver's class path unless the platform set one."""
+    conf = {DRIVER_CLASS_PATH: SPARK_JARS, **policy.spark.spark_conf, **operator_spark_conf(config)}
+    return dict(sorted(conf.items()))
+
+
 def operator_spark_conf(config: OperatorConfig) -> Mapping[str, str]:
     """The Spark settings the operator owns: ``DRIVER_SPARK_CONF``, and Spark's NetworkPolicy
     step excluded when the platform turned the policies off."""
@@ -269,7 +286,7 @@ def spark_application(
                     config_hash=policy_file_hash(policy, config),
                 )
             ),
-            "sparkConf": dict(sorted({**policy.spark.spark_conf, **operator_spark_conf(config)}.items())),
+            "sparkConf": spark_conf(policy, config),
             "restartPolicy": restart_policy(config),
             "driver": {
                 "cores": driver.cores,

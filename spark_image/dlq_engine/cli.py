@@ -202,7 +202,7 @@ def _config_hash_mismatch(policy: DeadLetterPolicy, path: str, expected: str | N
 
 
 def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
-    from dlq_engine.job import pulsar_topics
+    from dlq_engine.job import pulsar_topics, warm_up
     from dlq_engine.job.checkpoint_lock import CheckpointLock, CheckpointLocked
     from dlq_engine.job.delay import JVM_DELAY_STAGE
     from dlq_engine.job.driver_pod import this_driver
@@ -264,6 +264,7 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
     session_at = time.monotonic()
     spark = build_session(policy, master=args.master)
     checks_at = time.monotonic()
+    warm_up.start(spark, policy)
     pods, pod = this_driver(dict(spark.sparkContext.getConf().getAll()))
     lock = CheckpointLock(HadoopLockFile(spark, location), lease_s=args.checkpoint_lease, pods=pods, pod=pod)
     try:

@@ -196,8 +196,10 @@ def test_spark_application_spec() -> None:
     }
 
 
-#: What the operator sets so that the driver needs rights on its executor pods only.
+#: What the operator sets so that the driver needs rights on its executor pods only, and Spark's
+#: jars first on the driver's class path (the image's class-data-sharing archive).
 DRIVER_CONF = {
+    "spark.driver.extraClassPath": "/opt/spark/jars/*",
     "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
     "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
     "spark.kubernetes.driver.service.deleteOnTermination": "false",
@@ -252,6 +254,15 @@ def test_the_operators_spark_settings_win_over_the_policys() -> None:
     p = policy({"spec.spark.sparkConf": {"spark.kubernetes.executor.disableConfigMap": "false"}})
     conf = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]["sparkConf"]
     assert conf == DRIVER_CONF
+
+
+def test_a_platforms_own_driver_class_path_is_kept_as_it_is() -> None:
+    """The class's fixed sparkConf may set the driver's class path; the operator then leaves it
+    (the driver starts without the image's archive) instead of reordering the platform's."""
+    own = "/opt/platform/agent.jar:/opt/spark/jars/*"
+    p = policy({"spec.spark.sparkConf": {"spark.driver.extraClassPath": own}})
+    conf = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]["sparkConf"]
+    assert conf == {**DRIVER_CONF, "spark.driver.extraClassPath": own}
 
 
 def test_spark_makes_its_network_policy_unless_the_platform_turned_them_off() -> None:

@@ -110,8 +110,10 @@ def new_pod_name(pods: Watch, after: float, role: str) -> str | None:
     )
 
 
-def _first_at(log: str, pattern: re.Pattern[str]) -> float | None:
-    return next((_rfc3339(m["at"]) for line in log.splitlines() if (m := pattern.match(line))), None)
+def _first_at(log: str, pattern: re.Pattern[str], after: float | None = None) -> float | None:
+    """When the first line of ``log`` matching ``pattern`` was written (after ``after``)."""
+    times = (_rfc3339(m["at"]) for line in log.splitlines() if (m := pattern.match(line)))
+    return next((at for at in times if after is None or at >= after), None)
 
 
 def _running(obj: Mapping[str, Any]) -> bool:
@@ -187,7 +189,9 @@ def kill_timeline(
         "executor pod running": since(pods.new(killed_at, lambda o: _role(o) == "executor" and _running(o))),
         "executor registered": since(_first_at(executor_log, EXECUTOR_REGISTERED)),
         "query started": query_at - killed_at,
+        # The warm-up's task (dlq_engine.job.warm_up), then the first of the routing query's.
         "executor's first task": since(_first_at(executor_log, EXECUTOR_TASK)),
+        "query's first task": since(_first_at(executor_log, EXECUTOR_TASK, after=query_at)),
         "first order routed": routed_at - killed_at,
     }
     durations["retry wait"] = _retry_wait(before[-1], killed_at) if before else 0.0

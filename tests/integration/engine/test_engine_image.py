@@ -97,16 +97,23 @@ def test_engine_image_routes_as_the_driver_pod_runs_it(
 
 def test_engine_image_holds_what_the_spark_application_names() -> None:
     """The entry file the SparkApplication names, Python 3.11 and Java 17 for the user the pods
-    run as, and the engine importable by the interpreter spark-submit hands the driver to."""
+    run as, the engine importable by the interpreter spark-submit hands the driver to, and a
+    class-data-sharing archive the JVM maps for a class path that starts with Spark's jars (an
+    executor's: its configuration directory does not exist)."""
     main_file = render.MAIN_APPLICATION_FILE.removeprefix("local://")
+    jars = render.SPARK_JARS
     finished = containers.podman(
         "run", "--rm", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         containers.image("engine"), "sh", "-c",
         f'id -u; test -f {main_file} && echo main; "$PYSPARK_PYTHON" -c "import dlq_engine, pyspark;'
-        ' import sys; print(sys.version.split()[0], pyspark.__version__)"; java -version 2>&1 | head -1',
+        ' import sys; print(sys.version.split()[0], pyspark.__version__)";'
+        " java -version 2>&1 | grep -v '^NOTE: Picked up' | head -1;"
+        f" java -Xlog:cds=info -cp '/opt/spark/conf:{jars}:/opt/spark/work-dir' -version 2>&1"
+        " | grep -c 'Mapped dynamic region'",
         timeout=120,
     )  # fmt: skip
-    uid, main, python, java = finished.stdout.split("\n")[:4]
+    uid, main, python, java, mapped = finished.stdout.split("\n")[:5]
+    assert int(mapped) > 0, "the image's archive is not mapped"
     assert uid == containers.configured_user(containers.image("engine"))
     assert main == "main"
     python_version, spark_version = python.split()
