@@ -36,6 +36,9 @@ DEFAULT_HEARTBEAT_S = 10.0
 #: ``dlq_engine.job.metrics.DEFAULT_PROBE_INTERVAL`` (not imported here: that loads prometheus_client).
 DEFAULT_PROBE_INTERVAL_S = 30.0
 
+#: ``dlq_engine.job.preflight.TIMEOUT_MS`` in seconds (not imported here: that loads PySpark).
+DEFAULT_BROKER_TIMEOUT_S = 15.0
+
 
 def _env_str(name: str) -> str:
     import os
@@ -95,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         default=_env_str("SPARK_DLQ_METRICS_PROBE_INTERVAL") or str(DEFAULT_PROBE_INTERVAL_S),
         help="seconds between reads of the dead-letter topic's size for the metrics (default: "
         "$SPARK_DLQ_METRICS_PROBE_INTERVAL, else %(default)s)",
+    )
+    run.add_argument(
+        "--broker-timeout",
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_BROKER_TIMEOUT") or str(DEFAULT_BROKER_TIMEOUT_S),
+        help="seconds the checks before the query wait for the broker to answer before they "
+        "name it unreachable (default: $SPARK_DLQ_BROKER_TIMEOUT, else %(default)s)",
     )
     run.add_argument(
         "--checkpoint-lease",
@@ -278,10 +288,11 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
                         print(f"dlq-engine: {line}", flush=True)  # seen before a kill, through a pipe
                 pulsar_topics.check_topics(spark, policy, options.pulsar_client_dir)
             else:
+                timeout_ms = round(args.broker_timeout * 1000)
                 if args.create_topics:
-                    for line in create_topics(spark, policy, client):
+                    for line in create_topics(spark, policy, client, timeout_ms=timeout_ms):
                         print(f"dlq-engine: {line}", flush=True)
-                check_topics(spark, policy, client)
+                check_topics(spark, policy, client, timeout_ms=timeout_ms)
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED
