@@ -36,6 +36,9 @@ DEFAULT_HEARTBEAT_S = 10.0
 #: ``dlq_engine.job.metrics.DEFAULT_PROBE_INTERVAL`` (not imported here: that loads prometheus_client).
 DEFAULT_PROBE_INTERVAL_S = 30.0
 
+#: ``dlq_engine.job.checkpoint_lock.DEFAULT_SETTLE_S``.
+DEFAULT_SETTLE_S = 2.0
+
 #: ``dlq_engine.job.preflight.TIMEOUT_MS`` in seconds (not imported here: that loads PySpark).
 DEFAULT_BROKER_TIMEOUT_S = 15.0
 
@@ -114,6 +117,14 @@ def _parser() -> argparse.ArgumentParser:
         "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
         "(on Kubernetes: as soon as its pod is gone) (default: $SPARK_DLQ_CHECKPOINT_LEASE, else "
         "%(default)s)",
+    )
+    run.add_argument(
+        "--checkpoint-settle",
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_CHECKPOINT_SETTLE") or str(DEFAULT_SETTLE_S),
+        help="seconds the engine waits after writing its lease before it reads it back, to see "
+        "whether another engine claimed the checkpoint at the same moment (default: "
+        "$SPARK_DLQ_CHECKPOINT_SETTLE, else %(default)s)",
     )
     run.add_argument(
         "--heartbeat-lease",
@@ -275,7 +286,13 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
     spark = build_session(policy, master=args.master)
     checks_at = time.monotonic()
     pods, pod = this_driver(dict(spark.sparkContext.getConf().getAll()))
-    lock = CheckpointLock(HadoopLockFile(spark, location), lease_s=args.checkpoint_lease, pods=pods, pod=pod)
+    lock = CheckpointLock(
+        HadoopLockFile(spark, location),
+        lease_s=args.checkpoint_lease,
+        settle_s=args.checkpoint_settle,
+        pods=pods,
+        pod=pod,
+    )
     try:
         try:
             engine_class(spark, JVM_DELAY_STAGE)

@@ -80,7 +80,11 @@ def check_table(spark: SparkSession, policy: DeadLetterPolicy) -> None:
 
 @contextmanager
 def admin_client(
-    spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None, *, timeout_ms: int = TIMEOUT_MS
+    spark: SparkSession,
+    policy: DeadLetterPolicy,
+    client: dict[str, str] | None,
+    *,
+    timeout_ms: int = TIMEOUT_MS,
 ) -> Iterator[Any]:
     """The connector's Kafka admin client for the policy's broker, closed on the way out."""
     jvm = spark.sparkContext._jvm

@@ -20,7 +20,7 @@ from dlq_engine.model.documents import load_policy_file
 from spark_dlq_devtools.paths import REPO_ROOT, engine_jar, spark_kafka_jars
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.spark import submit_env
-from tests.helpers import engine_policy, produce, read_all
+from tests.helpers import QUICK_LEASE_ENV, engine_policy, produce, read_all
 
 ENGINE = [sys.executable, "-m", "dlq_engine.cli"]
 
@@ -28,6 +28,7 @@ ENGINE = [sys.executable, "-m", "dlq_engine.cli"]
 def _env() -> dict[str, str]:
     env = submit_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    env.update(QUICK_LEASE_ENV)
     return env
 
 
@@ -314,7 +315,7 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(
         while (
             time.monotonic() < deadline and 'outcome="output",policy="tests/test-policy"} 10.0' not in scraped
         ):
-            time.sleep(1)
+            time.sleep(0.25)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
                     scraped = response.read().decode()
