@@ -225,6 +225,13 @@ def main() -> int:
         help="then measure this many seconds with nothing changing (resync rounds)",
     )
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=2.0,
+        help="seconds let pass after each phase, so that the status writes that follow are "
+        "metered with it (and one more after the operator starts, before its RSS is read)",
+    )
+    parser.add_argument(
         "--crd",
         type=Path,
         default=DEADLETTERPOLICY_CRD,
@@ -283,7 +290,7 @@ def main() -> int:
             },
         )
         print(f"operator: {operator.pid}, CRD {args.crd}", flush=True)
-        time.sleep(3)
+        time.sleep(args.settle + 1)
         print(f"operator RSS at start: {rss_mib(operator.pid):.0f} MiB")
         results["rss_start_mib"] = round(rss_mib(operator.pid), 1)
         assert plane.apiserver is not None
@@ -311,7 +318,7 @@ def main() -> int:
             f"creation -> SparkApplication over {args.latency}: p50 {p50:.0f} ms, p99 {p99:.0f} ms, "
             f"max {max(latencies) * 1000:.0f} ms"
         )
-        time.sleep(2)  # the status writes that follow each application
+        time.sleep(args.settle)  # the status writes that follow each application
         results["latency"] = {
             "policies": args.latency,
             "p50_ms": round(p50),
@@ -384,7 +391,7 @@ def main() -> int:
                     {"spec": {"spark": {"sparkConf": {"spark.sql.shuffle.partitions": str(8 + i)}}}},
                 )
                 resubmissions.append(watcher.wait_new_hash(name, old, started) - started)
-            time.sleep(2)
+            time.sleep(args.settle)
             c50, c99 = percentile(resubmissions, 0.5) * 1000, percentile(resubmissions, 0.99) * 1000
             print(
                 f"change -> resubmitted SparkApplication over {args.changes}: p50 {c50:.0f} ms, "

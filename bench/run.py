@@ -236,7 +236,7 @@ def on_broker(args: argparse.Namespace, only: list[str], mixes: list[str], modes
 
 def operator_scale(path: Path, note: str, sizes: Sequence[str] = ()) -> None:
     """Benchmark 4 (``bench/operator_scale.py``, also run alone: see docs/operator-scale.md);
-    ``sizes``: its ``--latency``, ``--total`` and ``--changes`` when not the defaults."""
+    ``sizes``: its ``--latency``, ``--total``, ``--changes`` and ``--settle`` when not the defaults."""
     log("operator: policies created one at a time, then in bulk, then changed")
     command = [sys.executable, str(REPO_ROOT / "bench" / "operator_scale.py"), "--json", str(path), *sizes]
     if note:

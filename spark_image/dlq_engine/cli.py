@@ -36,6 +36,12 @@ DEFAULT_HEARTBEAT_S = 10.0
 #: ``dlq_engine.job.metrics.DEFAULT_PROBE_INTERVAL`` (not imported here: that loads prometheus_client).
 DEFAULT_PROBE_INTERVAL_S = 30.0
 
+#: ``dlq_engine.job.checkpoint_lock.DEFAULT_SETTLE_S``.
+DEFAULT_SETTLE_S = 2.0
+
+#: ``dlq_engine.job.preflight.TIMEOUT_MS`` in seconds (not imported here: that loads PySpark).
+DEFAULT_BROKER_TIMEOUT_S = 15.0
+
 
 def _env_str(name: str) -> str:
     import os
@@ -97,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
         "$SPARK_DLQ_METRICS_PROBE_INTERVAL, else %(default)s)",
     )
     run.add_argument(
+        "--broker-timeout",
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_BROKER_TIMEOUT") or str(DEFAULT_BROKER_TIMEOUT_S),
+        help="seconds the checks before the query wait for the broker to answer before they "
+        "name it unreachable (default: $SPARK_DLQ_BROKER_TIMEOUT, else %(default)s)",
+    )
+    run.add_argument(
         "--checkpoint-lease",
         type=_positive_seconds,
         default=_env_str("SPARK_DLQ_CHECKPOINT_LEASE") or str(DEFAULT_LEASE_S),
@@ -104,6 +117,14 @@ def _parser() -> argparse.ArgumentParser:
         "same checkpoint is refused (exit 5) until the first stops, or this long after it died "
         "(on Kubernetes: as soon as its pod is gone) (default: $SPARK_DLQ_CHECKPOINT_LEASE, else "
         "%(default)s)",
+    )
+    run.add_argument(
+        "--checkpoint-settle",
+        type=_positive_seconds,
+        default=_env_str("SPARK_DLQ_CHECKPOINT_SETTLE") or str(DEFAULT_SETTLE_S),
+        help="seconds the engine waits after writing its lease before it reads it back, to see "
+        "whether another engine claimed the checkpoint at the same moment (default: "
+        "$SPARK_DLQ_CHECKPOINT_SETTLE, else %(default)s)",
     )
     run.add_argument(
         "--heartbeat-lease",
@@ -266,7 +287,13 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
     checks_at = time.monotonic()
     warm_up.start(spark, policy)
     pods, pod = this_driver(dict(spark.sparkContext.getConf().getAll()))
-    lock = CheckpointLock(HadoopLockFile(spark, location), lease_s=args.checkpoint_lease, pods=pods, pod=pod)
+    lock = CheckpointLock(
+        HadoopLockFile(spark, location),
+        lease_s=args.checkpoint_lease,
+        settle_s=args.checkpoint_settle,
+        pods=pods,
+        pod=pod,
+    )
     try:
         try:
             engine_class(spark, JVM_DELAY_STAGE)
@@ -279,10 +306,11 @@ def _run(policy: object, args: argparse.Namespace, *, started: float) -> int:
                         print(f"dlq-engine: {line}", flush=True)  # seen before a kill, through a pipe
                 pulsar_topics.check_topics(spark, policy, options.pulsar_client_dir)
             else:
+                timeout_ms = round(args.broker_timeout * 1000)
                 if args.create_topics:
-                    for line in create_topics(spark, policy, client):
+                    for line in create_topics(spark, policy, client, timeout_ms=timeout_ms):
                         print(f"dlq-engine: {line}", flush=True)
-                check_topics(spark, policy, client)
+                check_topics(spark, policy, client, timeout_ms=timeout_ms)
         except PreflightError as error:
             print(f"dlq-engine: {error}", file=sys.stderr)
             return EXIT_FAILED

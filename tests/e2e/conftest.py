@@ -23,7 +23,7 @@ from spark_dlq_devtools.paths import REPO_ROOT, spark_application_crd, work_dir
 from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_operator.naming import application_name
 from tests.conftest import unique
-from tests.helpers import FAST_DRIVER_ENV
+from tests.helpers import FAST_DRIVER_ENV, QUICK_LEASE_ENV
 from tests.integration.crds import PROJECT_CRDS, install_crds
 
 
@@ -51,7 +51,7 @@ def spark_operator(kube: ControlPlane, e2e_namespace: str, e2e_workdir: Path) ->
         master="local[2]",
         stop_grace=30,
         service_account_tokens=True,
-        driver_env=FAST_DRIVER_ENV,
+        driver_env={**FAST_DRIVER_ENV, **QUICK_LEASE_ENV},
     )
     runner.start()
     yield runner

@@ -70,7 +70,7 @@ def wait_accounted(
             return seen, dead
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(missing)} of {len(keys)} messages unaccounted, e.g. {missing[:5]}")
-        time.sleep(2)
+        time.sleep(0.5)
 
 
 def wait_job_gone(
@@ -91,7 +91,7 @@ def wait_job_gone(
             not in spark_operator.drivers
         ):
             return
-        time.sleep(1)
+        time.sleep(0.25)
     raise AssertionError("the SparkApplication outlived its policy")
 
 

@@ -37,7 +37,7 @@ def _wait_redrive(objects: Any, namespace: str, name: str, timeout: float = 300)
         status = dict(found.get("status") or {})
         if status.get("phase") in ("Succeeded", "Failed", "Cancelled"):
             return status
-        time.sleep(1)
+        time.sleep(0.5)
     raise AssertionError(f"redrive {name} did not finish in {timeout:.0f}s; last status {status}")
 
 

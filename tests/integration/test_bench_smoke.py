@@ -159,7 +159,9 @@ def test_the_operator_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     (``bench/operator_scale.py``), then its section of the report."""
     results = tmp_path / "results"
     operator_scale(
-        results / "operator.json", "smoke test", ("--latency", "5", "--total", "20", "--changes", "2")
+        results / "operator.json",
+        "smoke test",
+        ("--latency", "5", "--total", "20", "--changes", "2", "--settle", "0.5"),
     )
 
     data = json.loads((results / "operator.json").read_text())

@@ -7,16 +7,19 @@ from __future__ import annotations
 import pytest
 
 from dlq_engine import cli
-from dlq_engine.job.checkpoint_lock import DEFAULT_LEASE_S
+from dlq_engine.job.checkpoint_lock import DEFAULT_LEASE_S, DEFAULT_SETTLE_S
 from dlq_engine.job.heartbeat import DEFAULT_INTERVAL_S
 from dlq_engine.job.metrics import DEFAULT_PROBE_INTERVAL
+from dlq_engine.job.preflight import TIMEOUT_MS
 
 OPTIONS = [
     pytest.param(
         "--metrics-probe-interval", "SPARK_DLQ_METRICS_PROBE_INTERVAL", DEFAULT_PROBE_INTERVAL, id="probe"
     ),
     pytest.param("--checkpoint-lease", "SPARK_DLQ_CHECKPOINT_LEASE", DEFAULT_LEASE_S, id="lease"),
+    pytest.param("--checkpoint-settle", "SPARK_DLQ_CHECKPOINT_SETTLE", DEFAULT_SETTLE_S, id="settle"),
     pytest.param("--heartbeat-interval", "SPARK_DLQ_HEARTBEAT_INTERVAL", DEFAULT_INTERVAL_S, id="heartbeat"),
+    pytest.param("--broker-timeout", "SPARK_DLQ_BROKER_TIMEOUT", TIMEOUT_MS / 1000, id="broker-timeout"),
 ]
 
 

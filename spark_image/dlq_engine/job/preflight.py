@@ -17,9 +17,12 @@ from typing import Any
 from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 
+from dlq_engine.model.durations import format_ms
 from dlq_engine.model.policy import DeadLetterPolicy
 from dlq_engine.model.topics import TopicWant, wanted_topics
 
+#: How long a request to the broker may take before the broker counts as unreachable; a run's
+#: ``--broker-timeout`` replaces it for its checks (``dlq-engine run``).
 TIMEOUT_MS = 15_000
 
 #: Client property names whose values are secrets: never echoed in a message.
@@ -77,7 +80,11 @@ def check_table(spark: SparkSession, policy: DeadLetterPolicy) -> None:
 
 @contextmanager
 def admin_client(
-    spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None
+    spark: SparkSession,
+    policy: DeadLetterPolicy,
+    client: dict[str, str] | None,
+    *,
+    timeout_ms: int = TIMEOUT_MS,
 ) -> Iterator[Any]:
     """The connector's Kafka admin client for the policy's broker, closed on the way out."""
     jvm = spark.sparkContext._jvm
@@ -86,8 +93,8 @@ def admin_client(
     for key, value in (client or {}).items():
         props.put(key, value)
     props.put("bootstrap.servers", policy.broker.bootstrap_servers)
-    props.put("request.timeout.ms", str(TIMEOUT_MS))
-    props.put("default.api.timeout.ms", str(TIMEOUT_MS))
+    props.put("request.timeout.ms", str(timeout_ms))
+    props.put("default.api.timeout.ms", str(timeout_ms))
     try:
         admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
     except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
@@ -102,17 +109,27 @@ def admin_client(
         admin.close()
 
 
-def check_topics(spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None) -> None:
+def check_topics(
+    spark: SparkSession,
+    policy: DeadLetterPolicy,
+    client: dict[str, str] | None = None,
+    *,
+    timeout_ms: int = TIMEOUT_MS,
+) -> None:
     """The broker answers the engine's principal, every topic the policy names exists, and the
     principal may do what the engine will do: read the source and retry topics in its consumer
     groups, write the retry, dead-letter and output topics (Kafka reports each topic's and
     group's authorised operations to the principal itself, so no ACL-reading right is needed)."""
-    with admin_client(spark, policy, client) as admin:
-        _check(spark.sparkContext._jvm, admin, policy, client)
+    with admin_client(spark, policy, client, timeout_ms=timeout_ms) as admin:
+        _check(spark.sparkContext._jvm, admin, policy, client, timeout_ms)
 
 
 def create_topics(
-    spark: SparkSession, policy: DeadLetterPolicy, client: dict[str, str] | None = None
+    spark: SparkSession,
+    policy: DeadLetterPolicy,
+    client: dict[str, str] | None = None,
+    *,
+    timeout_ms: int = TIMEOUT_MS,
 ) -> list[str]:
     """Create the policy's retry and dead-letter topics that are missing, as the operator would
     (``spec.topics``: partitions, else as many as the source; replication factor; configs).
@@ -120,16 +137,16 @@ def create_topics(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
-    with admin_client(spark, policy, client) as admin:
+    with admin_client(spark, policy, client, timeout_ms=timeout_ms) as admin:
         try:
-            names = set(admin.listTopics().names().get(TIMEOUT_MS, unit))
+            names = set(admin.listTopics().names().get(timeout_ms, unit))
         except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
-            raise PreflightError(_connection_problem(policy, client, error)) from None
+            raise PreflightError(_connection_problem(policy, client, error, timeout_ms)) from None
         source_partitions = None
         if policy.source.topic in names:
             described = admin.describeTopics(jvm.java.util.List.of(policy.source.topic)).allTopicNames()
             source_partitions = int(
-                described.get(TIMEOUT_MS, unit).get(policy.source.topic).partitions().size()
+                described.get(timeout_ms, unit).get(policy.source.topic).partitions().size()
             )
         elif not policy.topics.partitions:
             raise PreflightError(
@@ -142,13 +159,18 @@ def create_topics(
             if want.name in names:
                 report.append(f"topic {want.name!r} exists, left as it is")
                 continue
-            _create(jvm, admin, want, policy, client)
+            _create(jvm, admin, want, policy, client, timeout_ms)
             report.append(f"created topic {want.name!r} ({want.describe()})")
         return report
 
 
 def _create(
-    jvm: Any, admin: Any, want: TopicWant, policy: DeadLetterPolicy, client: dict[str, str] | None
+    jvm: Any,
+    admin: Any,
+    want: TopicWant,
+    policy: DeadLetterPolicy,
+    client: dict[str, str] | None,
+    timeout_ms: int,
 ) -> None:
     clients = jvm.org.apache.kafka.clients.admin
     assert want.partitions is not None
@@ -164,7 +186,7 @@ def _create(
     topic.configs(configs)
     try:
         admin.createTopics(jvm.java.util.List.of(topic)).all().get(
-            TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+            timeout_ms, jvm.java.util.concurrent.TimeUnit.MILLISECONDS
         )
     except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
         cause = root_cause(error)
@@ -180,13 +202,15 @@ def _create(
         ) from None
 
 
-def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str] | None) -> None:
+def _check(
+    jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str] | None, timeout_ms: int
+) -> None:
     unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
     who = principal(client)
     try:
-        names = set(admin.listTopics().names().get(TIMEOUT_MS, unit))
+        names = set(admin.listTopics().names().get(timeout_ms, unit))
     except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
-        raise PreflightError(_connection_problem(policy, client, error)) from None
+        raise PreflightError(_connection_problem(policy, client, error, timeout_ms)) from None
     # What each topic is for: (the field that names it, the operations the engine needs).
     needed: dict[str, tuple[str, set[str]]] = {}
 
@@ -208,7 +232,7 @@ def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str
     missing, refused = [], []
     for topic, (field, operations) in needed.items():
         try:
-            description = futures.get(topic).get(TIMEOUT_MS, unit)
+            description = futures.get(topic).get(timeout_ms, unit)
         except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
             cause = root_cause(error)
             if cause.startswith("TopicAuthorizationException"):
@@ -232,7 +256,7 @@ def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str
             "(the operator creates the retry and dead-letter topics; run it, or give dlq-engine run "
             "--create-topics)"
         )
-    refused += _group_refusals(jvm, admin, policy)
+    refused += _group_refusals(jvm, admin, policy, timeout_ms)
     if refused:
         raise PreflightError(
             f"Kafka principal {who} is not authorised for: {'; '.join(refused)}. "
@@ -240,7 +264,7 @@ def _check(jvm: Any, admin: Any, policy: DeadLetterPolicy, client: dict[str, str
         )
 
 
-def _group_refusals(jvm: Any, admin: Any, policy: DeadLetterPolicy) -> list[str]:
+def _group_refusals(jvm: Any, admin: Any, policy: DeadLetterPolicy, timeout_ms: int) -> list[str]:
     """The engine's Kafka sources join consumer groups named ``spark-dlq-<subscription>-...``:
     the principal needs READ on groups with that prefix."""
     prefix = f"spark-dlq-{policy.source.subscription}"
@@ -255,7 +279,7 @@ def _group_refusals(jvm: Any, admin: Any, policy: DeadLetterPolicy) -> list[str]
             admin.describeConsumerGroups(groups, options)
             .describedGroups()
             .get(probe)
-            .get(TIMEOUT_MS, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+            .get(timeout_ms, jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
         )
     except Exception as error:  # noqa: BLE001 - py4j wraps every Java exception
         if root_cause(error).startswith("GroupAuthorizationException"):
@@ -275,7 +299,9 @@ def _operations(java_set: Any) -> set[str] | None:
     return names if "ALL" not in names else {"DESCRIBE", "READ", "WRITE", "CREATE", "ALL"}
 
 
-def _connection_problem(policy: DeadLetterPolicy, client: dict[str, str] | None, error: BaseException) -> str:
+def _connection_problem(
+    policy: DeadLetterPolicy, client: dict[str, str] | None, error: BaseException, timeout_ms: int
+) -> str:
     """Why the first request failed, in words that say what to fix."""
     servers = policy.broker.bootstrap_servers
     cause = redact(root_cause(error), client)
@@ -294,7 +320,7 @@ def _connection_problem(policy: DeadLetterPolicy, client: dict[str, str] | None,
         )
     return (
         f"cannot reach the broker at {servers} (spec.broker.bootstrapServers) within "
-        f"{TIMEOUT_MS // 1000}s: {cause[:300]}"
+        f"{format_ms(timeout_ms)}: {cause[:300]}"
     )
 
 

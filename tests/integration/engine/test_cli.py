@@ -20,7 +20,7 @@ from dlq_engine.model.documents import load_policy_file
 from spark_dlq_devtools.paths import REPO_ROOT, engine_jar, spark_kafka_jars
 from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.spark import submit_env
-from tests.helpers import engine_policy, produce, read_all
+from tests.helpers import QUICK_LEASE_ENV, engine_policy, produce, read_all
 
 ENGINE = [sys.executable, "-m", "dlq_engine.cli"]
 
@@ -28,6 +28,7 @@ ENGINE = [sys.executable, "-m", "dlq_engine.cli"]
 def _env() -> dict[str, str]:
     env = submit_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    env.update(QUICK_LEASE_ENV)
     return env
 
 
@@ -314,7 +315,7 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(
         while (
             time.monotonic() < deadline and 'outcome="output",policy="tests/test-policy"} 10.0' not in scraped
         ):
-            time.sleep(1)
+            time.sleep(0.25)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
                     scraped = response.read().decode()
@@ -336,10 +337,23 @@ def test_sigterm_stops_cleanly_and_metrics_are_served(
 
 
 def test_an_unreachable_broker_is_named(tmp_path: Path) -> None:
+    """Named after ``--broker-timeout`` (2 s here, not the default 15 s: the wait is the test's
+    cost, the message and the exit status are what it proves)."""
     names = {"source": "s", "retry": "r", "dlq": "d", "output": "o"}
     path = _write_policy(tmp_path, names, f"127.0.0.1:{free_port()}")
     done = subprocess.run(
-        [*ENGINE, "run", "-f", str(path), "--master", "local[1]", "--checkpoint", str(tmp_path / "cp")],
+        [
+            *ENGINE,
+            "run",
+            "-f",
+            str(path),
+            "--master",
+            "local[1]",
+            "--broker-timeout",
+            "2",
+            "--checkpoint",
+            str(tmp_path / "cp"),
+        ],
         capture_output=True,
         text=True,
         env=_env(),
@@ -347,7 +361,7 @@ def test_an_unreachable_broker_is_named(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "dlq-engine: cannot reach the broker at 127.0.0.1:" in done.stderr
-    assert "(spec.broker.bootstrapServers) within 15s" in done.stderr
+    assert "(spec.broker.bootstrapServers) within 2s" in done.stderr
 
 
 def test_kafka_client_secrets_are_never_printed(tmp_path: Path, bootstrap_servers: str) -> None:
