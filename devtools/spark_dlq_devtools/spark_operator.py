@@ -33,6 +33,7 @@ from typing import Any, Final
 import yaml
 
 from spark_dlq_devtools.certs import make_server_cert
+from spark_dlq_devtools.jvm_archive import submit_options
 from spark_dlq_devtools.kube import ControlPlane, crd_established
 from spark_dlq_devtools.paths import (
     helm_bin,
@@ -53,7 +54,9 @@ POD_WEBHOOK_OFF: Final = "pod-webhook-off"
 #: The pod-mutating webhook's name in the chart.
 POD_WEBHOOK: Final = "mutate--v1-pod.sparkoperator.k8s.io"
 #: spark-submit is a short-lived JVM: C1 alone and the serial collector take it from about 50 s
-#: to 10-20 s of a busy two-core machine's time, with the same result.
+#: to 10-20 s of a busy two-core machine's time, with the same result. The drivers' class-data
+#: sharing archive (``jvm_archive``) is added when there is one: spark-submit runs on the same
+#: class path (Spark's jars), so it maps Spark's classes from it instead of loading them.
 SUBMIT_JVM_OPTIONS: Final = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Where the webhook's Secret lives, as the chart names it for a release called ``spark-operator``.
 SYSTEM_NAMESPACE: Final = "spark-operator"
@@ -86,7 +89,7 @@ class SparkOperator:
             SPARK_HOME=str(Path(pyspark.__file__).parent),
             KUBERNETES_SERVICE_HOST="127.0.0.1",
             KUBERNETES_SERVICE_PORT=str(self.kube.port),
-            SPARK_SUBMIT_OPTS=SUBMIT_JVM_OPTIONS,
+            SPARK_SUBMIT_OPTS=f"{SUBMIT_JVM_OPTIONS} {submit_options()}".strip(),
         )
         return env
 

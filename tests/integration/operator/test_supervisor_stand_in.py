@@ -59,6 +59,10 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
 ) -> None:
     start_operator(checkpoint_base=str(tmp_path / "checkpoints"), stall_timeout=STALL_S, provisioner="admin")
     source, output = make_topic("orders"), make_topic("billed")
+    # The message waits in the fresh topic, read from its start: the driver's first batch takes
+    # it, and the query makes no progress from its start on (no batch before the hang to wait for).
+    calls = tmp_path / "calls"
+    produce(bootstrap_servers, source, [(b"k", b"slow:3600")], headers=[("x-calls", str(calls).encode())])
     document = policy_document(
         namespace,
         "billing",
@@ -70,8 +74,6 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
         output={"topic": output},
         spark={"trigger": "500ms"},
     )
-    # The message is produced once the query is up, which can be before its first batch has
-    # fixed where "latest" is: the fresh topic is read from its start.
     document["spec"]["source"]["startingOffsets"] = "earliest"
     cluster.create_policy(document)
 
@@ -90,10 +92,8 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
     first = wait_for(heartbeat, timeout=240, interval=1, what="the engine's first heartbeat")
     assert first["queryActive"] is True
     assert cluster.status("billing")["phase"] == "Running"
-
-    calls = tmp_path / "calls"
-    produce(bootstrap_servers, source, [(b"k", b"slow:3600")], headers=[("x-calls", str(calls).encode())])
     wait_for(lambda: calls.exists() and calls.read_text(), timeout=120, what="the processor's first call")
+
     restarted = wait_for(
         lambda: (
             cluster.status("billing").get("lastRestartReason") == "EngineStalled"
