@@ -20,14 +20,16 @@ from dlq_engine.job.preflight import engine_class
 from dlq_engine.model.breaker import BREAKER_STATES, CLOSED, HALF_OPEN, OPEN
 from spark_dlq_devtools.outage import OutageRun, side_by_side
 
-#: The suite's outage: longer than three failed attempts half a second apart take, in batches of
+#: The suite's outage: longer than four failed attempts half a second apart take, in batches of
 #: a second or two, and well under a minute.
 OUTAGE_S = 12.0
 #: Small enough to trip within one micro-batch at the run's rate; open longer than the batch that
 #: trips it may take on a loaded machine (a batch must run while it is open), short enough to
 #: probe soon after recovery.
 BREAKER = {"window": 10, "threshold": 0.5, "openTime": "8s", "probes": 5}
-RETRY = {"maxRedeliverCount": 2, "backoff": {"type": "fixed", "delay": "500ms"}}
+#: Four attempts: a breaker trips at the end of a batch, so the batch in flight when the outage
+#: begins and the next may both run closed on a loaded machine; a message must outlast them.
+RETRY = {"maxRedeliverCount": 3, "backoff": {"type": "fixed", "delay": "500ms"}}
 
 
 def test_the_jvm_side_names_the_states_and_options_as_the_engine_does(spark: Any) -> None:
