@@ -294,9 +294,12 @@ def start_engine(policy: Path, checkpoint: Path, log: Path, *extra: str) -> Serv
             "--checkpoint",
             str(checkpoint),
             # A killed engine's successor waits out its lease on the checkpoint: a short one
-            # keeps the restarts of a crash run quick.
+            # keeps the restarts of a crash run quick. One engine runs at a time here, so no two
+            # claims race: a short settle before the claim is read back is enough.
             "--checkpoint-lease",
             "6",
+            "--checkpoint-settle",
+            "0.2",
             *extra,
         ],
         log=log,
