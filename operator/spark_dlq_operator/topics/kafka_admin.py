@@ -23,7 +23,13 @@ from dlq_engine.model.topics import (
     wanted_topics,
 )
 from spark_dlq_operator.reasons import Reason
-from spark_dlq_operator.topics.report import BrokerUnavailable, Credentials, TopicsReport, ready_report
+from spark_dlq_operator.topics.report import (
+    BrokerUnavailable,
+    Credentials,
+    TopicsReport,
+    ready_report,
+    source_missing_report,
+)
 
 T = TypeVar("T")
 
@@ -105,12 +111,7 @@ class AdminProvisioner:
         partitions = await self.existing(policy, credentials=credentials)
         source_partitions = partitions.get(policy.source.topic)
         if not policy.topics.partitions and source_partitions is None:
-            return TopicsReport(
-                False,
-                Reason.SOURCE_TOPIC_MISSING,
-                f"the source topic {policy.source.topic!r} does not exist, and "
-                "spec.topics.partitions is 0 (as many partitions as the source)",
-            )
+            return source_missing_report(policy.source.topic)
         wants = wanted_topics(policy, source_partitions=source_partitions)
         missing = [w for w in wants if w.name not in partitions]
         created: list[str] = []

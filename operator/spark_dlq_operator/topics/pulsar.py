@@ -25,7 +25,13 @@ from spark_dlq_operator import naming
 from spark_dlq_operator.oauth2 import ClientCredentials, OAuth2Refused, OAuth2Unavailable
 from spark_dlq_operator.reasons import Reason
 from spark_dlq_operator.topic_ownership import POLICY_UID_KEY
-from spark_dlq_operator.topics.report import BrokerUnavailable, Credentials, TopicsReport, ready_report
+from spark_dlq_operator.topics.report import (
+    BrokerUnavailable,
+    Credentials,
+    TopicsReport,
+    ready_report,
+    source_missing_report,
+)
 
 
 def _whose(credentials: Credentials) -> str:
@@ -226,12 +232,7 @@ class PulsarProvisioner:
     ) -> TopicsReport:
         source_partitions = await self._partitions(policy, policy.source.topic, credentials)
         if not policy.topics.partitions and source_partitions is None:
-            return TopicsReport(
-                False,
-                Reason.SOURCE_TOPIC_MISSING,
-                f"the source topic {pulsar_topic(policy.source.topic).full_name!r} does not exist, "
-                "and spec.topics.partitions is 0 (partitioned like the source)",
-            )
+            return source_missing_report(pulsar_topic(policy.source.topic).full_name)
         wants = wanted_topics(policy, source_partitions=source_partitions)
         created: list[str] = []
         mine: list[str] = []

@@ -62,3 +62,14 @@ def ready_report(
 #: Pulsar client's keys (``dlq_engine.model.pulsar_client``) for Pulsar's admin API; None: no
 #: settings of its own beyond the operator-wide ones.
 Credentials = Mapping[str, str] | None
+
+
+def source_missing_report(source: str) -> TopicsReport:
+    """The report of a policy whose topics take the source's partitions from a source topic,
+    ``source`` as the broker names it, that does not exist."""
+    return TopicsReport(
+        False,
+        Reason.SOURCE_TOPIC_MISSING,
+        f"the source topic {source!r} does not exist, and spec.topics.partitions is 0 "
+        "(as many partitions as the source)",
+    )
