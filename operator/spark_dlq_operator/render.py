@@ -113,20 +113,25 @@ NETWORK_POLICY_STEP: Final = "org.apache.spark.deploy.k8s.features.NetworkPolicy
 EXCLUDED_DRIVER_STEPS: Final = "spark.kubernetes.driver.pod.excludedFeatureSteps"
 
 
-#: The driver's class path starts with Spark's jars, before the configuration directory its pod
-#: mounts: the engine image's class-data-sharing archive (``spark_image/Dockerfile``) holds the
-#: classes of those jars and a JVM maps it only when its class path starts with them (a mounted,
-#: non-empty directory first makes it load every class itself: several seconds of each driver's
-#: start). A platform's own driver class path (a class's ``spec.sparkConf.fixed``) is kept as it
-#: is: it then starts without the archive.
-DRIVER_CLASS_PATH: Final = "spark.driver.extraClassPath"
-SPARK_JARS: Final = "/opt/spark/jars/*"
+#: The driver's and the executors' class paths start with the engine image's list of Spark's
+#: jars (a jar naming them in a fixed order): its class-data-sharing archive
+#: (``spark_image/Dockerfile``) holds the classes of those jars, and a JVM maps it only when its
+#: class path starts as the archive's, jar for jar (else it loads every class itself: seconds of
+#: each driver's start and of each executor's registration and first tasks). A platform's own
+#: class path (a class's ``spec.sparkConf.fixed``) is kept as it is: that JVM then starts without
+#: the archive. An image without the list starts as before (a missing class path entry is skipped).
+CLASS_PATHS: Final = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+CLASS_PATH_JAR: Final = "/opt/spark/spark-dlq-class-path.jar"
 
 
 def spark_conf(policy: DeadLetterPolicy, config: OperatorConfig) -> dict[str, str]:
     """The SparkApplication's ``sparkConf``: the policy's (its class's fixed keys included), the
-    operator's own over it, and the driver's class path unless the platform set one."""
-    conf = {DRIVER_CLASS_PATH: SPARK_JARS, **policy.spark.spark_conf, **operator_spark_conf(config)}
+    operator's own over it, and the class paths unless the platform set them."""
+    conf = {
+        **dict.fromkeys(CLASS_PATHS, CLASS_PATH_JAR),
+        **policy.spark.spark_conf,
+        **operator_spark_conf(config),
+    }
     return dict(sorted(conf.items()))
 
 

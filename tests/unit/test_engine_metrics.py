@@ -186,6 +186,37 @@ def test_the_restarts_wake_record_is_read_but_not_held() -> None:
     assert value(metrics, "spark_dlq_retry_held") == 7 + 3 + 2 + 1
 
 
+def test_the_held_retries_are_read_once_a_batch_this_run_planned_has_committed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a restart Spark first re-runs the batch after the checkpoint's last commit (the
+    previous driver may have planned it); the state read, a Spark job, waits for the batch
+    after it, so that it does not hold the executor's task slot while the messages that came
+    meanwhile are routed."""
+    from dlq_engine.job import probes
+
+    reads: list[int] = []
+
+    def held_retries(spark: Any, checkpoint: str, batch_id: int) -> int:
+        reads.append(batch_id)
+        return 7
+
+    monkeypatch.setattr(probes, "last_committed_batch", lambda spark, checkpoint: 3)
+    monkeypatch.setattr(probes, "held_retries", held_retries)
+    no_probe = parse_policy(policy_document({"spec.deadLetter.strategy": "ignore"}))
+    metrics = EngineMetrics(no_probe)
+    metrics.watch(None, "/checkpoint", {})
+    offsets = {"end": {SOURCE: 0, RETRY: 0}, "latest": {SOURCE: 0, RETRY: 0}}
+    metrics.add_progress(progress(4, retry_rows=2, **offsets), {"total": 0, "stats": [summary()]})
+    assert not metrics._own_batch.is_set()  # batch 4: the re-run, perhaps the previous run's
+    metrics.add_progress(progress(5, retry_rows=1, **offsets), {"total": 0, "stats": [summary()]})
+    [reader] = metrics._threads
+    reader.join(10)
+    metrics.close()
+    assert reads == [3]
+    assert value(metrics, "spark_dlq_retry_held") == 7 + 2 + 1
+
+
 def test_a_batch_already_in_the_base_is_not_added_again() -> None:
     metrics = EngineMetrics(POLICY)
     metrics.held_base(9, 3)

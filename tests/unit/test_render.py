@@ -196,10 +196,12 @@ def test_spark_application_spec() -> None:
     }
 
 
-#: What the operator sets so that the driver needs rights on its executor pods only, and Spark's
-#: jars first on the driver's class path (the image's class-data-sharing archive).
+#: What the operator sets so that the driver needs rights on its executor pods only, and the
+#: image's list of Spark's jars first on the driver's and executors' class paths (the image's
+#: class-data-sharing archive).
 DRIVER_CONF = {
-    "spark.driver.extraClassPath": "/opt/spark/jars/*",
+    "spark.driver.extraClassPath": "/opt/spark/spark-dlq-class-path.jar",
+    "spark.executor.extraClassPath": "/opt/spark/spark-dlq-class-path.jar",
     "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
     "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
     "spark.kubernetes.driver.service.deleteOnTermination": "false",
@@ -256,13 +258,14 @@ def test_the_operators_spark_settings_win_over_the_policys() -> None:
     assert conf == DRIVER_CONF
 
 
-def test_a_platforms_own_driver_class_path_is_kept_as_it_is() -> None:
-    """The class's fixed sparkConf may set the driver's class path; the operator then leaves it
-    (the driver starts without the image's archive) instead of reordering the platform's."""
+@pytest.mark.parametrize("key", ["spark.driver.extraClassPath", "spark.executor.extraClassPath"])
+def test_a_platforms_own_class_path_is_kept_as_it_is(key: str) -> None:
+    """The class's fixed sparkConf may set a class path; the operator then leaves it (that JVM
+    starts without the image's archive) instead of reordering the platform's."""
     own = "/opt/platform/agent.jar:/opt/spark/jars/*"
-    p = policy({"spec.spark.sparkConf": {"spark.driver.extraClassPath": own}})
+    p = policy({"spec.spark.sparkConf": {key: own}})
     conf = render.spark_application(p, config=CONFIG, owner=OWNER)["spec"]["sparkConf"]
-    assert conf == {**DRIVER_CONF, "spark.driver.extraClassPath": own}
+    assert conf == {**DRIVER_CONF, key: own}
 
 
 def test_spark_makes_its_network_policy_unless_the_platform_turned_them_off() -> None:

@@ -7,8 +7,9 @@ than a count per route (failures by error class and attempt, the processor's lat
 retry lateness) as one summary per Arrow batch (``routing.stats``); the driver adds them up
 here. Two values need a look outside the batches and are read by ``probes`` on a thread:
 the dead-letter topic's size and age, and the retries the delay stage held at start (read once
-the run's first batch has committed: beside it, that Spark job would hold the executor's task
-slot the first batch needs after a restart).
+a batch this run planned itself has committed: beside the first batches after a restart, the
+re-run of the batch the previous driver left uncommitted and the one with what came meanwhile,
+that Spark job would hold the executor's task slot they need).
 
 Every series carries ``policy`` (``namespace/name``). Error classes are bounded: the first
 ``max_error_classes`` seen keep their name, later ones are counted as ``other``. The list,
@@ -349,8 +350,11 @@ class EngineMetrics:
         #: The restart's wake record (``pipeline.wake``): read from the retry topic like a
         #: retry, but dropped before the delay stage, so not held.
         self._wake: Written | None = None
-        #: Set when the run's first batch has committed (or the metrics close).
-        self._first_batch = threading.Event()
+        #: Set when a batch this run planned itself has committed (or the metrics close): one
+        #: after ``_replayed``, the batch the previous run may have planned and left uncommitted,
+        #: which Spark re-runs first (-1 until ``watch`` knows the checkpoint's last commit).
+        self._own_batch = threading.Event()
+        self._replayed = -1
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -419,7 +423,8 @@ class EngineMetrics:
             self.lag_seconds.labels(self.policy).set(0)
         released = sum(int(s["released"]) for s in summaries)
         self._held_batch(int(progress.batchId), retry_in - released)
-        self._first_batch.set()
+        if int(progress.batchId) > self._replayed:
+            self._own_batch.set()
 
     def _source_kind(self, topic: str | None) -> str | None:
         if self.model is None or topic is None:
@@ -496,8 +501,8 @@ class EngineMetrics:
     # --- probes ------------------------------------------------------------------------------
 
     def watch(self, spark: Any, checkpoint: str, client: dict[str, str]) -> None:
-        """Before the query starts: note the checkpoint's last committed batch, then, once the
-        run's first batch has committed, read the delay stage's state as of the noted batch (the
+        """Before the query starts: note the checkpoint's last committed batch, then, once a
+        batch this run planned has committed, read the delay stage's state as of the noted batch (the
         later batches' deltas wait in ``_pending``, so the count is exact whenever it is read),
         and probe the dead-letter topic every ``probe_interval`` seconds, on daemon threads."""
         from dlq_engine.job import probes
@@ -512,10 +517,12 @@ class EngineMetrics:
             read_held = False
         else:
             read_held = True
+            if base_batch is not None:
+                self._replayed = base_batch + 1
 
         def read_base() -> None:
             if base_batch is not None:
-                self._first_batch.wait()
+                self._own_batch.wait()
                 if self._stop.is_set():
                     return
             try:
@@ -564,7 +571,7 @@ class EngineMetrics:
 
     def close(self) -> None:
         self._stop.set()
-        self._first_batch.set()
+        self._own_batch.set()
         for thread in self._threads:
             thread.join(timeout=5)
 

@@ -567,11 +567,12 @@ def test_the_whole_flow_on_a_real_cluster(cluster: Cluster, kafka: KafkaBroker) 
         print(f"[cluster-e2e]   over the {len(kills)} kills: {line}")
 
     done = step("a new processor version, then a DeadLetterRedrive sends the poison orders back")
+    # Read before the patch: the operator may restart the job before a read after it.
+    restarts = cluster.policy()["status"].get("restartCount", 0)
     cluster.kubectl(
         "patch", "dlp", POLICY, "-n", NAMESPACE, "--type", "merge",
         "-p", json.dumps({"spec": {"processor": {"entrypoint": "shop_orders:process_v2"}}}),
     )  # fmt: skip
-    restarts = cluster.policy()["status"].get("restartCount", 0)
     cluster.wait(
         "the new version running", lambda: cluster.policy()["status"].get("restartCount", 0) > restarts, 180
     )

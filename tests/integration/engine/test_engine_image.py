@@ -98,22 +98,27 @@ def test_engine_image_routes_as_the_driver_pod_runs_it(
 def test_engine_image_holds_what_the_spark_application_names() -> None:
     """The entry file the SparkApplication names, Python 3.11 and Java 17 for the user the pods
     run as, the engine importable by the interpreter spark-submit hands the driver to, and a
-    class-data-sharing archive the JVM maps for a class path that starts with Spark's jars (an
-    executor's: its configuration directory does not exist)."""
+    class-data-sharing archive the JVM maps (``-Xshare:on`` refuses to start otherwise) for the
+    class paths the driver and the executors get: the operator's class path jar first, then the
+    driver's mounted configuration (not empty) or the executor's work dir, then Spark's jars in
+    whatever order the node's file system lists them (here: backwards)."""
     main_file = render.MAIN_APPLICATION_FILE.removeprefix("local://")
-    jars = render.SPARK_JARS
+    first = render.CLASS_PATH_JAR
+    jars = "$(ls /opt/spark/jars/*.jar | sort -r | tr '\\n' :)"
+    share = "java -Xshare:on -Xlog:cds=off -Xlog:cds+dynamic=off -cp"
     finished = containers.podman(
         "run", "--rm", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         containers.image("engine"), "sh", "-c",
         f'id -u; test -f {main_file} && echo main; "$PYSPARK_PYTHON" -c "import dlq_engine, pyspark;'
         ' import sys; print(sys.version.split()[0], pyspark.__version__)";'
         " java -version 2>&1 | grep -v '^NOTE: Picked up' | head -1;"
-        f" java -Xlog:cds=info -cp '/opt/spark/conf:{jars}:/opt/spark/work-dir' -version 2>&1"
-        " | grep -c 'Mapped dynamic region'",
+        " mkdir -p /tmp/conf && echo spark.master=k8s://x > /tmp/conf/spark.properties;"
+        f' {share} "{first}:/tmp/conf/:$(ls /opt/spark/jars/slf4j-api-*.jar):{jars}" -version 2>/dev/null && echo driver;'
+        f' {share} "/opt/spark/conf:{first}:{jars}/opt/spark/work-dir" -version 2>/dev/null && echo executor',
         timeout=120,
     )  # fmt: skip
-    uid, main, python, java, mapped = finished.stdout.split("\n")[:5]
-    assert int(mapped) > 0, "the image's archive is not mapped"
+    uid, main, python, java, *mapped = finished.stdout.split("\n")[:6]
+    assert mapped == ["driver", "executor"], f"the image's archive is not mapped: {finished.stdout}"
     assert uid == containers.configured_user(containers.image("engine"))
     assert main == "main"
     python_version, spark_version = python.split()

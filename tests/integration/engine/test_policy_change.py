@@ -58,7 +58,7 @@ def test_a_policy_change_applies_to_later_attempts_and_loses_nothing(
     )
     dead = read_all(bootstrap_servers, names["dlq"], expect=N, timeout=180)
     # The held-retries gauge: the N retries in the checkpoint's delay state (read after the
-    # restart's first batch), less those released since; the wake record is not one of them.
+    # first batch the restart planned), less those released since; the wake record is not one of them.
     assert second.metrics is not None
     held = wait_held(second.metrics, timeout=60)
     state = second.describe()
