@@ -26,11 +26,16 @@ DEADLETTERPOLICYCLASS_CRD = CRD_DIR / "sparkdlq.io_deadletterpolicyclasses.yaml"
 PROJECT_CRDS = (DEADLETTERPOLICY_CRD, DEADLETTERREDRIVE_CRD, DEADLETTERPOLICYCLASS_CRD)
 
 
+#: libyaml's safe loader where PyYAML has it: the spark-operator's SparkApplication CRD (800 kB)
+#: takes it a tenth of the pure-Python loader's time, the same documents.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given YAML files, in order."""
     crds: list[dict[str, Any]] = []
     for path in paths:
-        for document in yaml.safe_load_all(Path(path).read_text()):
+        for document in yaml.load_all(Path(path).read_text(), Loader=_LOADER):
             if document and document.get("kind") == "CustomResourceDefinition":
                 crds.append(document)
     return crds
@@ -41,7 +46,8 @@ def install_crds(api_client: Any, paths: Iterable[Path], *, timeout: float = 60.
     Established and serving."""
     ext = client.ApiextensionsV1Api(api_client)
     names: list[str] = []
-    for crd in load_crds(paths):
+    crds = load_crds(paths)
+    for crd in crds:
         name = crd["metadata"]["name"]
         # The client takes a manifest (a dict) for a body; its stubs name only the model class.
         try:
@@ -57,7 +63,7 @@ def install_crds(api_client: Any, paths: Iterable[Path], *, timeout: float = 60.
             }
             ext.replace_custom_resource_definition(name, body)  # type: ignore[arg-type]
         names.append(name)
-    for crd in load_crds(paths):
+    for crd in crds:
         _wait_until_serving(api_client, crd, timeout)
     return names
 
