@@ -34,7 +34,7 @@ import yaml
 
 from spark_dlq_devtools.certs import make_server_cert
 from spark_dlq_devtools.jvm_archive import submit_options
-from spark_dlq_devtools.kube import ControlPlane, crd_established
+from spark_dlq_devtools.kube import CRD_LOADER, ControlPlane, crd_established
 from spark_dlq_devtools.paths import (
     helm_bin,
     spark_operator_bin,
@@ -141,7 +141,7 @@ class SparkOperator:
         ext = client.ApiextensionsV1Api(self.kube_api())
         names = []
         for path in spark_operator_crds():
-            crd = yaml.safe_load(path.read_text())
+            crd = yaml.load(path.read_text(), Loader=CRD_LOADER)
             names.append(crd["metadata"]["name"])
             try:
                 ext.create_custom_resource_definition(crd)

@@ -17,6 +17,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from spark_dlq_devtools.kube import CRD_LOADER
+
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 DEADLETTERPOLICY_CRD = CRD_DIR / "sparkdlq.io_deadletterpolicies.yaml"
 DEADLETTERREDRIVE_CRD = CRD_DIR / "sparkdlq.io_deadletterredrives.yaml"
@@ -26,16 +28,11 @@ DEADLETTERPOLICYCLASS_CRD = CRD_DIR / "sparkdlq.io_deadletterpolicyclasses.yaml"
 PROJECT_CRDS = (DEADLETTERPOLICY_CRD, DEADLETTERREDRIVE_CRD, DEADLETTERPOLICYCLASS_CRD)
 
 
-#: libyaml's safe loader where PyYAML has it: the spark-operator's SparkApplication CRD (800 kB)
-#: takes it a tenth of the pure-Python loader's time, the same documents.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given YAML files, in order."""
     crds: list[dict[str, Any]] = []
     for path in paths:
-        for document in yaml.load_all(Path(path).read_text(), Loader=_LOADER):
+        for document in yaml.load_all(Path(path).read_text(), Loader=CRD_LOADER):
             if document and document.get("kind") == "CustomResourceDefinition":
                 crds.append(document)
     return crds
