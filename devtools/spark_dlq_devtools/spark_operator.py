@@ -34,7 +34,7 @@ import yaml
 
 from spark_dlq_devtools.certs import make_server_cert
 from spark_dlq_devtools.jvm_archive import submit_options
-from spark_dlq_devtools.kube import ControlPlane, crd_established
+from spark_dlq_devtools.kube import CRD_LOADER, ControlPlane, crd_established
 from spark_dlq_devtools.paths import (
     helm_bin,
     spark_operator_bin,
@@ -58,6 +58,15 @@ POD_WEBHOOK: Final = "mutate--v1-pod.sparkoperator.k8s.io"
 #: sharing archive (``jvm_archive``) is added when there is one: spark-submit runs on the same
 #: class path (Spark's jars), so it maps Spark's classes from it instead of loading them.
 SUBMIT_JVM_OPTIONS: Final = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: How long after a submission a missing driver pod is taken for the informer's lag rather than
+#: a lost driver (the controller's default is 10 s). spark-submit has created the pod when it
+#: returns, and the submission's time is taken before it runs: with no node to start a driver,
+#: a longer grace only delays the restart a lost driver pod causes.
+DRIVER_POD_GRACE: Final = "4s"
+#: The longest the controller's work queue waits before it reconciles an application again after
+#: an error (by default its delay doubles without bound from 5 ms, so a retry during the grace
+#: above could come seconds after it ended).
+RECONCILE_MAX_DELAY: Final = "1s"
 #: Where the webhook's Secret lives, as the chart names it for a release called ``spark-operator``.
 SYSTEM_NAMESPACE: Final = "spark-operator"
 RELEASE: Final = "spark-operator"
@@ -111,7 +120,8 @@ class SparkOperator:
                 "--enable-metrics=false",
                 "--metrics-bind-address=0",
                 f"--health-probe-bind-address=127.0.0.1:{probe}",
-                "--driver-pod-creation-grace-period=10s",
+                f"--driver-pod-creation-grace-period={DRIVER_POD_GRACE}",
+                f"--workqueue-ratelimiter-max-delay={RECONCILE_MAX_DELAY}",
                 "--zap-encoder=console",
                 "--zap-log-level=info",
             ],
@@ -131,7 +141,7 @@ class SparkOperator:
         ext = client.ApiextensionsV1Api(self.kube_api())
         names = []
         for path in spark_operator_crds():
-            crd = yaml.safe_load(path.read_text())
+            crd = yaml.load(path.read_text(), Loader=CRD_LOADER)
             names.append(crd["metadata"]["name"])
             try:
                 ext.create_custom_resource_definition(crd)

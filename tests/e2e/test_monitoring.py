@@ -29,7 +29,7 @@ from spark_dlq_devtools.processes import Service, free_port
 from spark_dlq_devtools.prometheus import Prometheus
 from tests.conftest import unique
 from tests.e2e.conftest import Policies
-from tests.helpers import FAST_DRIVER_ENV, produce
+from tests.helpers import FAST_DRIVER_ENV, QUICK_LEASE_ENV, produce
 from tests.integration.crds import PROJECT_CRDS, install_crds
 
 DASHBOARD = REPO_ROOT / "charts" / "spark-dlq-operator" / "files" / "dashboards" / "spark-dlq-policy.json"
@@ -87,9 +87,11 @@ def stack(kube: ControlPlane, kube_api: Any, bootstrap_servers: str) -> Iterator
         master="local[2]",
         stop_grace=30,
         # The dead-letter topic's size is read every 2 s instead of 30: the wave's dead letters
-        # show up in the metric as soon as they are written.
+        # show up in the metric as soon as they are written. The runner stops the driver before
+        # it submits the restarted one: no two race for the checkpoint.
         driver_env={
             **FAST_DRIVER_ENV,
+            **QUICK_LEASE_ENV,
             "SPARK_DLQ_METRICS_PORT": str(driver_port),
             "SPARK_DLQ_METRICS_PROBE_INTERVAL": "2",
         },

@@ -17,6 +17,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from spark_dlq_devtools.kube import CRD_LOADER
+
 CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
 DEADLETTERPOLICY_CRD = CRD_DIR / "sparkdlq.io_deadletterpolicies.yaml"
 DEADLETTERREDRIVE_CRD = CRD_DIR / "sparkdlq.io_deadletterredrives.yaml"
@@ -30,7 +32,7 @@ def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition in the given YAML files, in order."""
     crds: list[dict[str, Any]] = []
     for path in paths:
-        for document in yaml.safe_load_all(Path(path).read_text()):
+        for document in yaml.load_all(Path(path).read_text(), Loader=CRD_LOADER):
             if document and document.get("kind") == "CustomResourceDefinition":
                 crds.append(document)
     return crds
@@ -41,7 +43,8 @@ def install_crds(api_client: Any, paths: Iterable[Path], *, timeout: float = 60.
     Established and serving."""
     ext = client.ApiextensionsV1Api(api_client)
     names: list[str] = []
-    for crd in load_crds(paths):
+    crds = load_crds(paths)
+    for crd in crds:
         name = crd["metadata"]["name"]
         # The client takes a manifest (a dict) for a body; its stubs name only the model class.
         try:
@@ -57,7 +60,7 @@ def install_crds(api_client: Any, paths: Iterable[Path], *, timeout: float = 60.
             }
             ext.replace_custom_resource_definition(name, body)  # type: ignore[arg-type]
         names.append(name)
-    for crd in load_crds(paths):
+    for crd in crds:
         _wait_until_serving(api_client, crd, timeout)
     return names
 

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from spark_dlq_devtools.kube import ControlPlane
 from spark_dlq_devtools.local_spark_operator import LocalSparkOperator
 from spark_dlq_devtools.paths import REPO_ROOT
-from tests.helpers import FAST_DRIVER_ENV, produce, read_all
+from tests.helpers import FAST_DRIVER_ENV, QUICK_LEASE_ENV, produce, read_all
 from tests.integration.operator.conftest import Cluster, RunningOperator, policy_document, wait_for
 
 STALL_S = 20
@@ -41,7 +41,8 @@ def stand_in(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Loc
         master="local[1]",
         stop_grace=30,
         service_account_tokens=True,
-        driver_env=FAST_DRIVER_ENV,
+        # The stand-in stops a driver before it submits the next: no two race for a checkpoint.
+        driver_env={**FAST_DRIVER_ENV, **QUICK_LEASE_ENV},
     )
     runner.start()
     yield runner
@@ -89,7 +90,7 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
         text = (lease.metadata.annotations or {}).get("sparkdlq.io/heartbeat")
         return json.loads(text) if text else None
 
-    first = wait_for(heartbeat, timeout=240, interval=1, what="the engine's first heartbeat")
+    first = wait_for(heartbeat, timeout=240, interval=0.5, what="the engine's first heartbeat")
     assert first["queryActive"] is True
     assert cluster.status("billing")["phase"] == "Running"
     wait_for(lambda: calls.exists() and calls.read_text(), timeout=120, what="the processor's first call")
@@ -100,7 +101,7 @@ def test_a_driver_whose_query_hangs_is_restarted_and_the_message_routed(
             and cluster.status("billing")
         ),
         timeout=STALL_S + 60,
-        interval=1,
+        interval=0.5,
         what="the stalled engine's restart",
     )
     assert restarted["restartCount"] == 1
@@ -150,7 +151,7 @@ def test_what_ordering_holds_reaches_the_policys_status_from_the_drivers_heartbe
     wait_for(
         lambda: cluster.status("billing").get("ordering") == expected,
         timeout=300,
-        interval=1,
+        interval=0.5,
         what=f"status.ordering {expected}",
     )
     assert [r.value for r in read_all(bootstrap_servers, output, expect=1, timeout=30)] == [b"a:0"]
