@@ -4,6 +4,7 @@ Kafka broker from a pod, controllers, logs and exec."""
 from __future__ import annotations
 
 import json
+import time
 
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.network import KUBERNETES_SERVICE_IP, POD_CIDR, host_address
@@ -21,7 +22,16 @@ def test_node_registers_ready_with_its_runtime_and_address(node: Node) -> None:
     assert info["kubeletVersion"] == f"v{versions()['KUBERNETES_VERSION']}"
     assert info["containerRuntimeVersion"].startswith("containerd://1.")
     assert {"type": "InternalIP", "address": host_address()} in status["addresses"]
-    assert probe_image() in {name for image in status["images"] for name in image["names"]}
+    # The kubelet lists its images in a status update after the one that reports it Ready.
+    deadline = time.monotonic() + 60
+    while probe_image() not in (listed := _listed_images(node)):
+        assert time.monotonic() < deadline, f"the node's status lists {sorted(listed)}, not {probe_image()}"
+        time.sleep(0.5)
+
+
+def _listed_images(node: Node) -> set[str]:
+    status = json.loads(node.kubectl("get", "node", NODE_NAME, "-o", "json"))["status"]
+    return {name for image in status.get("images") or [] for name in image["names"]}
 
 
 def test_pod_is_scheduled_runs_and_logs(node: Node, pod_namespace: str) -> None:

@@ -656,7 +656,11 @@ def test_an_older_strimzi_serving_only_v1beta2_gets_v1beta2_kafka_topics(
     for topic in topics:
         cluster.set_kafka_topic_ready(namespace, topic["metadata"]["name"], version="v1beta2")
     wait_for(lambda: cluster.application("billing"), what="the SparkApplication")
-    assert cluster.condition("billing", "TopicsReady")["status"] == "True"
+    # The status with the condition is written after the SparkApplication is created.
+    wait_for(
+        lambda: cluster.condition("billing", "TopicsReady").get("status") == "True",
+        what="TopicsReady",
+    )
 
 
 def test_strimzi_not_served_is_reported_and_the_finalizer_never_claims_the_topics_gone(
