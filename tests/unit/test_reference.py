@@ -40,9 +40,11 @@ def test_every_exit_status_is_documented() -> None:
 
 
 def test_nothing_points_outside_the_repository() -> None:
+    # The patterns are built here so that this file does not name them itself.
+    outside, contract = "/".join(("..", "shared")), ".".join(("CONTRACT", "md"))
     tracked = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "grep", "-l", "-e", "../shared", "-e", "CONTRACT.md"],
+        ["git", "-C", str(REPO_ROOT), "grep", "-l", "-F", "-e", outside, "-e", contract],
         capture_output=True,
         text=True,
     ).stdout.split()
-    assert [p for p in tracked if p != "tests/unit/test_reference.py"] == []
+    assert tracked == []
