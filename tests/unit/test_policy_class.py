@@ -264,6 +264,8 @@ def test_conf_keys_match_exactly_or_by_prefix(pattern: str, key: str, matches: b
         "spark.jars.packages",
         "spark.submit.pyFiles",
         "spark.driver.extraJavaOptions",
+        "spark.driver.extraClassPath",
+        "spark.executor.extraClassPath",
         "spark.executorEnv.JAVA_TOOL_OPTIONS",
         "spark.sql.streaming.checkpointLocation",
     ],

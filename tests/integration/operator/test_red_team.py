@@ -291,6 +291,7 @@ def refused_by_the_operator(document: dict[str, Any]) -> list[str]:
         ),
         pytest.param({"spark.jars.packages": "org.example:payload:1.0"}, id="jars-packages"),
         pytest.param({"spark.driver.extraJavaOptions": "-javaagent:/tmp/agent.jar"}, id="java-options"),
+        pytest.param({"spark.executor.extraClassPath": "/tmp/payload.jar"}, id="executor-class-path"),
         pytest.param({"spark.executorEnv.JAVA_TOOL_OPTIONS": "-javaagent:/tmp/agent.jar"}, id="executor-env"),
         pytest.param(
             {"spark.sql.streaming.checkpointLocation": "s3a://checkpoints/dlq/{team_b}/billing"},
