@@ -166,10 +166,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         deleting_since = (
             datetime.datetime.fromisoformat(since) if since else datetime.datetime.now(datetime.UTC)
         )
+        services.end(owner.uid)
         try:
-            await clean_up(
-                services, policy, owner=owner, deleting_since=deleting_since, status=body.get("status")
-            )
+            async with services.lock(owner.uid):  # after a reconcile in flight, never beside it
+                await clean_up(
+                    services, policy, owner=owner, deleting_since=deleting_since, status=body.get("status")
+                )
         except CleanupPending as error:
             raise kopf.TemporaryError(str(error), delay=error.delay) from None
         services.claims.release(f"{owner.namespace}/{owner.name}", uid=owner.uid)
@@ -180,6 +182,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         if event["type"] != "DELETED":
             return
         metadata = event["object"].get("metadata") or {}
+        _services(memo).end(str(metadata.get("uid")))
         _services(memo).claims.release(
             f"{metadata.get('namespace')}/{metadata.get('name')}", uid=metadata.get("uid")
         )

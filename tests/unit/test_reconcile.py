@@ -132,6 +132,18 @@ def test_a_new_policy_is_created_without_reads_of_its_objects(bed: Bed) -> None:
     assert sorted(bed.reasons()) == ["ConfigMapCreated", "IdentityCreated", "SparkApplicationCreated"]
 
 
+def test_a_policy_being_deleted_is_not_reconciled_from_an_older_read(bed: Bed) -> None:
+    """A resync listed the policy before its deletion began; the delete handler has marked it
+    (and deleted its topics): that reconcile writes nothing, so it creates nothing again."""
+    listed = bed.policy()
+    bed.services.end(listed["metadata"]["uid"])
+    calls = len(bed.api.calls)
+    bed.reconcile(Seen(policy=listed, created=True))
+    # (the classes are read by the test's own governing of the policy, before the reconcile)
+    assert [call for call in bed.api.calls[calls:] if not call[1].endswith("/deadletterpolicyclasses")] == []
+    assert bed.api.stored(APPS, NAMESPACE, bed.app_name) is None
+
+
 def test_created_but_already_there_reads_and_adopts_what_exists(bed: Bed) -> None:
     """After an operator restart kopf may report a policy as new whose objects exist: the
     create's 409 makes it read them, and nothing is restarted."""

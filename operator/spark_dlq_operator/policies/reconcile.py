@@ -59,6 +59,10 @@ async def reconcile(
     """Bring the policy's objects to its spec and write its status. ``policy`` and ``fit`` are
     the policy as its class lets it run (``governance.Governed``). Raises TopicsNotReady."""
     async with services.lock(owner.uid):
+        if services.ended(owner.uid):
+            # Read before its deletion began (a resync's list): its topics may be gone already.
+            logger.info("reconcile of %s/%s skipped: it is being deleted", owner.namespace, owner.name)
+            return
         with metrics.observe(trigger) as outcome:
             try:
                 await _reconcile(services, policy, owner=owner, generation=generation, seen=seen, fit=fit)

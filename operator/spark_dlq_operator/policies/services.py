@@ -35,6 +35,10 @@ from spark_dlq_operator.topics import (
 
 logger = logging.getLogger(__name__)
 
+#: How many deleted policies' uids ``Services`` remembers: more than a resync round can hold
+#: from before their deletion.
+ENDED_KEPT = 10_000
+
 
 class TopicsNotReady(Exception):
     """Provisioning could not finish; the status says why. Retry after ``delay`` seconds
@@ -73,6 +77,10 @@ class Services:
     _locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary
     )
+    #: Uids of policies being deleted or gone, oldest first (at most ``ENDED_KEPT``): a reconcile
+    #: that began from an older read of one (a resync's list) must not create its topics again
+    #: after their deletion.
+    _ended: dict[str, None] = field(default_factory=dict)
     #: The last SparkApplication state (and the JobRunning reason it gave) mapped onto each
     #: policy, by (namespace, name) of the application.
     job_states: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
@@ -137,6 +145,15 @@ class Services:
         if lock is None:
             lock = self._locks[uid] = asyncio.Lock()
         return lock
+
+    def end(self, uid: str) -> None:
+        """Mark the policy ``uid`` as being deleted (or gone): no reconcile of it runs after this."""
+        self._ended[uid] = None
+        while len(self._ended) > ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
+
+    def ended(self, uid: str) -> bool:
+        return uid in self._ended
 
     async def close(self) -> None:
         for task in self._timers.values():

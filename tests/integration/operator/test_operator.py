@@ -607,7 +607,8 @@ def test_strimzi_topics_are_kafka_topic_objects_and_gate_the_job(
         )
     )
     wait_for(lambda: cluster.application("audit"), what="the borrowing policy's SparkApplication")
-    message = cluster.condition("audit", "TopicsReady")["message"]
+    # The status is written after the SparkApplication: wait for it.
+    message = wait_for(lambda: cluster.condition("audit", "TopicsReady").get("message"), what="TopicsReady")
     assert (
         f"KafkaTopic {kafka_namespace}/team-b-ledger is managed outside spark-dlq and used as it is"
         in message
@@ -818,7 +819,7 @@ def test_deleting_a_policy_deletes_only_the_topics_it_created_and_only_when_aske
 
     # kept is gone: the refused policy gets its turn (kopf's retry or the resync).
     wait_for(lambda: cluster.application("sharer"), timeout=30, what="the refused policy's application")
-    assert cluster.condition("sharer", "TopicsReady")["status"] == "True"
+    wait_for(lambda: cluster.condition("sharer", "TopicsReady").get("status") == "True", what="TopicsReady")
 
 
 def test_finalizer_gives_up_when_the_broker_is_gone(

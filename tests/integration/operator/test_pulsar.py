@@ -118,7 +118,9 @@ def test_an_existing_pulsar_topic_is_used_as_it_is_and_a_non_partitioned_source_
     wait_for(lambda: cluster.application("billing"), timeout=60, what="the SparkApplication")
     assert (partitions(pulsar, f"{source}-billing-RETRY"), partitions(pulsar, dead)) == (0, 0)
     assert pulsar.subscriptions(dead) == []
-    assert cluster.condition("billing", "TopicsReady")["message"].endswith(
+    # The status is written after the SparkApplication: wait for it.
+    topics = wait_for(lambda: cluster.condition("billing", "TopicsReady").get("message"), what="TopicsReady")
+    assert topics.endswith(
         f"no subscription on {full_topic(dead)!r}: the operator did not create it for this policy"
     )
     created = [e.message for e in cluster.events("billing") if e.reason == "TopicCreated"]
