@@ -9,9 +9,10 @@ and its longer bench run (``bench/broker_faults.py``). A run, on a :class:`~spar
 2. the engine runs as a user runs it, against all three nodes;
 3. one fault at a time, each while records flow: SIGKILL of the node leading the source topic's
    partition 0, then of the one leading the retry topic's, then the dead-letter topic's, then of
-   the active KRaft controller; each node is started again and the cluster is let catch up
-   (every partition fully in sync) before the next fault; then, if asked (the bench,
-   ``bench/broker_faults.py``), a rolling restart of all nodes;
+   the active KRaft controller; each node is started again once the cluster has fenced it (its
+   partitions led by others, after the controller's loss by the next controller), and the
+   cluster is let catch up (every partition fully in sync) before the next fault; then, if
+   asked (the bench, ``bench/broker_faults.py``), a rolling restart of all nodes;
 4. the engine keeps running until every message is accounted for, then SIGTERM;
 5. the audit checks every number: in the right place at least once, never missing.
 
@@ -34,7 +35,7 @@ import yaml
 from spark_dlq_devtools.chaos import Audit, SteadyProducer, audit, end_offsets, policy_document, read_topic
 from spark_dlq_devtools.chaos import start_engine as _start_engine
 from spark_dlq_devtools.kafka_cluster import KafkaCluster
-from spark_dlq_devtools.processes import Service
+from spark_dlq_devtools.processes import QUICK_JIT, Service
 
 
 @dataclass
@@ -83,12 +84,11 @@ class BrokerFaultRun:
         *,
         n: int,
         rate: float,
-        down_s: float = 6.0,
         rolling_restart: bool = False,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
     ) -> None:
         self.cluster, self.names, self.workdir = cluster, names, workdir
-        self.n, self.rate, self.down_s = n, rate, down_s
+        self.n, self.rate = n, rate
         self.rolling_restart = rolling_restart
         self.log = log
         self.policy = workdir / "policy.yaml"
@@ -102,7 +102,7 @@ class BrokerFaultRun:
     def _start_engine(self) -> None:
         self._starts += 1
         self._engine = _start_engine(
-            self.policy, self.checkpoint, self.workdir / f"engine-{self._starts}.log"
+            self.policy, self.checkpoint, self.workdir / f"engine-{self._starts}.log", java_options=QUICK_JIT
         )
 
     def _keep_engine_running(self) -> None:
@@ -127,7 +127,7 @@ class BrokerFaultRun:
             written = self._written()
             if written > beyond:
                 return written
-            time.sleep(1)
+            time.sleep(0.25)
         assert self._engine is not None
         raise TimeoutError(f"the engine wrote nothing for {timeout:.0f}s:\n{self._engine.tail()}")
 
@@ -135,12 +135,14 @@ class BrokerFaultRun:
 
     def _fault(self, name: str, node: int, began: float, *, writing_past: int | None = None) -> Fault:
         """Kill ``node`` once the engine has written past ``writing_past`` (default: what it has
-        written now), let it be down ``down_s``, start it, and wait for the engine's next write."""
+        written now), keep it down until the cluster has fenced it (its partitions moved to
+        another leader, after a controller's loss a new controller elected), start it, and wait
+        for the engine's next write."""
         before = self._wait_for_writes(beyond=self._written() if writing_past is None else writing_past)
         at = time.monotonic()
         self.log(f"broker-faults: {name}: SIGKILL node {node}")
         self.cluster.kill(node)
-        time.sleep(self.down_s)
+        self.cluster.wait_fenced(node)
         self._keep_engine_running()
         self.cluster.start_node(node)
         self.cluster.wait_fully_replicated()
@@ -195,7 +197,7 @@ class BrokerFaultRun:
         bootstrap = self.cluster.bootstrap_servers
         try:
             while True:
-                time.sleep(1)
+                time.sleep(0.5)
                 self._keep_engine_running()
                 routed = end_offsets(bootstrap, [self.names["output"], self.names["dlq"]])
                 if routed < self.n and time.monotonic() < deadline:

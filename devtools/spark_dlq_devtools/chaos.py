@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -36,7 +36,7 @@ from typing import Any, Protocol, cast
 import yaml
 
 from spark_dlq_devtools.paths import REPO_ROOT
-from spark_dlq_devtools.processes import Service
+from spark_dlq_devtools.processes import QUICK_JIT, Service
 from spark_dlq_devtools.spark import submit_env
 
 ENTRYPOINT = "spark_dlq_devtools.chaos:process"
@@ -275,10 +275,15 @@ def policy_document(names: dict[str, str], bootstrap: str, *, trigger: str = "50
     }
 
 
-def start_engine(policy: Path, checkpoint: Path, log: Path, *extra: str) -> Service:
+def start_engine(
+    policy: Path, checkpoint: Path, log: Path, *extra: str, java_options: Sequence[str] = ()
+) -> Service:
     """The engine as a user runs it (``dlq-engine run -f``, local Spark, ``extra`` arguments such
-    as ``--create-topics``), in its own process group."""
+    as ``--create-topics``), in its own process group; ``java_options`` for its driver's JVM
+    (``QUICK_JIT`` for one that is killed within seconds)."""
     env = submit_env()
+    if java_options:
+        env["SPARK_SUBMIT_OPTS"] = " ".join([env.get("SPARK_SUBMIT_OPTS", ""), *java_options]).strip()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     service = Service(
         log.stem,
@@ -386,7 +391,9 @@ class CrashRun:
 
     def _engine(self) -> Service:
         self.starts += 1
-        return start_engine(self.policy, self.checkpoint, self.workdir / f"engine-{self.starts}.log")
+        return start_engine(
+            self.policy, self.checkpoint, self.workdir / f"engine-{self.starts}.log", java_options=QUICK_JIT
+        )
 
     def _committed(self) -> int:
         """The last committed micro-batch's id (the checkpoint's ``commits`` entries; Spark
@@ -497,7 +504,7 @@ class CrashRun:
         deadline = time.monotonic() + timeout
         try:
             while True:
-                time.sleep(1)
+                time.sleep(0.5)
                 if not engine.alive():
                     raise RuntimeError(f"the engine exited during the final drain:\n{engine.tail()}")
                 routed = end_offsets(self.bootstrap, [self.names["output"], self.names["dlq"]])

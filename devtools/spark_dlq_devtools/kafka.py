@@ -20,7 +20,7 @@ import shutil
 import socket
 import subprocess
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from spark_dlq_devtools.network import host_address
@@ -55,8 +55,11 @@ class KafkaBroker:
         log_level: str = "INFO",
         pods: bool = False,
         version: str | None = None,
+        java_options: Sequence[str] = (),
     ) -> None:
         self.root = work_dir(name)
+        #: More options for the broker's JVM (``processes.QUICK_JIT`` for one that lives for one test).
+        self.java_options = list(java_options)
         #: The Kafka release to run (``kafka_libs``); None: the test bed's.
         self.version = version
         self.port = port or free_port()
@@ -88,6 +91,7 @@ class KafkaBroker:
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
+            *self.java_options,
             f"-Dlog4j2.configurationFile={self.root / 'log4j2.properties'}",
             "-cp",
             f"{kafka_libs(self.version)}/*",

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from spark_dlq_devtools.kafka import KafkaBroker
 from spark_dlq_devtools.paths import kafka_libs, kafka_tools, work_dir
-from spark_dlq_devtools.processes import Service, free_port
+from spark_dlq_devtools.processes import QUICK_JIT, Service, free_port
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -39,10 +39,13 @@ MIN_INSYNC = 2
 
 
 class ClusterNode(KafkaBroker):
-    """One node of a :class:`KafkaCluster`: broker and controller, node id ``node_id``."""
+    """One node of a :class:`KafkaCluster`: broker and controller, node id ``node_id``. Its JVM
+    compiles with C1 only (``QUICK_JIT``): a fault run starts it again under a busy engine."""
 
     def __init__(self, cluster: KafkaCluster, node_id: int, *, heap: str, log_level: str) -> None:
-        super().__init__(name=f"{cluster.name}-{node_id}", heap=heap, log_level=log_level)
+        super().__init__(
+            name=f"{cluster.name}-{node_id}", heap=heap, log_level=log_level, java_options=QUICK_JIT
+        )
         self.cluster = cluster
         self.node_id = node_id
 
@@ -229,8 +232,33 @@ class KafkaCluster:
                     return
             except Exception:  # noqa: BLE001 - metadata not available yet, ask again
                 pass
-            time.sleep(1)
+            time.sleep(0.25)
         raise TimeoutError(f"partitions still under-replicated after {timeout:.0f}s: {lagging[:10]}")
+
+    def fenced(self, node_id: int) -> bool:
+        """Whether the cluster has noticed that ``node_id`` is gone: the running nodes' metadata
+        lists it neither as a broker (the controller fenced it once its session ran out) nor
+        as any partition's leader (its partitions have moved)."""
+        metadata = self._admin().list_topics(timeout=5)
+        if node_id in metadata.brokers:
+            return False
+        return all(p.leader != node_id for t in metadata.topics.values() for p in t.partitions.values())
+
+    def wait_fenced(self, node_id: int, *, timeout: float = 60.0) -> None:
+        """Wait until the cluster has noticed that a killed node is gone (``fenced``): after a
+        controller's loss, that takes the next controller's election first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.fenced(node_id):
+                    return
+            except Exception:  # noqa: BLE001 - no metadata while the controller moves, ask again
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"node {node_id} still serves in the cluster's metadata after {timeout:.0f}s"
+                )
+            time.sleep(0.25)
 
     def active_controller(self) -> int:
         """The KRaft quorum's leader, as Kafka's own metadata-quorum tool reports it."""
@@ -240,6 +268,7 @@ class KafkaCluster:
             [
                 java,
                 "-Xmx128m",
+                *QUICK_JIT,
                 "-cp",
                 f"{kafka_libs()}/*:{kafka_tools()}/*",
                 "org.apache.kafka.tools.MetadataQuorumCommand",

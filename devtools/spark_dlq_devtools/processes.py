@@ -19,6 +19,12 @@ from pathlib import Path
 
 _running: list[Service] = []
 
+#: JVM options for JIT compilation by C1 only. A JVM that lives for seconds to a minute (the
+#: nodes of a cluster a fault test kills and restarts, an engine a crash test kills) spends most
+#: of its CPU in its start-up, where C2's compiles compete with every other JVM on two cores;
+#: what it does in that time needs no C2 code.
+QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -24,6 +24,7 @@ import pytest
 from dlq_engine.model.policy import parse_policy
 from spark_dlq_devtools.chaos import CrashRun, kind_of
 from spark_dlq_devtools.kafka import KafkaBroker, create_topics
+from spark_dlq_devtools.processes import QUICK_JIT
 from tests.integration.engine.conftest import Engine
 
 #: At most: the producer stops at the last kill (the audit counts what it sent).
@@ -50,13 +51,14 @@ class SessionEngine:
 @pytest.fixture
 def own_broker() -> Iterator[KafkaBroker]:
     """A broker of this test's own: it is restarted mid-run, which must not disturb the tests
-    that share the session's broker afterwards."""
-    broker = KafkaBroker(name=f"kafka-chaos-{os.getpid()}", log_level="WARN")
+    that share the session's broker afterwards. Killed at the end: its data goes with it, so
+    nothing waits out a controlled shutdown."""
+    broker = KafkaBroker(name=f"kafka-chaos-{os.getpid()}", log_level="WARN", java_options=QUICK_JIT)
     broker.start()
     try:
         yield broker
     finally:
-        broker.stop()
+        broker.kill()
         shutil.rmtree(broker.root, ignore_errors=True)
 
 

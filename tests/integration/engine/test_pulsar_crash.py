@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from spark_dlq_devtools.chaos import Audit, audit, kind_of, policy_document, start_engine
+from spark_dlq_devtools.processes import QUICK_JIT
 from spark_dlq_devtools.pulsar import SUPERUSER, Message, PulsarBroker
 from tests.conftest import unique
 
@@ -121,7 +122,7 @@ def test_three_kills_during_a_backlog_lose_nothing_keep_key_order_and_replay_onl
 
     written_at_kills: list[int] = []
     pick = random.Random(21)
-    engine = start_engine(policy, checkpoint, tmp_path / "engine-0.log", *create)
+    engine = start_engine(policy, checkpoint, tmp_path / "engine-0.log", *create, java_options=QUICK_JIT)
     producer: threading.Thread | None = None
     try:
         for kill in range(KILLS):
@@ -139,7 +140,8 @@ def test_three_kills_during_a_backlog_lose_nothing_keep_key_order_and_replay_onl
             written_at_kills.append(written())
             engine.kill()
             if kill < KILLS - 1:
-                engine = start_engine(policy, checkpoint, tmp_path / f"engine-{kill + 1}.log", *create)
+                log = tmp_path / f"engine-{kill + 1}.log"
+                engine = start_engine(policy, checkpoint, log, *create, java_options=QUICK_JIT)
     finally:
         engine.stop(timeout=30)
     # The last run drains the rest without a limit (quicker): the batch the kill left
@@ -161,7 +163,7 @@ def test_three_kills_during_a_backlog_lose_nothing_keep_key_order_and_replay_onl
         if time.monotonic() > deadline:
             result = _audit_now(pulsar, names)
             break
-        time.sleep(1)
+        time.sleep(0.5)
     last.stop()
 
     print({"written_at_kills": written_at_kills, **result.as_dict()})
