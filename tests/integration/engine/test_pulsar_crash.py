@@ -37,8 +37,11 @@ KILLS = 3
 #: Entries per micro-batch; the producer here does not batch, so one entry is one message.
 LIMIT = 100
 CREATE = "--create-topics"
-#: The keys of the keyed messages (a flaky or failing message holds its key's later ones).
-KEYS = 30
+#: The keys of the keyed messages (a flaky or failing message holds its key's later ones). With
+#: 28 the retried messages (``kind_of``) spread so that a key waits behind at most two retries in
+#: turn (three keys wait behind two flaky messages, two behind a message retried twice): the
+#: drain's retry rounds run side by side, not four or five after one another on one key.
+KEYS = 28
 
 
 def key_of(number: int) -> str | None:
