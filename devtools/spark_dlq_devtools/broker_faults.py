@@ -35,7 +35,7 @@ import yaml
 from spark_dlq_devtools.chaos import Audit, SteadyProducer, audit, end_offsets, policy_document, read_topic
 from spark_dlq_devtools.chaos import start_engine as _start_engine
 from spark_dlq_devtools.kafka_cluster import KafkaCluster
-from spark_dlq_devtools.processes import QUICK_JIT, Service
+from spark_dlq_devtools.processes import Service
 
 
 @dataclass
@@ -102,7 +102,7 @@ class BrokerFaultRun:
     def _start_engine(self) -> None:
         self._starts += 1
         self._engine = _start_engine(
-            self.policy, self.checkpoint, self.workdir / f"engine-{self._starts}.log", java_options=QUICK_JIT
+            self.policy, self.checkpoint, self.workdir / f"engine-{self._starts}.log"
         )
 
     def _keep_engine_running(self) -> None:
