@@ -194,8 +194,17 @@ def _govern_broker(spec: dict[str, Any], cls: PolicyClass, issues: list[Issue]) 
     [(index, entry), *_] = matching
     broker = dict(raw)
     if kind == "pulsar":
+        # The operator's admin calls (and the class's credentials for this broker) go to the
+        # admin URL: only the entry's is allowed, and none when the entry names none.
         admin = str(raw.get("adminUrl") or "")
-        if admin and entry.admin_url and _normalised(admin) != _normalised(entry.admin_url):
+        if admin and not entry.admin_url:
+            issues.append(
+                Issue(
+                    "spec.broker.adminUrl",
+                    f"{admin!r} is not allowed by {class_label(cls)} (spec.brokers[{index}] names no adminUrl)",
+                )
+            )
+        elif admin and _normalised(admin) != _normalised(entry.admin_url):
             issues.append(
                 Issue(
                     "spec.broker.adminUrl",

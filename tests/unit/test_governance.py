@@ -139,6 +139,25 @@ def test_a_pulsar_broker_gets_the_class_admin_url() -> None:
     ]
 
 
+def test_a_pulsar_broker_listed_without_an_admin_url_allows_none() -> None:
+    """The operator's admin calls, with the class's credentials for the broker, would go to the
+    policy's admin URL: where the class names none, a policy may name none either."""
+    listed = klass(
+        brokers=[{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "operatorSecretRef": {"name": "op"}}]
+    )
+    pulsar = {"spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://p:6650"}, "spec.topics.create": False}
+    assert governed(listed, pulsar).policy.broker.admin_url == ""
+    pulsar["spec.broker"] = {
+        "type": "pulsar",
+        "serviceUrl": "pulsar://p:6650",
+        "adminUrl": "http://evil:8080",
+    }
+    assert refused(listed, pulsar) == [
+        "spec.broker.adminUrl: 'http://evil:8080' is not allowed by class 'standard' "
+        "(spec.brokers[0] names no adminUrl)"
+    ]
+
+
 def test_a_class_without_brokers_takes_any_and_gives_no_operator_credentials() -> None:
     assert governed(klass(), {"spec.broker.bootstrapServers": "anywhere:9092"}).broker is None
     assert refused(klass(), {"spec.broker": DELETE}) == [
