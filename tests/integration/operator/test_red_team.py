@@ -480,6 +480,13 @@ BEYOND_THE_CLASS: dict[str, tuple[dict[str, Any], str]] = {
         {"broker": {"type": "pulsar", "serviceUrl": PULSAR_SERVICE, "adminUrl": "{admin}"}},
         "spec.broker.adminUrl: '{admin}' is not allowed by class '{cls}' (spec.brokers[1] names no adminUrl)",
     ),
+    "strimzi-cluster": (
+        # KafkaTopics for another Strimzi cluster would take over its topics of those names.
+        {"topics": {"strimzi": {"namespace": "kafka", "cluster": "prod"}}},
+        "spec.topics.strimzi.namespace: 'kafka' is not allowed by class '{cls}' (spec.brokers[0] names no "
+        "strimzi cluster)\nspec.topics.strimzi.cluster: 'prod' is not allowed by class '{cls}' "
+        "(spec.brokers[0] names no strimzi cluster)",
+    ),
     "spark-conf-key": (
         {"spark": {"sparkConf": {"spark.eventLog.dir": "s3a://logs/team-b"}}},
         "spec.spark.sparkConf.spark.eventLog.dir: is not allowed by class '{cls}' "
