@@ -21,6 +21,7 @@ import yaml
 from dlq_engine.exits import EXIT_STOP_STRATEGY
 from dlq_engine.job.metrics import EngineMetrics
 from spark_dlq_devtools.chaos import end_offsets, start_engine
+from spark_dlq_devtools.processes import QUICK_JIT
 from tests.helpers import Record, engine_policy, produce, read_all
 from tests.integration.engine.brokers import BrokerUnderTest
 
@@ -176,7 +177,7 @@ def test_key_order_holds_across_sigkills_of_the_engine(
     # A SIGKILL of the engine's process group once it has written more output (mid-stream: a
     # batch's writes may be replayed, and held keys must come back from the checkpoint's state),
     # then a run to the end.
-    running = start_engine(policy, checkpoint, tmp_path / "engine-killed.log")
+    running = start_engine(policy, checkpoint, tmp_path / "engine-killed.log", java_options=QUICK_JIT)
     try:
         produce(bootstrap_servers, names["source"], records[:half])
         before = end_offsets(bootstrap_servers, [names["output"]])
