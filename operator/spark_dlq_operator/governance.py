@@ -89,6 +89,8 @@ def govern(document: Mapping[str, Any], cls: PolicyClass, *, config: OperatorCon
         if spec.get(section) is None:  # an explicit null is the section's defaults
             spec.pop(section, None)
     entry = _govern_broker(spec, cls, issues)
+    if entry is not None:
+        _govern_strimzi(spec, raw_spec, cls, entry, issues)
     spark = spec.setdefault("spark", {}) if isinstance(spec.get("spark", {}), dict) else {}
     _govern_image(spark, cls, config, issues)
     _govern_spark_conf(spark, cls, issues)
@@ -194,8 +196,17 @@ def _govern_broker(spec: dict[str, Any], cls: PolicyClass, issues: list[Issue]) 
     [(index, entry), *_] = matching
     broker = dict(raw)
     if kind == "pulsar":
+        # The operator's admin calls (and the class's credentials for this broker) go to the
+        # admin URL: only the entry's is allowed, and none when the entry names none.
         admin = str(raw.get("adminUrl") or "")
-        if admin and entry.admin_url and _normalised(admin) != _normalised(entry.admin_url):
+        if admin and not entry.admin_url:
+            issues.append(
+                Issue(
+                    "spec.broker.adminUrl",
+                    f"{admin!r} is not allowed by {class_label(cls)} (spec.brokers[{index}] names no adminUrl)",
+                )
+            )
+        elif admin and _normalised(admin) != _normalised(entry.admin_url):
             issues.append(
                 Issue(
                     "spec.broker.adminUrl",
@@ -217,6 +228,44 @@ def _govern_broker(spec: dict[str, Any], cls: PolicyClass, issues: list[Issue]) 
         broker["secretRef"] = {"name": entry.engine_secret_name}
     spec["broker"] = broker
     return entry
+
+
+def _govern_strimzi(
+    spec: dict[str, Any],
+    raw_spec: Mapping[str, Any],
+    cls: PolicyClass,
+    entry: BrokerEntry,
+    issues: list[Issue],
+) -> None:
+    """The Strimzi cluster the KafkaTopics go to is the one of the broker's entry: a KafkaTopic
+    takes over the topic it names on its cluster, whatever the policy's bootstrap servers are
+    (whose topics the operator checks before it creates one). The author's
+    ``spec.topics.strimzi`` must be the entry's or absent (then it is filled in); where the entry
+    names none, the author may name none. The operator's own command-line brokers (the built-in
+    class) leave it to the policy, as before classes."""
+    if entry.type != "kafka" or entry.command_line_credentials:
+        return
+    index = cls.brokers.index(entry)
+    own = _section(raw_spec, "topics", "strimzi")
+    for key, allowed in (("namespace", entry.strimzi_namespace), ("cluster", entry.strimzi_cluster)):
+        value = own.get(key)
+        if not value or value == allowed:
+            continue
+        rule = (
+            f"spec.brokers[{index}].strimzi.{key}: {allowed}"
+            if allowed
+            else f"spec.brokers[{index}] names no strimzi cluster"
+        )
+        issues.append(
+            Issue(f"spec.topics.strimzi.{key}", f"{value!r} is not allowed by {class_label(cls)} ({rule})")
+        )
+    if entry.strimzi_cluster:
+        topics = spec.get("topics")
+        if isinstance(topics, dict):
+            topics = spec["topics"] = dict(topics)
+        else:
+            topics = spec["topics"] = {}
+        topics["strimzi"] = {"namespace": entry.strimzi_namespace, "cluster": entry.strimzi_cluster}
 
 
 def image_allowed(image: str, allowed: Sequence[str]) -> bool:

@@ -289,6 +289,11 @@ class BrokerEntry:
     engine_secret_name: str = ""
     #: Only in the built-in class: the operator's ``--kafka-config`` is its credentials here.
     command_line_credentials: bool = False
+    #: Kafka: the Strimzi cluster of these bootstrap servers (``spec.brokers[i].strimzi``), where
+    #: the strimzi provisioner writes the KafkaTopics: its namespace and name; empty: a policy
+    #: may name none.
+    strimzi_namespace: str = ""
+    strimzi_cluster: str = ""
 
     @property
     def address(self) -> str:
@@ -554,6 +559,13 @@ def _parse_brokers(spec: FieldReader, issues: list[Issue]) -> tuple[BrokerEntry,
             else:
                 operator_secret = SecretKeyRef(name=s.string("name"), key=s.string("key", DEFAULT_SECRET_KEY))
             s.done()
+        strimzi = ("", "")
+        if b.get("strimzi") is not MISSING:
+            z = b.child("strimzi")
+            strimzi = (z.string("namespace"), z.string("cluster"))
+            z.done()
+            if pulsar:
+                b.fail(b.at("strimzi"), "is for type kafka: Strimzi runs Kafka clusters")
         entry = BrokerEntry(
             type=kind,
             bootstrap_servers=b.string("bootstrapServers", "" if pulsar else None),
@@ -561,6 +573,8 @@ def _parse_brokers(spec: FieldReader, issues: list[Issue]) -> tuple[BrokerEntry,
             admin_url=b.string("adminUrl", ""),
             operator_secret=operator_secret,
             engine_secret_name=b.string("engineSecretName", ""),
+            strimzi_namespace=strimzi[0],
+            strimzi_cluster=strimzi[1],
         )
         if pulsar and entry.bootstrap_servers:
             b.fail(

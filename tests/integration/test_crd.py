@@ -1230,6 +1230,20 @@ def test_a_class_with_every_field_is_stored_as_written(
             id="pulsar-broker-with-a-kafka-secret-key",
         ),
         pytest.param(
+            {
+                "brokers": [
+                    {
+                        "type": "pulsar",
+                        "serviceUrl": "pulsar://p:6650",
+                        "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
+                    }
+                ]
+            },
+            "spec.brokers[0].strimzi",
+            "Forbidden: is for type kafka: Strimzi runs Kafka clusters",
+            id="pulsar-broker-with-a-strimzi-cluster",
+        ),
+        pytest.param(
             {"sparkConf": {"fixed": {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}}},
             "spec.sparkConf.fixed",
             "must not set the keys the operator sets itself (master, deploy mode, namespace, service "

@@ -179,6 +179,7 @@ def full_class() -> dict[str, Any]:
                     "bootstrapServers": "kafka:9092",
                     "operatorSecretRef": {"name": "op", "key": "client.properties"},
                     "engineSecretName": "kafka-client",
+                    "strimzi": {"namespace": "kafka", "cluster": "my-cluster"},
                 },
                 {"type": "pulsar", "serviceUrl": "pulsar://p:6650", "adminUrl": "http://p:8080"},
             ],

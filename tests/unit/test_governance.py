@@ -139,6 +139,76 @@ def test_a_pulsar_broker_gets_the_class_admin_url() -> None:
     ]
 
 
+def test_a_pulsar_broker_listed_without_an_admin_url_allows_none() -> None:
+    """The operator's admin calls, with the class's credentials for the broker, would go to the
+    policy's admin URL: where the class names none, a policy may name none either."""
+    listed = klass(
+        brokers=[{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "operatorSecretRef": {"name": "op"}}]
+    )
+    pulsar = {"spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://p:6650"}, "spec.topics.create": False}
+    assert governed(listed, pulsar).policy.broker.admin_url == ""
+    pulsar["spec.broker"] = {
+        "type": "pulsar",
+        "serviceUrl": "pulsar://p:6650",
+        "adminUrl": "http://evil:8080",
+    }
+    assert refused(listed, pulsar) == [
+        "spec.broker.adminUrl: 'http://evil:8080' is not allowed by class 'standard' "
+        "(spec.brokers[0] names no adminUrl)"
+    ]
+
+
+def test_the_strimzi_cluster_is_the_class_entrys() -> None:
+    """A KafkaTopic takes over the topic it names on its own cluster: the author may not point
+    the KafkaTopics at a cluster other than the one of the broker the class lets them use."""
+    pinned = klass(
+        brokers=[
+            {"bootstrapServers": "analytics:9092", "strimzi": {"namespace": "kafka", "cluster": "analytics"}},
+            {"bootstrapServers": "other:9092"},
+        ]
+    )
+    on_analytics = {"spec.broker.bootstrapServers": "analytics:9092", "spec.topics.provisioner": "strimzi"}
+    target = governed(pinned, on_analytics).policy.topics.strimzi
+    assert (target.namespace, target.cluster) == ("kafka", "analytics")
+    same = {**on_analytics, "spec.topics.strimzi": {"namespace": "kafka", "cluster": "analytics"}}
+    assert governed(pinned, same).policy.topics.strimzi.cluster == "analytics"
+    assert refused(
+        pinned, {**on_analytics, "spec.topics.strimzi": {"namespace": "kafka", "cluster": "prod"}}
+    ) == [
+        "spec.topics.strimzi.cluster: 'prod' is not allowed by class 'standard' "
+        "(spec.brokers[0].strimzi.cluster: analytics)"
+    ]
+    assert refused(
+        pinned,
+        {
+            "spec.broker.bootstrapServers": "other:9092",
+            "spec.topics.strimzi": {"namespace": "kafka", "cluster": "a"},
+        },
+    ) == [
+        "spec.topics.strimzi.namespace: 'kafka' is not allowed by class 'standard' "
+        "(spec.brokers[1] names no strimzi cluster)",
+        "spec.topics.strimzi.cluster: 'a' is not allowed by class 'standard' (spec.brokers[1] names no strimzi cluster)",
+    ]
+    with pytest.raises(
+        PolicyError, match=r"spec.brokers\[0\].strimzi: is for type kafka: Strimzi runs Kafka"
+    ):
+        klass(
+            brokers=[
+                {
+                    "type": "pulsar",
+                    "serviceUrl": "pulsar://p:6650",
+                    "strimzi": {"namespace": "k", "cluster": "c"},
+                }
+            ]
+        )
+    # The built-in class, without classes in the cluster, leaves it to the policy as before.
+    free = {
+        "spec.topics.provisioner": "strimzi",
+        "spec.topics.strimzi": {"namespace": "kafka", "cluster": "any"},
+    }
+    assert governed(BUILT_IN_CLASS, free).policy.topics.strimzi.cluster == "any"
+
+
 def test_a_class_without_brokers_takes_any_and_gives_no_operator_credentials() -> None:
     assert governed(klass(), {"spec.broker.bootstrapServers": "anywhere:9092"}).broker is None
     assert refused(klass(), {"spec.broker": DELETE}) == [

@@ -23,6 +23,8 @@ import contextlib
 import dataclasses
 import io
 import json
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -68,6 +70,9 @@ TABLE_BASE = "s3a://tables/dlq"
 IMAGE = "registry.test/spark-dlq:test"
 #: How often a test looks again (the operator answers within tens of milliseconds here).
 POLL = 0.05
+#: A Pulsar cluster the class lists without an admin URL (nothing listens there: every policy
+#: naming it is refused before a client would connect).
+PULSAR_SERVICE = "pulsar://pulsar.platform.svc:6650"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +134,10 @@ def platform(kube_api: Any, dlp_crd: str, bootstrap_servers: str) -> Iterator[st
         "defaultClass": {
             "name": class_name,
             "default": False,  # the policies name it: the cluster's other tests see no default
-            "brokers": [{"type": "kafka", "bootstrapServers": bootstrap_servers}],
+            "brokers": [
+                {"type": "kafka", "bootstrapServers": bootstrap_servers},
+                {"type": "pulsar", "serviceUrl": PULSAR_SERVICE},
+            ],
             "images": {"allowed": ["registry.test/spark-dlq:*"]},
             "limits": {"executor": {"maxInstances": 2}},
             "storage": {"checkpointBase": CHECKPOINT_BASE, "deadLetterTableBase": TABLE_BASE},
@@ -454,7 +462,7 @@ def test_the_author_reads_the_dead_letters_of_a_policy_that_names_no_broker(
 
 
 #: Each: what the author asks for, and the condition's message ({cls}, {broker}, {allowed}: the
-#: class's name, broker and sparkConf allow-list).
+#: class's name, brokers and sparkConf allow-list; {admin}: the URL of the author's collector).
 BEYOND_THE_CLASS: dict[str, tuple[dict[str, Any], str]] = {
     "image": (
         {"spark": {"image": "evil.example/miner:latest"}},
@@ -465,6 +473,19 @@ BEYOND_THE_CLASS: dict[str, tuple[dict[str, Any], str]] = {
         {"broker": {"bootstrapServers": "kafka.team-b.svc:9092"}},
         "spec.broker.bootstrapServers: 'kafka.team-b.svc:9092' is not allowed by class '{cls}' "
         "(spec.brokers: {broker})",
+    ),
+    "pulsar-admin-url": (
+        # The operator's admin calls, with the class's credentials for that cluster, would go
+        # to the author's server.
+        {"broker": {"type": "pulsar", "serviceUrl": PULSAR_SERVICE, "adminUrl": "{admin}"}},
+        "spec.broker.adminUrl: '{admin}' is not allowed by class '{cls}' (spec.brokers[1] names no adminUrl)",
+    ),
+    "strimzi-cluster": (
+        # KafkaTopics for another Strimzi cluster would take over its topics of those names.
+        {"topics": {"strimzi": {"namespace": "kafka", "cluster": "prod"}}},
+        "spec.topics.strimzi.namespace: 'kafka' is not allowed by class '{cls}' (spec.brokers[0] names no "
+        "strimzi cluster)\nspec.topics.strimzi.cluster: 'prod' is not allowed by class '{cls}' "
+        "(spec.brokers[0] names no strimzi cluster)",
     ),
     "spark-conf-key": (
         {"spark": {"sparkConf": {"spark.eventLog.dir": "s3a://logs/team-b"}}},
@@ -484,7 +505,38 @@ BEYOND_THE_CLASS: dict[str, tuple[dict[str, Any], str]] = {
 
 
 @pytest.fixture(scope="module")
-def beyond_the_class(bed: Bed) -> dict[str, str]:
+def collector() -> Iterator[Collector]:
+    """The author's server, where a policy points the operator's admin calls."""
+    with Collector() as server:
+        yield server
+
+
+class Collector:
+    """A TCP listener on 127.0.0.1 that counts the connections made to it."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self.connections = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = self._socket.accept()
+                self.connections += 1
+                connection.close()
+
+    def __enter__(self) -> Collector:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._socket.close()
+
+
+@pytest.fixture(scope="module")
+def beyond_the_class(bed: Bed, collector: Collector) -> dict[str, str]:
     """Every policy of ``BEYOND_THE_CLASS``, created by the author at once (the operator
     handles them side by side); their names by case."""
     names: dict[str, str] = {}
@@ -493,14 +545,17 @@ def beyond_the_class(bed: Bed) -> dict[str, str]:
         rest = {key: value for key, value in spec.items() if key != "broker"}
         document = bed.policy(bed.team_a, name, **rest)
         if "broker" in spec:  # the builder sets the broker last: replace it afterwards
-            document["spec"]["broker"] = spec["broker"]
+            broker = dict(spec["broker"])
+            if "adminUrl" in broker:
+                broker["adminUrl"] = collector.url
+            document["spec"]["broker"] = broker
         bed.author_creates(document)
     return names
 
 
 @pytest.mark.parametrize("case", list(BEYOND_THE_CLASS))
 def test_what_the_class_does_not_allow_is_invalid_and_gets_nothing(
-    bed: Bed, beyond_the_class: dict[str, str], case: str
+    bed: Bed, beyond_the_class: dict[str, str], collector: Collector, case: str
 ) -> None:
     name = beyond_the_class[case]
 
@@ -511,8 +566,14 @@ def test_what_the_class_does_not_allow_is_invalid_and_gets_nothing(
     allowed = ", ".join(DEFAULT_SPARK_CONF_ALLOWED)  # the chart's default list is the built-in one
     assert (ready["reason"], ready["message"]) == (
         "ClassViolation",
-        BEYOND_THE_CLASS[case][1].format(cls=bed.class_name, broker=bed.bootstrap, allowed=allowed),
+        BEYOND_THE_CLASS[case][1].format(
+            cls=bed.class_name,
+            broker=f"{bed.bootstrap}, {PULSAR_SERVICE}",
+            allowed=allowed,
+            admin=collector.url,
+        ),
     )
+    assert collector.connections == 0
     assert bed.admin_a.application(name) is None
     assert bed.admin_a.config_map(f"{name}-policy") is None
     assert topic_partitions(bed.kafka, f"{bed.source}-{name}-DLQ") is None
