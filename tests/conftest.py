@@ -199,6 +199,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
 
     from dlq_engine.job.session import DELTA_CONF, REQUIRED_CONF
     from spark_dlq_devtools.spark import TEST_CONF, submit_env
+    from tests.helpers import DELTA_TEST_CONF
 
     os.environ.update(submit_env())
     # Python workers import the test and example processors by module name.
@@ -207,7 +208,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaBroker) -> Itera
     builder = SparkSession.builder.master("local[2]").appName("spark-dlq-tests")
     # What the engine requires, as it runs; and Delta's extension and catalog, which the engine
     # sets only for a policy with a Delta dead-letter table (one session serves every test).
-    for key, value in {**TEST_CONF, **REQUIRED_CONF, **DELTA_CONF}.items():
+    for key, value in {**TEST_CONF, **REQUIRED_CONF, **DELTA_CONF, **DELTA_TEST_CONF}.items():
         builder = builder.config(key, value)
     builder = builder.config(
         "spark.sql.streaming.checkpointLocation", str(tmp_path_factory.mktemp("checkpoints"))

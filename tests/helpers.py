@@ -20,6 +20,11 @@ FAST_DRIVER_ENV: Final = {"SPARK_DLQ_CHECKPOINT_LEASE": "6", "SPARK_DLQ_HEARTBEA
 #: after the last stopped): the claim on the local disk is read back after 0.2 s, not 2 s.
 QUICK_LEASE_ENV: Final = {"SPARK_DLQ_CHECKPOINT_SETTLE": "0.2"}
 
+#: Delta Lake settings for the tests' drivers: a snapshot of a dead-letter table (read for each
+#: idempotent write's transaction ids, and for each read) is rebuilt in 2 tasks, not Delta's
+#: default 50, which on a 2-core local driver cost seconds per table write or read.
+DELTA_TEST_CONF: Final = {"spark.databricks.delta.snapshotPartitions": "2"}
+
 
 @dataclass(frozen=True)
 class Record:

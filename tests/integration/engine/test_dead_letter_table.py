@@ -26,7 +26,7 @@ from dlq_engine.job.dead_letter_table import COLUMNS, PARTITION_COLUMNS
 from dlq_engine.model.pulsar_ids import pulsar_offset
 from spark_dlq_devtools.chaos import start_engine
 from spark_dlq_devtools.pulsar import Message, PulsarBroker
-from tests.helpers import Record, engine_policy, produce, read_all
+from tests.helpers import DELTA_TEST_CONF, Record, engine_policy, produce, read_all
 from tests.processors.recording import CALLS_HEADER
 
 FORMATS = [pytest.param("delta", id="delta"), pytest.param("parquet", id="parquet")]
@@ -418,7 +418,11 @@ def test_a_killed_engine_leaves_each_dead_letter_once_in_the_table(
     table = table_spec(tmp_path, "delta")
     log = Path(table["path"]) / "_delta_log"
     policy = tmp_path / "policy.yaml"
-    spec: dict[str, Any] = {"source": {"maxOffsetsPerTrigger": 30}, "deadLetter": {"table": table}}
+    spec: dict[str, Any] = {
+        "source": {"maxOffsetsPerTrigger": 30},
+        "deadLetter": {"table": table},
+        "spark": {"sparkConf": DELTA_TEST_CONF},  # the test session's Delta settings, in its driver
+    }
     document = engine_policy(names, bootstrap_servers, **spec)
     policy.write_text(yaml.safe_dump(document))
     doomed = [(b"dead-%03d" % i, b"terminate:%d" % i) for i in range(120)]

@@ -24,7 +24,7 @@ from spark_dlq_devtools.processes import free_port
 from spark_dlq_devtools.pulsar import Message
 from spark_dlq_devtools.pulsar import produce as produce_pulsar
 from spark_dlq_devtools.pulsar import read_all as read_pulsar
-from tests.helpers import engine_policy, produce, read_all
+from tests.helpers import QUICK_LEASE_ENV, engine_policy, produce, read_all
 
 BIN = Path(sys.executable).parent
 EXAMPLE = REPO_ROOT / "examples" / "orders-billing.yaml"
@@ -88,6 +88,8 @@ def _readme_env(pythonpath: Path) -> dict[str, str]:
     # A PYTHONPATH of the caller's (a worktree's own code, as the test session runs it) stays
     # behind the README's.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
+    # One run at a time on a checkpoint: its claim is read back after 0.2 s, not 2 s.
+    env.update(QUICK_LEASE_ENV)
     return env
 
 
