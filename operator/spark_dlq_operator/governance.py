@@ -261,11 +261,10 @@ def _govern_strimzi(
         )
     if entry.strimzi_cluster:
         topics = spec.get("topics")
-        if isinstance(topics, dict):
-            topics = spec["topics"] = dict(topics)
-        else:
-            topics = spec["topics"] = {}
-        topics["strimzi"] = {"namespace": entry.strimzi_namespace, "cluster": entry.strimzi_cluster}
+        spec["topics"] = {
+            **(topics if isinstance(topics, dict) else {}),
+            "strimzi": {"namespace": entry.strimzi_namespace, "cluster": entry.strimzi_cluster},
+        }
 
 
 def image_allowed(image: str, allowed: Sequence[str]) -> bool:

@@ -122,39 +122,36 @@ def test_the_engine_secret_of_a_listed_broker() -> None:
     ]
 
 
-def test_a_pulsar_broker_gets_the_class_admin_url() -> None:
-    pulsar = {
+#: A class listing the Pulsar broker without an admin URL (and with the operator's credentials
+#: for it, which would go to the policy's admin URL).
+NO_ADMIN_URL = klass(
+    brokers=[{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "operatorSecretRef": {"name": "op"}}]
+)
+
+
+@pytest.mark.parametrize(
+    ("cls", "given", "rule"),
+    [
+        (BROKERS, "http://p:8080", "spec.brokers[2].adminUrl: http://p:8080"),
+        (NO_ADMIN_URL, "", "spec.brokers[0] names no adminUrl"),
+    ],
+    ids=["the-entrys", "none-where-the-entry-names-none"],
+)
+def test_a_pulsar_broker_takes_the_class_entrys_admin_url_only(
+    cls: PolicyClass, given: str, rule: str
+) -> None:
+    pulsar: dict[str, Any] = {
         "spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://p:6650"},
         "spec.topics.create": False,
     }
-    assert governed(BROKERS, pulsar).policy.broker.admin_url == "http://p:8080"
+    assert governed(cls, pulsar).policy.broker.admin_url == given
     pulsar["spec.broker"] = {
         "type": "pulsar",
         "serviceUrl": "pulsar://p:6650",
         "adminUrl": "http://evil:8080",
     }
-    assert refused(BROKERS, pulsar) == [
-        "spec.broker.adminUrl: 'http://evil:8080' is not allowed by class 'standard' "
-        "(spec.brokers[2].adminUrl: http://p:8080)"
-    ]
-
-
-def test_a_pulsar_broker_listed_without_an_admin_url_allows_none() -> None:
-    """The operator's admin calls, with the class's credentials for the broker, would go to the
-    policy's admin URL: where the class names none, a policy may name none either."""
-    listed = klass(
-        brokers=[{"type": "pulsar", "serviceUrl": "pulsar://p:6650", "operatorSecretRef": {"name": "op"}}]
-    )
-    pulsar = {"spec.broker": {"type": "pulsar", "serviceUrl": "pulsar://p:6650"}, "spec.topics.create": False}
-    assert governed(listed, pulsar).policy.broker.admin_url == ""
-    pulsar["spec.broker"] = {
-        "type": "pulsar",
-        "serviceUrl": "pulsar://p:6650",
-        "adminUrl": "http://evil:8080",
-    }
-    assert refused(listed, pulsar) == [
-        "spec.broker.adminUrl: 'http://evil:8080' is not allowed by class 'standard' "
-        "(spec.brokers[0] names no adminUrl)"
+    assert refused(cls, pulsar) == [
+        f"spec.broker.adminUrl: 'http://evil:8080' is not allowed by class 'standard' ({rule})"
     ]
 
 
